@@ -1,0 +1,2 @@
+import { CORE } from '@meshtrain/core';
+console.log('relay', CORE, process.argv.slice(2));

@@ -1,0 +1,35 @@
+// The coordinator's view of a run's `[config]` table. Field names are Psyche's TOML keys (psyche-spec §5) so a
+// parsed file maps onto this type without renaming; times are whole seconds, as in Psyche.
+export interface CoordinatorConfig {
+  warmup_time: number;
+  cooldown_time: number;
+  /** Wall-clock length of an epoch; after it, two drain rounds run and the epoch ends (psyche-spec §2.3). */
+  epoch_time: number;
+  max_round_train_time: number;
+  round_witness_time: number;
+  min_clients: number;
+  init_min_clients: number;
+  verification_percent: number;
+  /** 0 means min(#clients, max_witnesses). */
+  witness_nodes: number;
+  /** Sequences per step at the start of the ramp and at its end. */
+  global_batch_size_start: number;
+  global_batch_size_end: number;
+  global_batch_size_warmup_tokens: number;
+  total_steps: number;
+  waiting_for_members_extra_time: number;
+  /** Our keys, where Psyche hard-codes a constant. */
+  max_clients: number;
+  max_witnesses: number;
+  /** Target false-positive rate of witness bloom filters (Psyche: a fixed 1024 bits). */
+  bloom_false_positive_rate: number;
+  /** Sequence length in tokens: the batch-size ramp counts tokens (psyche-spec §2.4). */
+  max_seq_len: number;
+  cold_start_warmup_steps: number;
+}
+
+export const DEFAULT_LIMITS = {
+  max_clients: 100_000,
+  max_witnesses: 32,
+  bloom_false_positive_rate: 0.001,
+} as const;

@@ -1,0 +1,1 @@
+export const CORE = 'core' as const;
