@@ -1,2 +1,1 @@
-import { CORE } from '@meshtrain/core';
-console.log('relay', CORE, process.argv.slice(2));
+console.error('meshtrain-relay: no commands yet'); process.exitCode = 2;
