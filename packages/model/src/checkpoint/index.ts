@@ -1,0 +1,5 @@
+export * from './errors.ts';
+export * from './dtype.ts';
+export * from './safetensors.ts';
+export * from './hf-config.ts';
+export * from './checkpoint.ts';

@@ -1,0 +1,4 @@
+export * from './shards.ts';
+export * from './brown.ts';
+export * from './split.ts';
+export * from './manifest.ts';
