@@ -1,1 +1,2 @@
-export {};
+export * from './lr.ts';
+export * from './cold-start.ts';

@@ -1,0 +1,55 @@
+// The run the relay creates when started without a config: small enough to train on one machine in minutes,
+// near the settings DESIGN.md measured to train well on the tiny byte-level model (DisTrO chunk 64, top-8,
+// 1-bit, decay 0.999; cosine lr 1e-3 with 20 warmup steps and a 10% floor). The same text is kept as
+// packages/core/test/fixtures/meshtrain-default.toml, and a test holds the two equal.
+export const DEFAULT_RUN_TOML = `# meshtrain's embedded default run. Psyche's [config] and [model.LLM] keys, plus [meshtrain].
+run_id = "default"
+
+[config]
+warmup_time = 30
+cooldown_time = 5
+epoch_time = 600
+max_round_train_time = 15
+round_witness_time = 1
+waiting_for_members_extra_time = 3
+min_clients = 1
+init_min_clients = 1
+verification_percent = 0
+# 0: every round picks min(#clients, max_witnesses) witnesses.
+witness_nodes = 0
+global_batch_size_start = 8
+global_batch_size_end = 8
+global_batch_size_warmup_tokens = 0
+total_steps = 300
+
+[model.LLM]
+architecture = "HfLlama"
+data_type = "Pretraining"
+max_seq_len = 128
+cold_start_warmup_steps = 0
+# Fresh weights from meshtrain.seed; later checkpoints come from peers and the relay's store.
+checkpoint = "Ephemeral"
+
+[model.LLM.data_location.Relay]
+dataset = "brown"
+token_size_in_bytes = "TwoBytes"
+
+[model.LLM.lr_schedule.Cosine]
+base_lr = 1.0e-3
+warmup_steps = 20
+warmup_init_lr = 0.0
+total_steps = 300
+final_lr = 1.0e-4
+
+[model.LLM.optimizer.Distro]
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_chunk = 64
+compression_topk = 8
+quantize_1bit = true
+
+[meshtrain]
+preset = "tiny"
+seed = 1
+micro_batch_size = 8
+`;

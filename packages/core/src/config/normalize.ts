@@ -1,0 +1,142 @@
+// From the validated TOML document to a RunConfig: converts the older rounds_per_epoch, fills the keys Psyche's
+// own documented example omits, and our limits. Every conversion or Psyche default is returned as a note so the
+// user sees what the file was taken to mean.
+import { DEFAULT_LIMITS } from '../coordinator/config.ts';
+import type { ConfigIssue } from './errors.ts';
+import type { RunConfigDocument } from './schema.ts';
+import type { ConfigNote, DataLocation, RunConfig } from './types.ts';
+
+/** Psyche's documented values for keys its book example leaves out (psyche-spec §5). */
+export const PSYCHE_DEFAULTS = { waiting_for_members_extra_time: 3, cold_start_warmup_steps: 0 } as const;
+export const DEFAULT_MICRO_BATCH_SIZE = 1;
+export const DEFAULT_SEED = 0;
+
+export interface Normalized {
+  run?: RunConfig;
+  notes: ConfigNote[];
+  issues: ConfigIssue[];
+}
+
+function epochTimeOf(
+  c: RunConfigDocument['config'],
+  notes: ConfigNote[],
+  issues: ConfigIssue[],
+): number | undefined {
+  if (c.epoch_time !== undefined && c.rounds_per_epoch !== undefined) {
+    issues.push({
+      path: 'config.rounds_per_epoch',
+      message: 'give either config.epoch_time or the older config.rounds_per_epoch, not both',
+    });
+    return undefined;
+  }
+  if (c.epoch_time !== undefined) return c.epoch_time;
+  if (c.rounds_per_epoch === undefined) {
+    issues.push({
+      path: 'config.epoch_time',
+      message: 'required key is missing (or give the older rounds_per_epoch)',
+    });
+    return undefined;
+  }
+  // Psyche replaced the round count by a wall-clock epoch length (psyche-spec §2.3). A round lasts at most
+  // max_round_train_time + round_witness_time, so this epoch_time fits at least the configured rounds; rounds
+  // that end early through opportunistic witnessing make the epoch hold more of them.
+  const roundTime = c.max_round_train_time + c.round_witness_time;
+  const epochTime = c.rounds_per_epoch * roundTime;
+  notes.push({
+    path: 'config.rounds_per_epoch',
+    reason:
+      `converted to epoch_time = ${c.rounds_per_epoch} × (max_round_train_time ${c.max_round_train_time} + ` +
+      `round_witness_time ${c.round_witness_time}) = ${epochTime} s; rounds that finish early fit more per epoch`,
+  });
+  return epochTime;
+}
+
+function dataLocationOf(
+  d: RunConfigDocument['model']['LLM']['data_location'],
+  notes: ConfigNote[],
+): DataLocation {
+  if (typeof d === 'object' && 'Relay' in d) {
+    const relay = d.Relay;
+    if (relay.token_size_in_bytes === undefined)
+      notes.push({
+        path: 'model.LLM.data_location.Relay.token_size_in_bytes',
+        reason: 'not set; using TwoBytes',
+      });
+    return {
+      Relay: { dataset: relay.dataset, token_size_in_bytes: relay.token_size_in_bytes ?? 'TwoBytes' },
+    };
+  }
+  return d;
+}
+
+export function normalize(doc: RunConfigDocument): Normalized {
+  const notes: ConfigNote[] = [];
+  const issues: ConfigIssue[] = [];
+  const c = doc.config;
+  const llm = doc.model.LLM;
+
+  const epoch_time = epochTimeOf(c, notes, issues);
+  if (c.waiting_for_members_extra_time === undefined)
+    notes.push({
+      path: 'config.waiting_for_members_extra_time',
+      reason: `not set; using Psyche's ${PSYCHE_DEFAULTS.waiting_for_members_extra_time} s`,
+    });
+  if (llm.cold_start_warmup_steps === undefined)
+    notes.push({
+      path: 'model.LLM.cold_start_warmup_steps',
+      reason: 'not set; using 0 (no cold-start ramp)',
+    });
+  if (doc.meshtrain?.seed === undefined)
+    notes.push({ path: 'meshtrain.seed', reason: `not set; using ${DEFAULT_SEED}` });
+  if (llm.optimizer === 'Dummy')
+    issues.push({
+      path: 'model.LLM.optimizer',
+      message:
+        '"Dummy" cannot train (Psyche\'s Model::check rejects it too); use [model.LLM.optimizer.Distro]',
+    });
+
+  if (epoch_time === undefined || llm.optimizer === 'Dummy') return { notes, issues };
+
+  const run: RunConfig = {
+    ...(doc.run_id === undefined ? {} : { run_id: doc.run_id }),
+    config: {
+      warmup_time: c.warmup_time,
+      cooldown_time: c.cooldown_time,
+      epoch_time,
+      max_round_train_time: c.max_round_train_time,
+      round_witness_time: c.round_witness_time,
+      min_clients: c.min_clients,
+      init_min_clients: c.init_min_clients,
+      verification_percent: c.verification_percent,
+      witness_nodes: c.witness_nodes,
+      global_batch_size_start: c.global_batch_size_start,
+      global_batch_size_end: c.global_batch_size_end,
+      global_batch_size_warmup_tokens: c.global_batch_size_warmup_tokens,
+      total_steps: c.total_steps,
+      waiting_for_members_extra_time:
+        c.waiting_for_members_extra_time ?? PSYCHE_DEFAULTS.waiting_for_members_extra_time,
+      max_clients: c.max_clients ?? DEFAULT_LIMITS.max_clients,
+      max_witnesses: c.max_witnesses ?? DEFAULT_LIMITS.max_witnesses,
+      bloom_false_positive_rate: c.bloom_false_positive_rate ?? DEFAULT_LIMITS.bloom_false_positive_rate,
+    },
+    model: {
+      LLM: {
+        architecture: llm.architecture,
+        data_type: llm.data_type,
+        max_seq_len: llm.max_seq_len,
+        cold_start_warmup_steps: llm.cold_start_warmup_steps ?? PSYCHE_DEFAULTS.cold_start_warmup_steps,
+        checkpoint: llm.checkpoint,
+        data_location: dataLocationOf(llm.data_location, notes),
+        lr_schedule: llm.lr_schedule,
+        optimizer: llm.optimizer,
+      },
+    },
+    meshtrain: {
+      ...(doc.meshtrain?.preset === undefined ? {} : { preset: doc.meshtrain.preset }),
+      seed: doc.meshtrain?.seed ?? DEFAULT_SEED,
+      micro_batch_size: doc.meshtrain?.micro_batch_size ?? DEFAULT_MICRO_BATCH_SIZE,
+      ...(doc.meshtrain?.model === undefined ? {} : { model: doc.meshtrain.model }),
+    },
+  };
+  return { run, notes, issues };
+}
