@@ -1,0 +1,193 @@
+// Gradient rules, one per op: given the node and dL/d(output), return dL/d(input) for each input (null where
+// an input is not differentiable or not needed). Every rule is written with builder ops that the WebGPU EP
+// runs on the GPU; see the notes on Slice (zeros via Expand, not Pad) and Gather (one-hot MatMul, not
+// ScatterND-add, which is nondeterministic on the GPU).
+import type { GraphBuilder } from '../graph/builder.ts';
+import { GraphError } from '../graph/builder.ts';
+import { type Node, type Shape, type Value, shapeEq, sizeOf } from '../graph/ir.ts';
+
+export type GradRule = (
+  b: GraphBuilder,
+  node: Node,
+  dy: Value,
+  needs: readonly boolean[],
+) => (Value | null)[];
+
+/** Sums a broadcast gradient back down to the operand's shape. */
+export function sumToShape(b: GraphBuilder, g: Value, shape: Shape): Value {
+  if (shapeEq(g.shape, shape)) return g;
+  const off = g.shape.length - shape.length;
+  const axes: number[] = [];
+  g.shape.forEach((d, i) => {
+    if (i < off || (shape[i - off] === 1 && d !== 1)) axes.push(i);
+  });
+  return b.reshape(b.reduceSum(g, axes, true, 'unbroadcast'), shape);
+}
+
+function inputs(node: Node, n: number): Value[] {
+  if (node.inputs.length < n) throw new GraphError(`${node.op}: expected ${n} inputs`);
+  return node.inputs.slice(0, n) as Value[];
+}
+
+function intsOf(v: Value | undefined): number[] {
+  if (!v?.data) throw new GraphError('expected a constant int input');
+  return Array.from(v.data);
+}
+
+function intAttr(node: Node, name: string): number {
+  const a = node.attrs[name];
+  if (a?.type !== 'int') throw new GraphError(`${node.op}: missing int attribute ${name}`);
+  return a.value;
+}
+
+function output(node: Node): Value {
+  const y = node.outputs[0];
+  if (!y) throw new GraphError(`${node.op}: no output`);
+  return y;
+}
+
+const matmulRule: GradRule = (b, node, dy, needs) => {
+  const [A, B] = inputs(node, 2) as [Value, Value];
+  const k = A.shape[A.shape.length - 1] ?? 0;
+  const n = B.shape[B.shape.length - 1] ?? 0;
+  if (B.shape.length === 2) {
+    // Activations [..., m, k] times a weight matrix: flatten the batch so dB is one [k, n] MatMul rather than
+    // a batch of them summed afterwards.
+    const rows = sizeOf(A.shape) / k;
+    const A2 = b.reshape(A, [rows, k]);
+    const dy2 = b.reshape(dy, [rows, n]);
+    const dA = needs[0] ? b.reshape(b.matmul(dy2, b.transpose(B, [1, 0]), 'dA'), A.shape) : null;
+    let dB: Value | null = null;
+    if (needs[1]) {
+      // When B is itself Transpose(W) (x @ Wᵀ, PyTorch Linear layout), compute dBᵀ = dyᵀ A directly: the
+      // Transpose rule's transpose then cancels against ours and dW needs no transpose at all.
+      dB =
+        B.producer?.op === 'Transpose'
+          ? b.transpose(b.matmul(b.transpose(dy2, [1, 0]), A2, 'dB_t'), [1, 0])
+          : b.matmul(b.transpose(A2, [1, 0]), dy2, 'dB');
+    }
+    return [dA, dB];
+  }
+  const dA = needs[0] ? sumToShape(b, b.matmul(dy, b.transposeLast2(B), 'dA'), A.shape) : null;
+  const dB = needs[1] ? sumToShape(b, b.matmul(b.transposeLast2(A), dy, 'dB'), B.shape) : null;
+  return [dA, dB];
+};
+
+export const GRAD_RULES: Record<string, GradRule> = {
+  Add: (b, node, dy) => {
+    const [x, y] = inputs(node, 2) as [Value, Value];
+    return [sumToShape(b, dy, x.shape), sumToShape(b, dy, y.shape)];
+  },
+  Sub: (b, node, dy, needs) => {
+    const [x, y] = inputs(node, 2) as [Value, Value];
+    return [sumToShape(b, dy, x.shape), needs[1] ? sumToShape(b, b.neg(dy), y.shape) : null];
+  },
+  Mul: (b, node, dy, needs) => {
+    const [x, y] = inputs(node, 2) as [Value, Value];
+    return [
+      needs[0] ? sumToShape(b, b.mul(dy, y, 'dA'), x.shape) : null,
+      needs[1] ? sumToShape(b, b.mul(dy, x, 'dB'), y.shape) : null,
+    ];
+  },
+  Div: (b, node, dy, needs) => {
+    // z = x / y: dx = dy / y, dy_ = -dy · z / y (reuses z instead of squaring y).
+    const [x, y] = inputs(node, 2) as [Value, Value];
+    const z = output(node);
+    return [
+      needs[0] ? sumToShape(b, b.div(dy, y, 'dA'), x.shape) : null,
+      needs[1] ? sumToShape(b, b.neg(b.div(b.mul(dy, z), y), 'dB'), y.shape) : null,
+    ];
+  },
+  Neg: (b, _node, dy) => [b.neg(dy)],
+  Identity: (_b, _node, dy) => [dy],
+  Exp: (b, node, dy) => [b.mul(dy, output(node), 'dx')],
+  Log: (b, node, dy) => [b.div(dy, inputs(node, 1)[0] as Value, 'dx')],
+  Sqrt: (b, node, dy) => {
+    const y = output(node);
+    return [b.div(dy, b.add(y, y), 'dx')]; // d√x = 1 / (2√x)
+  },
+  Sigmoid: (b, node, dy) => {
+    const y = output(node);
+    return [b.mul(dy, b.mul(y, b.sub(b.scalar(1, y.dtype), y)), 'dx')];
+  },
+  Cast: (b, node, dy) => [b.cast(dy, (inputs(node, 1)[0] as Value).dtype)],
+  Reshape: (b, node, dy) => [b.reshape(dy, (inputs(node, 1)[0] as Value).shape), null],
+  Transpose: (b, node, dy) => {
+    const perm = node.attrs.perm?.type === 'ints' ? node.attrs.perm.value : [];
+    const inv = new Array<number>(perm.length);
+    perm.forEach((p, i) => (inv[p] = i));
+    return [b.transpose(dy, inv)];
+  },
+  Expand: (b, node, dy) => [sumToShape(b, dy, (inputs(node, 1)[0] as Value).shape), null],
+  Slice: (b, node, dy) => {
+    // Scatter dy back into a zero tensor with Concat: Pad is not on the WebGPU EP's list (stack.md §1.2).
+    const x = inputs(node, 1)[0] as Value;
+    const [start] = intsOf(node.inputs[1]);
+    const [end] = intsOf(node.inputs[2]);
+    const [axis] = intsOf(node.inputs[3]);
+    if (start === undefined || end === undefined || axis === undefined)
+      throw new GraphError('Slice: bad constants');
+    const dim = x.shape[axis] ?? 0;
+    const piece = (len: number) =>
+      b.zeros(
+        x.shape.map((d, i) => (i === axis ? len : d)),
+        x.dtype,
+      );
+    const parts: Value[] = [];
+    if (start > 0) parts.push(piece(start));
+    parts.push(dy);
+    if (end < dim) parts.push(piece(dim - end));
+    return [b.concat(parts, axis, 'dx'), null, null, null];
+  },
+  Concat: (b, node, dy, needs) => {
+    const axis = intAttr(node, 'axis');
+    let at = 0;
+    return node.inputs.map((x, k) => {
+      const len = x.shape[axis] ?? 0;
+      const g = needs[k] ? b.slice(dy, axis, at, at + len, `d${k}`) : null;
+      at += len;
+      return g;
+    });
+  },
+  MatMul: matmulRule,
+  ReduceSum: (b, node, dy) => {
+    const x = inputs(node, 1)[0] as Value;
+    const axes = intsOf(node.inputs[1]);
+    const kept = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
+    return [b.expand(b.reshape(dy, kept), x.shape, 'dx'), null];
+  },
+  ReduceMean: (b, node, dy) => {
+    const x = inputs(node, 1)[0] as Value;
+    const axes = intsOf(node.inputs[1]);
+    const kept = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
+    const count = axes.reduce((n, a) => n * (x.shape[a] ?? 1), 1);
+    const scaled = b.mul(b.reshape(dy, kept), b.scalar(1 / count, dy.dtype));
+    return [b.expand(scaled, x.shape, 'dx'), null];
+  },
+  Softmax: (b, node, dy) => {
+    // dx = y ⊙ (dy − Σ_axis dy ⊙ y)
+    const y = output(node);
+    const axis = intAttr(node, 'axis');
+    const dot = b.reduceSum(b.mul(dy, y), [axis], true, 'dot');
+    return [b.mul(y, b.sub(dy, dot), 'dx')];
+  },
+  Gather: (b, node, dy, needs) => {
+    // Embedding backward as onehot(ids)ᵀ · dy: a dense MatMul is deterministic and GPU-resident, unlike
+    // ScatterND-add (atomic float adds in arbitrary order on the WebGPU EP). The one-hot is built with Equal
+    // against an int32 arange and a Cast (OneHot itself runs on the CPU).
+    const [data, ids] = inputs(node, 2) as [Value, Value];
+    if (!needs[0]) return [null, null];
+    const rows = data.shape[0] ?? 0;
+    const n = sizeOf(ids.shape);
+    const width = sizeOf(data.shape) / rows;
+    const arange = b.constant(
+      Array.from({ length: rows }, (_, i) => i),
+      'int32',
+      [rows, 1],
+      'arange',
+    );
+    const onehotT = b.cast(b.equal(arange, b.reshape(ids, [1, n]), 'onehot_t'), data.dtype);
+    const dData = b.matmul(onehotT, b.reshape(dy, [n, width]), 'ddata');
+    return [b.reshape(dData, data.shape), null];
+  },
+};

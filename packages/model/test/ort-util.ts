@@ -1,0 +1,79 @@
+// Test helpers: a seeded PRNG, ONNX Runtime sessions on the CPU / WebGPU EPs, and error metrics.
+import { existsSync } from 'node:fs';
+import * as ort from 'onnxruntime-node';
+import type { FloatDType } from '../src/graph/ir.ts';
+
+/** mulberry32: tiny, seeded, good enough to draw test weights reproducibly. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Standard normal draws (Box–Muller) from a seeded uniform source. */
+export function normal(rand: () => number): () => number {
+  return () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+}
+
+export function randomArray(n: number, rand: () => number, scale = 1, offset = 0): Float64Array {
+  const g = normal(rand);
+  return Float64Array.from({ length: n }, () => offset + scale * g());
+}
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+/** True when a Vulkan ICD for Dawn is configured or the Chromium SwiftShader one can be used. */
+export function webgpuAvailable(): boolean {
+  if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD))
+    process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  return Boolean(process.env.VK_ICD_FILENAMES);
+}
+
+export type Device = 'cpu' | 'webgpu';
+
+/**
+ * A session on one EP. WebGPU sessions disable the CPU fallback, so creation fails if any node of the graph
+ * would be placed on the CPU: that failure is our placement check.
+ */
+export async function session(onnx: Uint8Array, device: Device): Promise<ort.InferenceSession> {
+  if (device === 'webgpu') {
+    webgpuAvailable();
+    return ort.InferenceSession.create(onnx, {
+      executionProviders: ['webgpu'],
+      extra: { session: { disable_cpu_ep_fallback: '1' } },
+    });
+  }
+  return ort.InferenceSession.create(onnx, { executionProviders: ['cpu'] });
+}
+
+export function tensor(dtype: FloatDType, data: Float64Array, shape: readonly number[]): ort.Tensor {
+  return new ort.Tensor(dtype, dtype === 'float64' ? Float64Array.from(data) : Float32Array.from(data), [
+    ...shape,
+  ]);
+}
+
+export function int32Tensor(data: ArrayLike<number>, shape: readonly number[]): ort.Tensor {
+  return new ort.Tensor('int32', Int32Array.from(data), [...shape]);
+}
+
+export function toF64(t: ort.Tensor | undefined): Float64Array {
+  if (!t) throw new Error('missing output');
+  return Float64Array.from(t.data as Float32Array | Float64Array);
+}
+
+/** ‖a − b‖₂ / ‖b‖₂ */
+export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < b.length; i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    num += d * d;
+    den += (b[i] ?? 0) ** 2;
+  }
+  return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-300);
+}
