@@ -1,0 +1,11 @@
+export type WitnessErrorCode = 'BadBloom' | 'BadArgument';
+
+/** Malformed bloom data or sizing arguments. Messages say which field is wrong and what was expected. */
+export class WitnessError extends Error {
+  readonly code: WitnessErrorCode;
+  constructor(code: WitnessErrorCode, message: string) {
+    super(message);
+    this.name = 'WitnessError';
+    this.code = code;
+  }
+}
