@@ -158,7 +158,11 @@ export interface InitOptions {
  * Fresh parameters for `config` from `seed`: matrices ~ N(0, std²) (float32, rounded once from float64),
  * RMSNorm weights = 1. Returned in parameterSpecs order.
  */
-export function initParameters(config: LlamaConfig, seed: number | bigint, options: InitOptions = {}): Parameters {
+export function initParameters(
+  config: LlamaConfig,
+  seed: number | bigint,
+  options: InitOptions = {},
+): Parameters {
   const std = options.std ?? INITIALIZER_RANGE;
   const params: Parameters = new Map();
   for (const spec of parameterSpecs(config)) {

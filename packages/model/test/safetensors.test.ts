@@ -40,21 +40,23 @@ const bytesOf = (a: Float32Array) => new Uint8Array(a.buffer, a.byteOffset, a.by
 
 describe('safetensors encode/decode', () => {
   it('round-trips random float32 tensors bit-exactly, NaN payloads included', () => {
-    const tensor = fc
-      .array(fc.integer({ min: 0, max: 5 }), { minLength: 0, maxLength: 3 })
-      .chain((shape) =>
-        fc
-          .array(fc.integer({ min: 0, max: 0xffffffff }), {
-            minLength: shape.reduce((a, b) => a * b, 1),
-            maxLength: shape.reduce((a, b) => a * b, 1),
-          })
-          .map((bits) => ({ shape, data: new Float32Array(Uint32Array.from(bits).buffer) })),
-      );
+    const tensor = fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 0, maxLength: 3 }).chain((shape) =>
+      fc
+        .array(fc.integer({ min: 0, max: 0xffffffff }), {
+          minLength: shape.reduce((a, b) => a * b, 1),
+          maxLength: shape.reduce((a, b) => a * b, 1),
+        })
+        .map((bits) => ({ shape, data: new Float32Array(Uint32Array.from(bits).buffer) })),
+    );
     fc.assert(
       fc.property(
-        fc.dictionary(fc.string({ minLength: 1, maxLength: 12 }).filter((s) => s !== '__metadata__'), tensor, {
-          maxKeys: 6,
-        }),
+        fc.dictionary(
+          fc.string({ minLength: 1, maxLength: 12 }).filter((s) => s !== '__metadata__'),
+          tensor,
+          {
+            maxKeys: 6,
+          },
+        ),
         fc.dictionary(fc.string(), fc.string(), { maxKeys: 3 }),
         (tensors, metadata) => {
           const file = encodeSafetensors(tensors as Record<string, TensorToEncode>, metadata);
@@ -97,8 +99,14 @@ describe('safetensors encode/decode', () => {
     expect(Number.isNaN(f16ToF32(new Uint16Array([0x7e00]))[0])).toBe(true);
     expect([...bf16ToF32(new Uint16Array([0x4049]))]).toEqual([3.140625]);
     const f64 = new Float64Array([0.1, -3]);
-    const file = rawFile({ x: { dtype: 'F64', shape: [2], data_offsets: [0, 16] } }, new Uint8Array(f64.buffer));
-    expect([...tensorToFloat32('x', decodeSafetensors(file).tensors.get('x')!)]).toEqual([Math.fround(0.1), -3]);
+    const file = rawFile(
+      { x: { dtype: 'F64', shape: [2], data_offsets: [0, 16] } },
+      new Uint8Array(f64.buffer),
+    );
+    expect([...tensorToFloat32('x', decodeSafetensors(file).tensors.get('x')!)]).toEqual([
+      Math.fround(0.1),
+      -3,
+    ]);
   });
 
   it('accepts unpadded headers and unaligned tensor offsets', () => {
@@ -108,7 +116,10 @@ describe('safetensors encode/decode', () => {
     data.set(new Uint8Array(a.buffer), 0);
     data.set(bytesOf(b), 6);
     const file = rawFile(
-      { b: { dtype: 'F32', shape: [1], data_offsets: [6, 10] }, a: { dtype: 'BF16', shape: [3], data_offsets: [0, 6] } },
+      {
+        b: { dtype: 'F32', shape: [1], data_offsets: [6, 10] },
+        a: { dtype: 'BF16', shape: [3], data_offsets: [0, 6] },
+      },
       data,
       false,
     );
@@ -119,8 +130,12 @@ describe('safetensors encode/decode', () => {
   });
 
   it('rejects every truncation of a valid file', () => {
-    const file = encodeSafetensors({ a: { shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) } }, { format: 'pt' });
-    for (let cut = 0; cut < file.length; cut++) expect(code(() => decodeSafetensors(file.subarray(0, cut)))).toBe('truncated');
+    const file = encodeSafetensors(
+      { a: { shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) } },
+      { format: 'pt' },
+    );
+    for (let cut = 0; cut < file.length; cut++)
+      expect(code(() => decodeSafetensors(file.subarray(0, cut)))).toBe('truncated');
   });
 
   it('rejects corrupt headers with the rule they break', () => {
@@ -135,7 +150,9 @@ describe('safetensors encode/decode', () => {
       data_offsets: offsets,
     });
     expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 4], [2]) }, four)))).toBe('size-mismatch');
-    expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 4], [1], 'Q7') }, four)))).toBe('unsupported-dtype');
+    expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 4], [1], 'Q7') }, four)))).toBe(
+      'unsupported-dtype',
+    );
     expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 4], [-1]) }, four)))).toBe('header-schema');
     expect(code(() => decodeSafetensors(rawFile({ a: f32([4]) }, four)))).toBe('header-schema');
     expect(code(() => decodeSafetensors(rawFile({ a: f32([4, 0]) }, four)))).toBe('offsets');
@@ -145,15 +162,21 @@ describe('safetensors encode/decode', () => {
     expect(code(() => decodeSafetensors(rawFile({ a: f32([4, 8]) }, eight)))).toBe('offsets');
     expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 4]) }, eight)))).toBe('offsets');
     expect(code(() => decodeSafetensors(rawFile({ a: f32([0, 8], [2]) }, four)))).toBe('truncated');
-    expect(code(() => decodeSafetensors(rawFile({ __metadata__: { a: 1 } }, new Uint8Array(0))))).toBe('header-schema');
+    expect(code(() => decodeSafetensors(rawFile({ __metadata__: { a: 1 } }, new Uint8Array(0))))).toBe(
+      'header-schema',
+    );
     const huge = new Uint8Array(16);
     new DataView(huge.buffer).setUint32(4, 1, true); // header length 2^32
     expect(code(() => decodeSafetensors(huge))).toBe('header-schema');
     const ints = rawFile({ i: { dtype: 'I32', shape: [1], data_offsets: [0, 4] } }, four);
-    expect(code(() => tensorToFloat32('i', decodeSafetensors(ints).tensors.get('i')!))).toBe('unsupported-dtype');
+    expect(code(() => tensorToFloat32('i', decodeSafetensors(ints).tensors.get('i')!))).toBe(
+      'unsupported-dtype',
+    );
   });
 
   it('refuses to encode data that does not match its shape', () => {
-    expect(code(() => encodeSafetensors({ a: { shape: [3], data: new Float32Array(2) } }))).toBe('size-mismatch');
+    expect(code(() => encodeSafetensors({ a: { shape: [3], data: new Float32Array(2) } }))).toBe(
+      'size-mismatch',
+    );
   });
 });

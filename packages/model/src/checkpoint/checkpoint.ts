@@ -65,7 +65,10 @@ const DERIVED_BUFFER = /(^|\.)rotary_emb\.inv_freq$/;
  * derived buffers, accepts a tied model without `lm_head.weight`, and rejects anything else that does not
  * match the config with a CheckpointError naming the tensor.
  */
-export function decodeCheckpoint(configJson: string | unknown, files: Uint8Array | Uint8Array[]): DecodedCheckpoint {
+export function decodeCheckpoint(
+  configJson: string | unknown,
+  files: Uint8Array | Uint8Array[],
+): DecodedCheckpoint {
   const { config, ignoredKeys, defaulted } = parseHfConfig(configJson);
   const notes: string[] = [];
   if (ignoredKeys.length > 0) notes.push(`config.json: ignored keys ${ignoredKeys.join(', ')}`);
@@ -90,7 +93,8 @@ export function decodeCheckpoint(configJson: string | unknown, files: Uint8Array
           'unknown-tensor',
           `${name}: not a tensor of LlamaForCausalLM with this config.json (${config.num_hidden_layers} layers)`,
         );
-      if (params.has(name)) throw new CheckpointError('unknown-tensor', `${name}: appears in more than one file`);
+      if (params.has(name))
+        throw new CheckpointError('unknown-tensor', `${name}: appears in more than one file`);
       if (raw.shape.length !== shape.length || raw.shape.some((d, i) => d !== shape[i]))
         throw new CheckpointError(
           'shape-mismatch',

@@ -1,10 +1,5 @@
 export type CheckpointErrorCode =
-  | 'config'
-  | 'unsupported'
-  | 'unknown-tensor'
-  | 'missing-tensor'
-  | 'shape-mismatch'
-  | 'dtype';
+  'config' | 'unsupported' | 'unknown-tensor' | 'missing-tensor' | 'shape-mismatch' | 'dtype';
 
 /** A checkpoint whose tensors or config do not fit the model we build; `code` says what to fix. */
 export class CheckpointError extends Error {

@@ -47,7 +47,10 @@ export interface ParsedHfConfig {
 function positiveInt(obj: Record<string, unknown>, key: string): number {
   const v = obj[key];
   if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)
-    throw new CheckpointError('config', `config.json: ${key} must be a positive integer, got ${JSON.stringify(v)}`);
+    throw new CheckpointError(
+      'config',
+      `config.json: ${key} must be a positive integer, got ${JSON.stringify(v)}`,
+    );
   return v;
 }
 
@@ -70,7 +73,10 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
   const o = obj as Record<string, unknown>;
 
   if (o.model_type !== undefined && o.model_type !== 'llama')
-    throw new CheckpointError('unsupported', `config.json: model_type '${String(o.model_type)}' is not 'llama'`);
+    throw new CheckpointError(
+      'unsupported',
+      `config.json: model_type '${String(o.model_type)}' is not 'llama'`,
+    );
   if (Array.isArray(o.architectures) && !o.architectures.includes('LlamaForCausalLM'))
     throw new CheckpointError(
       'unsupported',
@@ -79,7 +85,8 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
   if (o.hidden_act !== undefined && o.hidden_act !== 'silu')
     throw new CheckpointError('unsupported', `config.json: hidden_act '${String(o.hidden_act)}' (only silu)`);
   for (const k of ['attention_bias', 'mlp_bias'])
-    if (o[k] === true) throw new CheckpointError('unsupported', `config.json: ${k}=true (our graph has no biases)`);
+    if (o[k] === true)
+      throw new CheckpointError('unsupported', `config.json: ${k}=true (our graph has no biases)`);
   if (o.rope_scaling !== undefined && o.rope_scaling !== null)
     throw new CheckpointError(
       'unsupported',
@@ -93,7 +100,8 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
       defaulted.push(`${key}=${JSON.stringify(fallback)}`);
       return fallback;
     }
-    if (!ok(o[key])) throw new CheckpointError('config', `config.json: ${key} has invalid value ${JSON.stringify(o[key])}`);
+    if (!ok(o[key]))
+      throw new CheckpointError('config', `config.json: ${key} has invalid value ${JSON.stringify(o[key])}`);
     return o[key] as T;
   };
   const isPosInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;

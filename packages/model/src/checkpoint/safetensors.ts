@@ -10,12 +10,7 @@
 import { DTYPE_BYTES, bf16ToF32, f16ToF32, f32ToBf16, isFloatDType, type FloatDType } from './dtype.ts';
 
 export type SafetensorsErrorCode =
-  | 'truncated'
-  | 'header-json'
-  | 'header-schema'
-  | 'offsets'
-  | 'unsupported-dtype'
-  | 'size-mismatch';
+  'truncated' | 'header-json' | 'header-schema' | 'offsets' | 'unsupported-dtype' | 'size-mismatch';
 
 /** A safetensors file that cannot be read; `code` says which rule it broke. */
 export class SafetensorsError extends Error {
@@ -93,9 +88,13 @@ export function encodeSafetensors(
   const entries = tensors instanceof Map ? [...tensors.entries()] : Object.entries(tensors);
   const payloads = entries.map(([name, t]) => {
     const dtype = t.dtype ?? 'F32';
-    if (name === '__metadata__') throw new SafetensorsError('header-schema', 'a tensor may not be named __metadata__');
+    if (name === '__metadata__')
+      throw new SafetensorsError('header-schema', 'a tensor may not be named __metadata__');
     if (!t.shape.every((d) => Number.isInteger(d) && d >= 0))
-      throw new SafetensorsError('header-schema', `${name}: shape [${t.shape.join(', ')}] is not a list of sizes`);
+      throw new SafetensorsError(
+        'header-schema',
+        `${name}: shape [${t.shape.join(', ')}] is not a list of sizes`,
+      );
     if (numel(t.shape) !== t.data.length)
       throw new SafetensorsError(
         'size-mismatch',
@@ -146,13 +145,19 @@ function isSizeList(v: unknown): v is number[] {
 /** Parses and validates a safetensors file without copying tensor bytes. */
 export function decodeSafetensors(file: Uint8Array): DecodedSafetensors {
   if (file.length < 8)
-    throw new SafetensorsError('truncated', `file is ${file.length} bytes; the 8-byte header length is missing`);
+    throw new SafetensorsError(
+      'truncated',
+      `file is ${file.length} bytes; the 8-byte header length is missing`,
+    );
   const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
   const lo = view.getUint32(0, true);
   const hi = view.getUint32(4, true);
   const headerLen = hi * 2 ** 32 + lo;
   if (headerLen > MAX_HEADER_BYTES)
-    throw new SafetensorsError('header-schema', `header length ${headerLen} exceeds ${MAX_HEADER_BYTES} bytes`);
+    throw new SafetensorsError(
+      'header-schema',
+      `header length ${headerLen} exceeds ${MAX_HEADER_BYTES} bytes`,
+    );
   if (8 + headerLen > file.length)
     throw new SafetensorsError(
       'truncated',
@@ -186,13 +191,15 @@ export function decodeSafetensors(file: Uint8Array): DecodedSafetensors {
       throw new SafetensorsError('header-schema', `${name}: entry must be an object`);
     if (typeof t.dtype !== 'string') throw new SafetensorsError('header-schema', `${name}: dtype missing`);
     const size = ALL_DTYPE_BYTES[t.dtype];
-    if (size === undefined) throw new SafetensorsError('unsupported-dtype', `${name}: unknown dtype ${t.dtype}`);
+    if (size === undefined)
+      throw new SafetensorsError('unsupported-dtype', `${name}: unknown dtype ${t.dtype}`);
     if (!isSizeList(t.shape))
       throw new SafetensorsError('header-schema', `${name}: shape must be a list of non-negative integers`);
     if (!isSizeList(t.data_offsets) || t.data_offsets.length !== 2)
       throw new SafetensorsError('header-schema', `${name}: data_offsets must be [begin, end]`);
     const [begin, end] = t.data_offsets as [number, number];
-    if (end < begin) throw new SafetensorsError('offsets', `${name}: data_offsets [${begin}, ${end}] end before begin`);
+    if (end < begin)
+      throw new SafetensorsError('offsets', `${name}: data_offsets [${begin}, ${end}] end before begin`);
     if (end - begin !== numel(t.shape) * size)
       throw new SafetensorsError(
         'size-mismatch',

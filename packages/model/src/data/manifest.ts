@@ -44,7 +44,9 @@ function checkSplit(name: string, v: unknown): SplitEntry {
   for (const [i, sh] of s.shards.entries()) {
     const e = sh as Partial<ShardEntry>;
     if (typeof e.file !== 'string' || !SHARD_FILE.test(e.file))
-      throw new ManifestError(`manifest.json: splits.${name}.shards[${i}].file must be a plain *.bin file name`);
+      throw new ManifestError(
+        `manifest.json: splits.${name}.shards[${i}].file must be a plain *.bin file name`,
+      );
     if (!Number.isSafeInteger(e.tokens) || (e.tokens as number) < 0)
       throw new ManifestError(`manifest.json: splits.${name}.shards[${i}].tokens must be a count`);
     if (typeof e.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(e.sha256))
@@ -63,10 +65,12 @@ export function parseManifest(text: string): DataManifest {
   }
   if (m.format !== 'meshtrain-token-shards' || m.version !== 1)
     throw new ManifestError('manifest.json: not a meshtrain-token-shards v1 manifest');
-  if (m.token_bytes !== 2 && m.token_bytes !== 4) throw new ManifestError('manifest.json: token_bytes must be 2 or 4');
+  if (m.token_bytes !== 2 && m.token_bytes !== 4)
+    throw new ManifestError('manifest.json: token_bytes must be 2 or 4');
   if (typeof m.tokenizer !== 'string') throw new ManifestError('manifest.json: tokenizer missing');
   if (!Number.isSafeInteger(m.vocab_size)) throw new ManifestError('manifest.json: vocab_size missing');
-  if (typeof m.splits !== 'object' || m.splits === null) throw new ManifestError('manifest.json: splits missing');
+  if (typeof m.splits !== 'object' || m.splits === null)
+    throw new ManifestError('manifest.json: splits missing');
   checkSplit('train', m.splits.train);
   checkSplit('val', m.splits.val);
   return m as DataManifest;

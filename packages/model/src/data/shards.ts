@@ -40,8 +40,10 @@ export class ShardIndex {
 
   constructor(shardByteLengths: readonly number[], options: { seqLen: number; tokenBytes: TokenBytes }) {
     const { seqLen, tokenBytes } = options;
-    if (!Number.isInteger(seqLen) || seqLen < 1) throw new ShardError(`seqLen must be a positive integer (${seqLen})`);
-    if (tokenBytes !== 2 && tokenBytes !== 4) throw new ShardError(`tokenBytes must be 2 or 4 (${String(tokenBytes)})`);
+    if (!Number.isInteger(seqLen) || seqLen < 1)
+      throw new ShardError(`seqLen must be a positive integer (${seqLen})`);
+    if (tokenBytes !== 2 && tokenBytes !== 4)
+      throw new ShardError(`tokenBytes must be 2 or 4 (${String(tokenBytes)})`);
     this.seqLen = seqLen;
     this.tokenBytes = tokenBytes;
     const perShard: number[] = [];
@@ -88,7 +90,8 @@ export function decodeTokens(bytes: Uint8Array, tokenBytes: TokenBytes, vocabSiz
   const limit = vocabSize ?? 2 ** 31;
   for (let i = 0; i < out.length; i++) {
     const id = tokenBytes === 2 ? view.getUint16(i * 2, true) : view.getUint32(i * 4, true);
-    if (id >= limit) throw new ShardError(`token ${id} at position ${i} is outside the vocabulary (size ${limit})`);
+    if (id >= limit)
+      throw new ShardError(`token ${id} at position ${i} is outside the vocabulary (size ${limit})`);
     out[i] = id;
   }
   return out;

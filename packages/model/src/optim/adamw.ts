@@ -59,7 +59,8 @@ export class AdamW {
     for (const [name, p] of this.params) {
       const g = grads.get(name);
       if (!g) throw new Error(`AdamW: no gradient for ${name}`);
-      if (g.length !== p.length) throw new Error(`AdamW: gradient for ${name} has ${g.length} values, not ${p.length}`);
+      if (g.length !== p.length)
+        throw new Error(`AdamW: gradient for ${name} has ${g.length} values, not ${p.length}`);
       const m = this.m.get(name) as Float32Array;
       const v = this.v.get(name) as Float32Array;
       const shrink = this.decayed.has(name) ? 1 - lr * this.weightDecay : 1;
@@ -80,7 +81,8 @@ export class AdamW {
  */
 export function clipGradNorm(grads: Map<string, Float32Array>, maxNorm: number): number {
   let sq = 0;
-  for (const g of grads.values()) for (let i = 0; i < g.length; i++) sq += (g[i] as number) * (g[i] as number);
+  for (const g of grads.values())
+    for (let i = 0; i < g.length; i++) sq += (g[i] as number) * (g[i] as number);
   const norm = Math.sqrt(sq);
   if (norm > maxNorm) {
     const scale = maxNorm / (norm + 1e-6);
