@@ -136,7 +136,7 @@ async function check(c: Case, seed: number): Promise<number> {
   const grads = gradients(b, loss, xs);
   b.output(loss, 'loss');
   grads.forEach((g, i) => b.output(g, `grad.x${i}`));
-  const s = await session(emitOnnx(b, { name: c.name }), 'cpu');
+  const s = await session(emitOnnx(b, { name: c.name }), 'cpu', 'float64');
 
   const values = c.inputs.map((inp) => {
     const v = randomArray(sizeOf(inp.shape), rand);
@@ -181,7 +181,7 @@ describe('gradient rules vs central finite differences (float64, CPU EP)', () =>
     b.output(loss, 'loss');
     b.output(gx as Value, 'gx');
     b.output(gu as Value, 'gu');
-    const s = await session(emitOnnx(b, { name: 'unused' }), 'cpu');
+    const s = await session(emitOnnx(b, { name: 'unused' }), 'cpu', 'float64');
     const out = await s.run({
       x: tensor('float64', Float64Array.from([0, 1, 2]), [3]),
       u: tensor('float64', new Float64Array(4), [2, 2]),

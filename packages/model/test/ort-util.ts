@@ -1,6 +1,7 @@
 // Test helpers: a seeded PRNG, ONNX Runtime sessions on the CPU / WebGPU EPs, and error metrics.
 import { existsSync } from 'node:fs';
 import * as ort from 'onnxruntime-node';
+import { type LlamaConfig, parameterSpecs } from '../src/config.ts';
 import type { FloatDType } from '../src/graph/ir.ts';
 
 /** mulberry32: tiny, seeded, good enough to draw test weights reproducibly. */
@@ -37,10 +38,14 @@ export function webgpuAvailable(): boolean {
 export type Device = 'cpu' | 'webgpu';
 
 /**
- * A session on one EP. WebGPU sessions disable the CPU fallback, so creation fails if any node of the graph
+ * A session on one EP (`dtype` is the graph's float type). WebGPU sessions disable the CPU fallback, so creation fails if any node of the graph
  * would be placed on the CPU: that failure is our placement check.
  */
-export async function session(onnx: Uint8Array, device: Device): Promise<ort.InferenceSession> {
+export async function session(
+  onnx: Uint8Array,
+  device: Device,
+  dtype: FloatDType = 'float32',
+): Promise<ort.InferenceSession> {
   if (device === 'webgpu') {
     webgpuAvailable();
     return ort.InferenceSession.create(onnx, {
@@ -48,7 +53,12 @@ export async function session(onnx: Uint8Array, device: Device): Promise<ort.Inf
       extra: { session: { disable_cpu_ep_fallback: '1' } },
     });
   }
-  return ort.InferenceSession.create(onnx, { executionProviders: ['cpu'] });
+  // ORT's extended fusions create com.microsoft kernels that exist only for float (x·sigmoid(x) → QuickGelu):
+  // float64 graphs run with the basic optimizations only.
+  return ort.InferenceSession.create(onnx, {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: dtype === 'float64' ? 'basic' : 'all',
+  });
 }
 
 export function tensor(dtype: FloatDType, data: Float64Array, shape: readonly number[]): ort.Tensor {
@@ -76,4 +86,43 @@ export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
     den += (b[i] ?? 0) ** 2;
   }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-300);
+}
+
+/**
+ * Seeded weights at a scale where every nonlinearity matters (unlike HF's 0.02 init, under which the model is
+ * nearly linear and a wrong second-order term could hide): Linear W ~ N(0, 1/in), norms 1 + N(0, 0.1²),
+ * embeddings N(0, 0.5²).
+ */
+export function randomParams(c: LlamaConfig, seed: number): Map<string, Float64Array> {
+  const rand = rng(seed);
+  const params = new Map<string, Float64Array>();
+  for (const p of parameterSpecs(c)) {
+    const n = p.shape.reduce((a, d) => a * d, 1);
+    if (p.shape.length === 1) params.set(p.name, randomArray(n, rand, 0.1, 1));
+    else if (p.name.includes('embed_tokens') || p.name.startsWith('lm_head'))
+      params.set(p.name, randomArray(n, rand, 0.5));
+    else params.set(p.name, randomArray(n, rand, 1 / Math.sqrt(p.shape[1] ?? 1)));
+  }
+  return params;
+}
+
+export function randomTokens(c: LlamaConfig, batch: number, len: number, seed: number): number[][] {
+  const rand = rng(seed);
+  return Array.from({ length: batch }, () =>
+    Array.from({ length: len }, () => Math.floor(rand() * c.vocab_size)),
+  );
+}
+
+/** Feeds for a train-step / inference graph: every parameter (in the graph dtype) plus int32 tokens. */
+export function feeds(
+  c: LlamaConfig,
+  params: Map<string, Float64Array>,
+  tokens: number[][],
+  dtype: FloatDType,
+): Record<string, ort.Tensor> {
+  const out: Record<string, ort.Tensor> = {};
+  for (const p of parameterSpecs(c))
+    out[p.name] = tensor(dtype, params.get(p.name) ?? new Float64Array(0), p.shape);
+  out.tokens = int32Tensor(tokens.flat(), [tokens.length, tokens[0]?.length ?? 0]);
+  return out;
 }
