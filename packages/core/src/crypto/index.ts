@@ -1,1 +1,5 @@
-export {};
+// Crypto primitives for meshtrain: bytes/hex helpers, SHA-256, Ed25519 identities and signatures.
+export * from './errors.ts';
+export * from './bytes.ts';
+export * from './hash.ts';
+export * from './ed25519.ts';

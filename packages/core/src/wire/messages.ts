@@ -1,0 +1,112 @@
+// The generic entry points: one discriminated union over every message, `encodeMessage` and
+// `decodeFrame`. Transports call decodeFrame on every inbound frame and switch on `kind`.
+import type { Announce } from './announce.ts';
+import { encodeAnnounce, readAnnouncePayload } from './announce.ts';
+import type { ByteReader } from './codec.ts';
+import type { SignedResult } from './commitment.ts';
+import { encodeSignedResult, readSignedResultPayload } from './commitment.ts';
+import type { Ack, ControlError } from './control.ts';
+import { encodeAck, encodeControlError, readAckPayload, readControlErrorPayload } from './control.ts';
+import type { CoordinatorStateBroadcast } from './coordinator-state.ts';
+import { encodeCoordinatorState, readCoordinatorStatePayload } from './coordinator-state.ts';
+import { WireError } from './errors.ts';
+import type { MessageKind } from './frame.ts';
+import { openFrame } from './frame.ts';
+import type { WireLimits } from './limits.ts';
+import { DEFAULT_WIRE_LIMITS } from './limits.ts';
+import type { Join, Leave } from './membership.ts';
+import { encodeJoin, encodeLeave, readJoinPayload, readLeavePayload } from './membership.ts';
+import type { TrainingResult } from './training-result.ts';
+import { encodeTrainingResult, readTrainingResultPayload } from './training-result.ts';
+import type { HealthCheck, WitnessMessage } from './witness.ts';
+import { encodeHealthCheck, encodeWitness, readHealthCheckPayload, readWitnessPayload } from './witness.ts';
+
+export type WireMessage =
+  | { kind: 'trainingResult'; message: TrainingResult }
+  | { kind: 'signedResult'; message: SignedResult }
+  | { kind: 'announce'; message: Announce }
+  | { kind: 'witness'; message: WitnessMessage }
+  | { kind: 'healthCheck'; message: HealthCheck }
+  | { kind: 'join'; message: Join }
+  | { kind: 'leave'; message: Leave }
+  | { kind: 'coordinatorState'; message: CoordinatorStateBroadcast }
+  | { kind: 'error'; message: ControlError }
+  | { kind: 'ack'; message: Ack };
+
+// Compile-time check that the union names exactly the registered kinds.
+type _KindsMatch = [MessageKind] extends [WireMessage['kind']]
+  ? [WireMessage['kind']] extends [MessageKind]
+    ? true
+    : never
+  : never;
+const _kindsMatch: _KindsMatch = true;
+void _kindsMatch;
+
+export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
+  switch (m.kind) {
+    case 'trainingResult':
+      return encodeTrainingResult(m.message, limits);
+    case 'signedResult':
+      return encodeSignedResult(m.message, limits);
+    case 'announce':
+      return encodeAnnounce(m.message, limits);
+    case 'witness':
+      return encodeWitness(m.message, limits);
+    case 'healthCheck':
+      return encodeHealthCheck(m.message, limits);
+    case 'join':
+      return encodeJoin(m.message, limits);
+    case 'leave':
+      return encodeLeave(m.message, limits);
+    case 'coordinatorState':
+      return encodeCoordinatorState(m.message, limits);
+    case 'error':
+      return encodeControlError(m.message, limits);
+    case 'ack':
+      return encodeAck(m.message, limits);
+    default: {
+      const never: never = m;
+      throw new WireError(
+        'unknown_type',
+        'kind',
+        `unknown message kind ${String((never as { kind: unknown }).kind)}`,
+      );
+    }
+  }
+}
+
+function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
+  switch (kind) {
+    case 'trainingResult':
+      return { kind, message: readTrainingResultPayload(r) };
+    case 'signedResult':
+      return { kind, message: readSignedResultPayload(r) };
+    case 'announce':
+      return { kind, message: readAnnouncePayload(r) };
+    case 'witness':
+      return { kind, message: readWitnessPayload(r) };
+    case 'healthCheck':
+      return { kind, message: readHealthCheckPayload(r) };
+    case 'join':
+      return { kind, message: readJoinPayload(r) };
+    case 'leave':
+      return { kind, message: readLeavePayload(r) };
+    case 'coordinatorState':
+      return { kind, message: readCoordinatorStatePayload(r) };
+    case 'error':
+      return { kind, message: readControlErrorPayload(r) };
+    case 'ack':
+      return { kind, message: readAckPayload(r) };
+  }
+}
+
+/**
+ * Decode any frame. Structure and invariants are checked; signatures are not (use verifySignedResult,
+ * verifyAnnounce, verifyJoin). Throws only WireError.
+ */
+export function decodeFrame(bytes: Uint8Array, limits: WireLimits = DEFAULT_WIRE_LIMITS): WireMessage {
+  const { kind, reader } = openFrame(bytes, limits);
+  const m = readPayload(kind, reader);
+  reader.end(kind);
+  return m;
+}
