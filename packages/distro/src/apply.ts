@@ -1,0 +1,37 @@
+// One round's apply, shared by every backend: aggregate on the host (exact integers), then each backend
+// decodes and updates. Results come peer-major, as Psyche's Vec<Vec<DistroResult>>: results[peer][tensor],
+// tensors in the parameter order (ascending byte-lexicographic names).
+import { aggregateTensor } from './aggregate.ts';
+import type { DistroBackend, DistroTensor } from './backend.ts';
+import { updateScalars } from './exact-update.ts';
+import { DistroShapeError, tensorLayout } from './layout.ts';
+import type { TensorResult } from './result.ts';
+
+export interface ApplyOptions {
+  lr: number;
+  weightDecay?: number;
+}
+
+/**
+ * p ← p·(1 − lr·wd) − lr·sign(IDCT(mean over peers)) for every tensor. With no results nothing changes
+ * (Psyche skips the step, weight decay included).
+ */
+export function applyResults(
+  backend: DistroBackend,
+  params: readonly DistroTensor[],
+  results: readonly (readonly TensorResult[])[],
+  options: ApplyOptions,
+): void {
+  const u = updateScalars(options.lr, options.weightDecay ?? 0);
+  if (results.length === 0) return;
+  for (const [peer, r] of results.entries())
+    if (r.length !== params.length)
+      throw new DistroShapeError(`peer ${peer}: ${r.length} tensor results for ${params.length} parameters`);
+  params.forEach((p, i) => {
+    const agg = aggregateTensor(
+      tensorLayout(p.shape, backend.chunk),
+      results.map((r) => r[i] as TensorResult),
+    );
+    backend.applyAggregated(p, agg, u);
+  });
+}

@@ -1,0 +1,39 @@
+// The one API both backends implement. Callers pick a backend (CPU reference or WGSL on any GPUDevice) and
+// drive it with the same calls; tensors are opaque handles owned by the backend that made them.
+import type { AggregatedTensor } from './aggregate.ts';
+import type { UpdateScalars } from './exact-update.ts';
+import type { TensorResult } from './result.ts';
+
+export interface DistroTensor {
+  readonly shape: readonly number[];
+  readonly size: number;
+}
+
+export interface DistroBackend {
+  readonly kind: 'cpu' | 'webgpu';
+  /** Human-readable device description (adapter name, "software adapter" where it is one). */
+  readonly description: string;
+  /** The run's compression chunk (psyche-spec §1.2); fixed per backend because it decides the block layout. */
+  readonly chunk: number;
+  tensor(shape: readonly number[], data?: Float32Array): DistroTensor;
+  read(t: DistroTensor): Promise<Float32Array>;
+  write(t: DistroTensor, data: Float32Array): void;
+  release(t: DistroTensor): void;
+  /** delta ← decay·delta + lr·grad (two separately rounded float32 steps, as Psyche does them). */
+  momentum(delta: DistroTensor, grad: DistroTensor, decay: number, lr: number): void;
+  /** Σ x² (float64 on the host over per-segment partial sums), for clipping by global norm. */
+  sumOfSquares(t: DistroTensor): Promise<number>;
+  /** t ← factor·t. */
+  scale(t: DistroTensor, factor: number): void;
+  /** out ← params − lr·sign(delta): Psyche's lookahead, written to a scratch tensor so nothing is undone. */
+  signStep(out: DistroTensor, params: DistroTensor, delta: DistroTensor, lr: number): void;
+  /** Chunked DCT-II of `delta`, then the top-k coefficients of every chunk by |value|. */
+  compress(delta: DistroTensor, topk: number): Promise<TensorResult>;
+  /** delta ← delta − decode(own), with `own` the peer's unquantised result. */
+  subtractResidual(delta: DistroTensor, own: TensorResult): void;
+  /** p ← RN(p·factor − step·sign(IDCT(mean))) with the exact integer decode; bit-identical on every backend. */
+  applyAggregated(param: DistroTensor, agg: AggregatedTensor, u: UpdateScalars): void;
+  /** Resolves when all queued work is done. */
+  finish(): Promise<void>;
+  destroy(): void;
+}

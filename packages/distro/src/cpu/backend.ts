@@ -1,0 +1,231 @@
+// The CPU reference backend: float32 state in Float32Arrays, transforms accumulated in float64, and the
+// exact integer decode for apply (shared semantics with the WGSL kernels, different code).
+import type { AggregatedTensor } from '../aggregate.ts';
+import type { DistroBackend, DistroTensor } from '../backend.ts';
+import { dctBasis64 } from '../dct.ts';
+import { updateBits, type UpdateScalars } from '../exact-update.ts';
+import { integerDctBasis } from '../int-basis.ts';
+import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
+import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
+import { selectTopK } from '../topk.ts';
+
+class CpuTensor implements DistroTensor {
+  readonly shape: readonly number[];
+  readonly size: number;
+  readonly data: Float32Array;
+  constructor(shape: readonly number[], data: Float32Array) {
+    this.shape = [...shape];
+    this.size = data.length;
+    this.data = data;
+  }
+}
+
+function cpu(t: DistroTensor): CpuTensor {
+  if (!(t instanceof CpuTensor)) throw new TypeError('tensor belongs to another backend');
+  return t;
+}
+
+function same(a: DistroTensor, b: DistroTensor): void {
+  if (!sameShape(a.shape, b.shape)) throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
+}
+
+/** Forward DCT of every block into `coef` (same element layout as the tensor), float64 sums. */
+export function blockDct(l: BlockLayout, x: Float32Array, coef: Float32Array): void {
+  const F1 = dctBasis64(l.n1);
+  const F2 = dctBasis64(l.n2);
+  const tmp = new Float64Array(l.n1 * l.n2);
+  for (let by = 0; by < l.blocksY; by++) {
+    for (let bx = 0; bx < l.blocksX; bx++) {
+      const base = by * l.n1 * l.cols + bx * l.n2;
+      for (let h = 0; h < l.n1; h++)
+        for (let d = 0; d < l.n2; d++) {
+          let s = 0;
+          for (let w = 0; w < l.n2; w++)
+            s += (x[base + h * l.cols + w] as number) * (F2[d * l.n2 + w] as number);
+          tmp[h * l.n2 + d] = s;
+        }
+      for (let b = 0; b < l.n1; b++)
+        for (let d = 0; d < l.n2; d++) {
+          let s = 0;
+          for (let h = 0; h < l.n1; h++) s += (F1[b * l.n1 + h] as number) * (tmp[h * l.n2 + d] as number);
+          coef[base + b * l.cols + d] = s;
+        }
+    }
+  }
+}
+
+/** Selects the top-k of every block of `coef` and gathers them into a result (chunk-grid order). */
+export function topkResult(l: BlockLayout, coef: Float32Array, topk: number): TensorResult {
+  const k = effectiveTopk(topk, l.totalk);
+  const bits = new Uint32Array(coef.buffer, coef.byteOffset, coef.length);
+  const mags = new Uint32Array(l.totalk);
+  const sel = new Uint32Array(k);
+  const indices = new Uint32Array(l.blocks * k);
+  const values = new Float32Array(l.blocks * k);
+  for (let blk = 0; blk < l.blocks; blk++) {
+    const by = Math.floor(blk / l.blocksX);
+    const base = by * l.n1 * l.cols + (blk - by * l.blocksX) * l.n2;
+    for (let e = 0; e < l.totalk; e++) {
+      const b = Math.floor(e / l.n2);
+      mags[e] = (bits[base + b * l.cols + (e - b * l.n2)] as number) & 0x7fffffff;
+    }
+    selectTopK(mags, k, sel);
+    for (let j = 0; j < k; j++) {
+      const e = sel[j] as number;
+      const b = Math.floor(e / l.n2);
+      indices[blk * k + j] = e;
+      values[blk * k + j] = coef[base + b * l.cols + (e - b * l.n2)] as number;
+    }
+  }
+  return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+}
+
+/**
+ * Exact sign of every element's IDCT (see fixed-point notes in aggregate.ts): S = Σ m·Bq1[b][h]·Bq2[d][w].
+ * a = m·Bq1 is exact (|a| ≤ 2^30); split a = ah·2^15 + al with 0 ≤ al < 2^15 so both partial products are
+ * ≤ 2^30 and their float64 sums stay exact (< 2^53) for any number of entries a block can hold. S's sign is
+ * then read from HI·2^15 + LO after moving LO's carry into HI.
+ */
+export function decodeSigns(
+  agg: AggregatedTensor,
+  block: number,
+  hi: Float64Array,
+  lo: Float64Array,
+  out: Int8Array,
+): void {
+  const l = agg.layout;
+  const B1 = integerDctBasis(l.n1);
+  const B2 = integerDctBasis(l.n2);
+  hi.fill(0);
+  lo.fill(0);
+  for (let e = agg.blockStart[block] as number; e < (agg.blockStart[block + 1] as number); e++) {
+    const c = agg.coef[e] as number;
+    const b = Math.floor(c / l.n2);
+    const d = c - b * l.n2;
+    const m = agg.mean[e] as number;
+    for (let h = 0; h < l.n1; h++) {
+      const a = m * (B1[b * l.n1 + h] as number);
+      const ah = Math.floor(a / 32768);
+      const al = a - ah * 32768;
+      const row = h * l.n2;
+      for (let w = 0; w < l.n2; w++) {
+        const B = B2[d * l.n2 + w] as number;
+        hi[row + w]! += ah * B;
+        lo[row + w]! += al * B;
+      }
+    }
+  }
+  for (let i = 0; i < l.totalk; i++) {
+    const L = lo[i] as number;
+    const carry = Math.floor(L / 32768);
+    const H = (hi[i] as number) + carry;
+    out[i] = H > 0 ? 1 : H < 0 ? -1 : L - carry * 32768 > 0 ? 1 : 0;
+  }
+}
+
+export function createCpuBackend(options: { chunk: number }): DistroBackend {
+  const chunk = options.chunk;
+  tensorLayout([1], chunk); // validates the chunk
+  const layoutOf = (t: DistroTensor): BlockLayout => tensorLayout(t.shape, chunk);
+  return {
+    kind: 'cpu',
+    description: 'CPU reference (TypeScript)',
+    chunk,
+    tensor(shape, data) {
+      const size = shape.reduce((a, b) => a * b, 1);
+      if (data && data.length !== size)
+        throw new DistroShapeError(`data has ${data.length} values, shape [${shape}] needs ${size}`);
+      return new CpuTensor(shape, data ? Float32Array.from(data) : new Float32Array(size));
+    },
+    async read(t) {
+      return Float32Array.from(cpu(t).data);
+    },
+    write(t, data) {
+      if (data.length !== t.size)
+        throw new DistroShapeError(`write of ${data.length} values into a tensor of ${t.size}`);
+      cpu(t).data.set(data);
+    },
+    release() {},
+    momentum(delta, grad, decay, lr) {
+      same(delta, grad);
+      const d = cpu(delta).data;
+      const g = cpu(grad).data;
+      const fd = Math.fround(decay);
+      const fl = Math.fround(lr);
+      for (let i = 0; i < d.length; i++) {
+        const kept = fd === 1 ? (d[i] as number) : Math.fround(fd * (d[i] as number));
+        d[i] = kept + Math.fround(fl * (g[i] as number));
+      }
+    },
+    async sumOfSquares(t) {
+      let s = 0;
+      for (const v of cpu(t).data) s += v * v;
+      return s;
+    },
+    scale(t, factor) {
+      const d = cpu(t).data;
+      const f = Math.fround(factor);
+      for (let i = 0; i < d.length; i++) d[i] = f * (d[i] as number);
+    },
+    signStep(out, params, delta, lr) {
+      same(out, params);
+      same(params, delta);
+      const o = cpu(out).data;
+      const p = cpu(params).data;
+      const d = cpu(delta).data;
+      const fl = Math.fround(lr);
+      for (let i = 0; i < o.length; i++) o[i] = (p[i] as number) - fl * Math.sign(d[i] as number);
+    },
+    async compress(delta, topk) {
+      const l = layoutOf(delta);
+      const coef = new Float32Array(l.size);
+      blockDct(l, cpu(delta).data, coef);
+      return topkResult(l, coef, topk);
+    },
+    subtractResidual(delta, own) {
+      const l = layoutOf(delta);
+      checkResult(own, l, 'own result');
+      const x = cpu(delta).data;
+      const F1 = dctBasis64(l.n1);
+      const F2 = dctBasis64(l.n2);
+      const acc = new Float64Array(l.totalk);
+      for (let blk = 0; blk < l.blocks; blk++) {
+        acc.fill(0);
+        for (let j = blk * own.k; j < (blk + 1) * own.k; j++) {
+          const c = own.indices[j] as number;
+          const b = Math.floor(c / l.n2);
+          const d = c - b * l.n2;
+          const v = own.values[j] as number;
+          for (let h = 0; h < l.n1; h++) {
+            const a = v * (F1[b * l.n1 + h] as number);
+            for (let w = 0; w < l.n2; w++) acc[h * l.n2 + w]! += a * (F2[d * l.n2 + w] as number);
+          }
+        }
+        const by = Math.floor(blk / l.blocksX);
+        const base = by * l.n1 * l.cols + (blk - by * l.blocksX) * l.n2;
+        for (let h = 0; h < l.n1; h++)
+          for (let w = 0; w < l.n2; w++)
+            x[base + h * l.cols + w] = (x[base + h * l.cols + w] as number) - (acc[h * l.n2 + w] as number);
+      }
+    },
+    applyAggregated(param, agg, u) {
+      const l = layoutOf(param);
+      if (!sameShape(agg.layout.xshape, l.xshape))
+        throw new DistroShapeError('aggregate was built for another layout');
+      const bits = new Uint32Array(cpu(param).data.buffer);
+      const hi = new Float64Array(l.totalk);
+      const lo = new Float64Array(l.totalk);
+      const signs = new Int8Array(l.totalk);
+      for (let blk = 0; blk < l.blocks; blk++) {
+        decodeSigns(agg, blk, hi, lo, signs);
+        const by = Math.floor(blk / l.blocksX);
+        const base = by * l.n1 * l.cols + (blk - by * l.blocksX) * l.n2;
+        for (let h = 0; h < l.n1; h++)
+          for (let w = 0; w < l.n2; w++)
+            updateBits(bits, base + h * l.cols + w, u, signs[h * l.n2 + w] as number);
+      }
+    },
+    async finish() {},
+    destroy() {},
+  };
+}
