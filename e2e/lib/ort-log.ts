@@ -19,29 +19,49 @@ export function ortSeverity(text: string): 'V' | 'I' | 'W' | 'E' | 'F' | undefin
   return ORT_LINE.exec(text)?.[1] as 'V' | 'I' | 'W' | 'E' | 'F' | undefined;
 }
 
-/** Nodes per execution provider for one session, as printed under "Node placements" (logSeverityLevel 0). */
-export type NodePlacement = Record<string, number>;
+/** Where one session's nodes went, from the "Node placements" block ORT prints at logSeverityLevel 0. */
+export interface NodePlacement {
+  /** Node count per execution provider, e.g. { WebGpuExecutionProvider: 563, CPUExecutionProvider: 2 }. */
+  counts: Record<string, number>;
+  /**
+   * "OpType (node name)" per execution provider. ORT lists nodes only when they are split across providers;
+   * with "All nodes placed on [EP]" the list is empty.
+   */
+  nodes: Record<string, string[]>;
+}
 
 /**
  * Parses every "Node placements" block in the given console texts, one record per session created, in order.
- * ORT prints either "All nodes placed on [WebGpuExecutionProvider]. Number of nodes: N" or one
- * "Node(s) placed on [EP]. Number of nodes: N" line per EP followed by the node list.
+ * ORT prints either "All nodes placed on [WebGpuExecutionProvider]. Number of nodes: N" or, per provider,
+ * "Node(s) placed on [EP]. Number of nodes: N" followed by one "  OpType (node name)" line per node.
  */
 export function parseNodePlacements(texts: readonly string[]): NodePlacement[] {
   const sessions: NodePlacement[] = [];
   let current: NodePlacement | undefined;
+  let ep: string | undefined;
   for (const text of texts) {
     for (const line of stripAnsi(text).split('\n')) {
-      if (line.includes('VerifyEachNodeIsAssignedToAnEp] Node placements')) {
-        current = {};
-        sessions.push(current);
+      if (!line.includes('VerifyEachNodeIsAssignedToAnEp]')) {
+        // The block is contiguous; anything else ends it.
+        ep = undefined;
         continue;
       }
-      const m = /placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
-      if (m !== null && current !== undefined) {
-        const ep = m[1] as string;
-        current[ep] = (current[ep] ?? 0) + Number(m[2]);
+      if (line.endsWith('] Node placements')) {
+        current = { counts: {}, nodes: {} };
+        sessions.push(current);
+        ep = undefined;
+        continue;
       }
+      if (current === undefined) continue;
+      const header = /placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
+      if (header !== null) {
+        ep = header[1] as string;
+        current.counts[ep] = (current.counts[ep] ?? 0) + Number(header[2]);
+        current.nodes[ep] ??= [];
+        continue;
+      }
+      const node = /VerifyEachNodeIsAssignedToAnEp\]\s+(\S+ \(.*\))\s*$/.exec(line);
+      if (node !== null && ep !== undefined) current.nodes[ep]?.push(node[1] as string);
     }
   }
   return sessions;

@@ -28,6 +28,9 @@ import type {
   NodePlacement,
   StaticServer,
 } from '../../../e2e/lib/index.ts';
+import { PRESETS } from '../src/config.ts';
+import { initParameters } from '../src/init.ts';
+import { buildTrainStep } from '../src/train-step.ts';
 import { cpuOnlyModel, linearSumModel } from './browser/hand-built-models.ts';
 import type { CreateSessionResult, RunStepArgs, RunStepResult, StepInput } from './browser/protocol.ts';
 
@@ -104,6 +107,28 @@ function placementsSince(mark: number): NodePlacement[] {
   return parseNodePlacements(log.entries.slice(mark).map((e) => e.text));
 }
 
+/**
+ * Runs the step; if the CPU-fallback guard refuses the session, loads it again with fallback allowed and verbose
+ * placement logging, and fails with the list of nodes that ORT put on the CPU (what the graph builder must fix).
+ */
+async function runStepOrExplainPlacement(args: RunStepArgs): Promise<RunStepResult> {
+  try {
+    return await runScenario<RunStepResult>(page, 'runStep', args);
+  } catch (err) {
+    if (!FALLBACK_REFUSED.test(String(err))) throw err;
+    const mark = log.entries.length;
+    await runScenario<CreateSessionResult>(page, 'createSession', {
+      modelUrl: args.modelUrl,
+      disableCpuFallback: false,
+      verbose: true,
+    });
+    const cpu = placementsSince(mark)[0]?.nodes.CPUExecutionProvider ?? ['(ORT printed no placement list)'];
+    throw new Error(`${args.modelUrl}: nodes placed on the CPU EP in the browser:\n  ${cpu.join('\n  ')}`, {
+      cause: err,
+    });
+  }
+}
+
 describe('harness', () => {
   test('Chromium exposes a SwiftShader WebGPU adapter', async () => {
     const probe = await probeWebGpu(page);
@@ -160,15 +185,17 @@ describe('hand-built linear model on onnxruntime-web WebGPU', () => {
     };
     const res = await runScenario<RunStepResult>(page, 'runStep', args);
 
-    // Reference: the same graph on onnxruntime-node's CPU EP.
-    const ref = await ortNode.InferenceSession.create(linearSumModel('float32', rows, inner, cols));
+    // Reference: the same graph in float64 on onnxruntime-node's CPU EP, fed the same values.
+    const ref = await ortNode.InferenceSession.create(linearSumModel('float64', rows, inner, cols), {
+      executionProviders: ['cpu'],
+    });
     const out = await ref.run({
-      weight: new ortNode.Tensor('float32', weight, [inner, cols]),
-      x: new ortNode.Tensor('float32', x, [rows, inner]),
+      weight: new ortNode.Tensor('float64', Float64Array.from(weight), [inner, cols]),
+      x: new ortNode.Tensor('float64', Float64Array.from(x), [rows, inner]),
     });
     await ref.release();
-    const refLoss = out.loss?.data as Float32Array;
-    const refGrad = out['grad.weight']?.data as Float32Array;
+    const refLoss = out.loss?.data as Float64Array;
+    const refGrad = out['grad.weight']?.data as Float64Array;
 
     const [grad] = res.gpuOutputs;
     expect(grad).toMatchObject({
@@ -195,11 +222,11 @@ describe('hand-built linear model on onnxruntime-web WebGPU', () => {
 
     expect(res.cpuOutputs.loss?.data).toHaveLength(1);
     expect(Math.abs((res.cpuOutputs.loss?.data[0] ?? NaN) - (refLoss[0] ?? NaN))).toBeLessThanOrEqual(
-      1e-5 * Math.abs(refLoss[0] ?? 1),
+      1e-5 * Math.abs(refLoss[0] ?? NaN),
     );
     expect(res.timingsMs.runs).toHaveLength(2);
     // ORT's verbose placement log for this session: every node on the WebGPU EP.
-    expect(placementsSince(mark)).toEqual([{ WebGpuExecutionProvider: 4 }]);
+    expect(placementsSince(mark).map((p) => p.counts)).toEqual([{ WebGpuExecutionProvider: 4 }]);
     expect(newConsoleErrors(mark)).toEqual([]);
   });
 
@@ -222,9 +249,101 @@ describe('hand-built linear model on onnxruntime-web WebGPU', () => {
       verbose: true,
     });
     expect(fallback).toEqual({ created: true, error: null });
-    expect(placementsSince(placementMark)).toEqual([{ CPUExecutionProvider: 1 }]);
+    expect(placementsSince(placementMark)).toEqual([
+      { counts: { CPUExecutionProvider: 1 }, nodes: { CPUExecutionProvider: [] } },
+    ]);
     // ORT reports the refused placement on the console as an error; nothing else may appear.
     const unexpected = newConsoleErrors(mark, [FALLBACK_REFUSED]);
     expect(unexpected).toEqual([]);
+  });
+});
+
+describe('micro train step on onnxruntime-web WebGPU', () => {
+  // SwiftShader runs ORT at ~0.35 GFLOP/s (shared/stack.md §9): micro preset, batch 2, 16 tokens.
+  const config = PRESETS.micro;
+  const batchSize = 2;
+  const seqLen = 16;
+
+  test('loss and every gradient match float64 on the CPU EP; grads stay GPU buffers on our device', async () => {
+    const mark = log.entries.length;
+    const step = buildTrainStep(config, { batchSize, seqLen, dtype: 'float32' });
+    const params = initParameters(config, 20261121);
+    const tokens = new Int32Array(batchSize * (seqLen + 1));
+    const noise = seeded(tokens.length, 7);
+    for (let i = 0; i < tokens.length; i++)
+      tokens[i] = Math.floor(((noise[i] as number) + 1) * 0.5 * config.vocab_size);
+
+    server.setFile('/data/micro/train-step.onnx', step.onnx);
+    const inputs: StepInput[] = step.inputs.map((spec) => {
+      const url = `/data/micro/${spec.name}.bin`;
+      if (spec.name === 'tokens') {
+        expect(spec).toEqual({ name: 'tokens', dtype: 'int32', shape: [batchSize, seqLen + 1] });
+        server.setFile(url, bytesOf(tokens));
+        // Token ids are tiny and produced on the CPU by the data loader; they go in as a CPU tensor.
+        return { name: spec.name, dims: spec.shape, dtype: 'int32', url, location: 'cpu' };
+      }
+      const value = params.get(spec.name);
+      if (value === undefined) throw new Error(`no initial value for graph input ${spec.name}`);
+      expect(spec.dtype, spec.name).toBe('float32');
+      server.setFile(url, bytesOf(value));
+      return { name: spec.name, dims: spec.shape, dtype: 'float32', url, location: 'gpu-buffer' };
+    });
+    const gradNames = step.outputs.map((o) => o.name).filter((n) => n.startsWith('grad.'));
+    expect(gradNames).toHaveLength(params.size);
+
+    const res = await runStepOrExplainPlacement({
+      modelUrl: '/data/micro/train-step.onnx',
+      inputs,
+      gpuOutputs: gradNames,
+      cpuOutputs: ['loss'],
+      runs: 2,
+      verbose: true,
+    });
+    await writeArtifact('model/ort-web-webgpu.micro-timings.json', JSON.stringify(res.timingsMs, null, 2));
+
+    // Reference: the float64 graph on onnxruntime-node's CPU EP, fed the same (float32) values.
+    const ref64 = buildTrainStep(config, { batchSize, seqLen, dtype: 'float64' });
+    const refSession = await ortNode.InferenceSession.create(ref64.onnx, { executionProviders: ['cpu'] });
+    const feeds: Record<string, ortNode.Tensor> = {};
+    for (const spec of ref64.inputs) {
+      feeds[spec.name] =
+        spec.name === 'tokens'
+          ? new ortNode.Tensor('int32', tokens, spec.shape)
+          : new ortNode.Tensor('float64', Float64Array.from(params.get(spec.name) ?? []), spec.shape);
+    }
+    const ref = await refSession.run(feeds);
+    await refSession.release();
+
+    const refLoss = (ref.loss?.data as Float64Array)[0] ?? NaN;
+    const loss = res.cpuOutputs.loss?.data[0] ?? NaN;
+    // Random tokens under a near-uniform initial model: loss ≈ ln(vocab). Guards against comparing two zeros.
+    expect(refLoss).toBeGreaterThan(0.9 * Math.log(config.vocab_size));
+    expect(Math.abs(loss - refLoss) / refLoss).toBeLessThanOrEqual(1e-4);
+
+    expect(res.gpuOutputs.map((g) => g.name)).toEqual(gradNames);
+    const errors: Record<string, number> = {};
+    for (const g of res.gpuOutputs) {
+      expect(g, g.name).toMatchObject({ location: 'gpu-buffer', isGpuBuffer: true });
+      const raw = fromBase64(g.raw, Float32Array);
+      const expected = ref[g.name]?.data as Float64Array;
+      expect(g.dims, g.name).toEqual(ref[g.name]?.dims);
+      errors[g.name] = relL2(raw, expected);
+      // Our WGSL consumed ORT's buffer on our device.
+      const doubled = fromBase64(g.doubled, Float32Array);
+      expect(Array.from(doubled), g.name).toEqual(Array.from(raw, (v) => 2 * v));
+    }
+    await writeArtifact('model/ort-web-webgpu.micro-grad-errors.json', JSON.stringify(errors, null, 2));
+    for (const [name, err] of Object.entries(errors)) expect(err, name).toBeLessThanOrEqual(1e-4);
+
+    expect(res.scopedErrors).toEqual([]);
+    expect(res.uncapturedErrors).toEqual([]);
+    expect(res.foreignDeviceError).toMatch(/device/i);
+    // The session was created with CPU fallback disabled, so it could not exist with a CPU node; the verbose
+    // placement log, when ORT prints it, must agree.
+    const placements = placementsSince(mark);
+    await writeArtifact('model/ort-web-webgpu.micro-placements.json', JSON.stringify(placements, null, 2));
+    expect(placements).toHaveLength(1);
+    expect(Object.keys(placements[0]?.counts ?? {})).toEqual(['WebGpuExecutionProvider']);
+    expect(newConsoleErrors(mark)).toEqual([]);
   });
 });
