@@ -80,8 +80,21 @@ export function trainStepGraph(
   const params = declareParams(b, config, o.dtype);
   const tokens = b.input('tokens', 'int32', [o.batchSize, o.seqLen + 1]);
   const s: Shapes = { batch: o.batchSize, seq: o.seqLen, dtype: o.dtype };
-  const inputs = b.slice(tokens, 1, 0, o.seqLen, 'input_ids');
-  const targets = b.reshape(b.slice(tokens, 1, 1, o.seqLen + 1), [o.batchSize * o.seqLen], 'target_ids');
+  // tokens[:, :-1] and tokens[:, 1:] as Gathers with constant int32 positions: the WebGPU EP (ORT 1.30) has no
+  // int32 Slice kernel and would run a Slice of the ids on the CPU, while int32 Gather stays on the GPU.
+  const flat = b.reshape(tokens, [o.batchSize * (o.seqLen + 1)], 'tokens_flat');
+  const positions = (shift: number, shape: number[], label: string) =>
+    b.constant(
+      Array.from(
+        { length: o.batchSize * o.seqLen },
+        (_, i) => Math.floor(i / o.seqLen) * (o.seqLen + 1) + (i % o.seqLen) + shift,
+      ),
+      'int32',
+      shape,
+      label,
+    );
+  const inputs = b.gather(flat, positions(0, [o.batchSize, o.seqLen], 'input_positions'), 'input_ids');
+  const targets = b.gather(flat, positions(1, [o.batchSize * o.seqLen], 'target_positions'), 'target_ids');
   const hidden = decoder(b, config, s, params.get, inputs);
   const logits = lmHead(b, config, params.get, hidden);
   const loss = b.scope('loss', () => crossEntropy(b, logits, targets));

@@ -1,6 +1,6 @@
 // Test helpers: a seeded PRNG, ONNX Runtime sessions on the CPU / WebGPU EPs, and error metrics.
-import { existsSync } from 'node:fs';
 import * as ort from 'onnxruntime-node';
+import { type Device, configureWebgpu, createSession } from '../../../apps/node-trainer/src/ort/session.ts';
 import { type LlamaConfig, parameterSpecs } from '../src/config.ts';
 import type { FloatDType } from '../src/graph/ir.ts';
 
@@ -26,39 +26,23 @@ export function randomArray(n: number, rand: () => number, scale = 1, offset = 0
   return Float64Array.from({ length: n }, () => offset + scale * g());
 }
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-
 /** True when a Vulkan ICD for Dawn is configured or the Chromium SwiftShader one can be used. */
 export function webgpuAvailable(): boolean {
-  if (!process.env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD))
-    process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  return Boolean(process.env.VK_ICD_FILENAMES);
+  return configureWebgpu().icd !== null;
 }
 
-export type Device = 'cpu' | 'webgpu';
+export type { Device };
 
 /**
- * A session on one EP (`dtype` is the graph's float type). WebGPU sessions disable the CPU fallback, so creation fails if any node of the graph
- * would be placed on the CPU: that failure is our placement check.
+ * A session on one EP through the node-trainer's session helper (`dtype` is the graph's float type). WebGPU
+ * sessions disable the CPU fallback, so creation fails if any node would be placed on the CPU.
  */
-export async function session(
+export function session(
   onnx: Uint8Array,
   device: Device,
   dtype: FloatDType = 'float32',
 ): Promise<ort.InferenceSession> {
-  if (device === 'webgpu') {
-    webgpuAvailable();
-    return ort.InferenceSession.create(onnx, {
-      executionProviders: ['webgpu'],
-      extra: { session: { disable_cpu_ep_fallback: '1' } },
-    });
-  }
-  // ORT's extended fusions create com.microsoft kernels that exist only for float (x·sigmoid(x) → QuickGelu):
-  // float64 graphs run with the basic optimizations only.
-  return ort.InferenceSession.create(onnx, {
-    executionProviders: ['cpu'],
-    graphOptimizationLevel: dtype === 'float64' ? 'basic' : 'all',
-  });
+  return createSession(onnx, { device, dtype });
 }
 
 export function tensor(dtype: FloatDType, data: Float64Array, shape: readonly number[]): ort.Tensor {

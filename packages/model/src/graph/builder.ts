@@ -386,6 +386,9 @@ export class GraphBuilder {
 
   /** x[..., start:end, ...] along one axis (step 1). */
   slice(x: Value, axis: number, start: number, end: number, label?: string): Value {
+    // Found by the placement test: ORT 1.30's WebGPU EP has no int32 Slice kernel (a CPU fallback).
+    if (!isFloat(x.dtype))
+      throw new GraphError(`slice of ${x.dtype} runs on the CPU under WebGPU: gather instead`);
     const a = normAxis(axis, x.shape.length);
     const dim = x.shape[a] ?? 0;
     if (!(0 <= start && start < end && end <= dim))
