@@ -52,8 +52,8 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     expect(lines[0]).toMatch(
       /^ok: run .* 25000 steps, gbs 8→8, DisTrO chunk 64 top-8 1-bit, Cosine lr 4e-4$/,
     );
-    expect(lines).toContain(
-      lines.find((l) => l.startsWith('note: config.rounds_per_epoch: converted to epoch_time')),
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^note: config\.rounds_per_epoch: converted to epoch_time = 20 × .* = 620 s/),
     );
     for (const path of ['model.LLM.checkpoint.Hub', 'model.LLM.data_location.Http'])
       expect(lines.some((l) => l.startsWith(`note: ${path}: `))).toBe(true);
