@@ -1,0 +1,324 @@
+// node-trainer baseline: single-process AdamW on the default dataset, the quality bar every DisTrO run is
+// measured against. The train step is the ONNX graph from @meshtrain/model run in onnxruntime-node; the
+// optimizer runs in TypeScript on the host copies of the parameters (≈1M floats for `tiny`: negligible).
+import {
+  AdamW,
+  buildTrainStep,
+  type BuiltGraph,
+  clipGradNorm,
+  cosineLr,
+  initParameters,
+  parameterCount,
+  shuffledOrder,
+  type LlamaConfig,
+  type Parameters,
+} from '@meshtrain/model';
+import type * as ort from 'onnxruntime-node';
+import { CliError, type Command } from '../command.ts';
+import { ensureBrownDataset } from '../dataset/brown.ts';
+import { DatasetError } from '../dataset/errors.ts';
+import { loadDataset, type LoadedSplit } from '../dataset/load.ts';
+import { writeCheckpoint } from '../fsio/checkpoint.ts';
+import { floatFlag, intFlag, parseFlags, presetFlag } from '../options/index.ts';
+import { createSession, type Device } from '../ort/session.ts';
+import { Progress } from '../progress/index.ts';
+
+export interface BaselineOptions {
+  preset: string;
+  config: LlamaConfig;
+  device: Device;
+  steps: number;
+  batchSize: number;
+  seqLen: number;
+  lr: number;
+  warmupSteps: number;
+  /** Final LR as a fraction of the peak. */
+  lrFloor: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  gradClip: number;
+  seed: number;
+  evalEvery: number;
+  evalBatches: number;
+}
+
+export interface EvalPoint {
+  step: number;
+  /** Mean training loss over the steps since the previous eval point (null at step 0). */
+  train_loss: number | null;
+  val_loss: number;
+}
+
+export interface BaselineResult {
+  preset: string;
+  device: Device;
+  parameters: number;
+  steps: number;
+  batch_size: number;
+  seq_len: number;
+  tokens_per_step: number;
+  optimizer: Record<string, number | string>;
+  dataset: string;
+  val_tokens_evaluated: number;
+  /** Train loss of every step, in nats per token (per byte for the byte tokenizer). */
+  train_loss: number[];
+  evals: EvalPoint[];
+  final_val_loss: number;
+  tokens_per_second: number;
+  train_seconds: number;
+  total_seconds: number;
+}
+
+const TRAIN_DEFAULTS = {
+  lr: 1e-3,
+  warmupSteps: 20,
+  lrFloor: 0.1,
+  beta1: 0.9,
+  beta2: 0.95,
+  eps: 1e-8,
+  weightDecay: 0.1,
+};
+
+function feeds(graph: BuiltGraph, params: Parameters, tokens: Int32Array, Tensor: typeof ort.Tensor) {
+  const out: Record<string, ort.Tensor> = {};
+  for (const input of graph.inputs) {
+    if (input.name === 'tokens') out.tokens = new Tensor('int32', tokens, input.shape);
+    else {
+      const data = params.get(input.name);
+      if (!data) throw new Error(`train-step graph wants parameter ${input.name}, which the model lacks`);
+      out[input.name] = new Tensor('float32', data, input.shape);
+    }
+  }
+  return out;
+}
+
+/** Evenly spaced validation samples, fixed for the whole run so every eval point sees the same text. */
+function evalIndices(val: LoadedSplit, batches: number, batchSize: number): number[][] {
+  const n = val.index.sampleCount;
+  const want = Math.min(n, batches * batchSize);
+  const rows = Array.from({ length: want }, (_, i) => Math.floor((i * n) / want));
+  const out: number[][] = [];
+  for (let b = 0; b + batchSize <= rows.length; b += batchSize) out.push(rows.slice(b, b + batchSize));
+  return out;
+}
+
+export async function runBaseline(
+  o: BaselineOptions,
+  dataDir: string,
+  log: (line: string) => void = () => {},
+  progress?: Progress,
+): Promise<{ result: BaselineResult; params: Parameters }> {
+  const started = performance.now();
+  const ortModule = await import('onnxruntime-node');
+  const data = await loadDataset(dataDir, { seqLen: o.seqLen });
+  if (data.manifest.vocab_size > o.config.vocab_size)
+    throw new CliError(
+      `dataset tokenizer '${data.manifest.tokenizer}' has ${data.manifest.vocab_size} ids; preset ${o.preset} only ${o.config.vocab_size}`,
+    );
+  const evalSets = evalIndices(data.val, o.evalBatches, o.batchSize);
+  if (evalSets.length === 0)
+    throw new CliError(
+      `validation split has ${data.val.index.sampleCount} samples, fewer than one batch of ${o.batchSize}`,
+    );
+  if (data.train.index.sampleCount < o.batchSize)
+    throw new CliError(
+      `training split has only ${data.train.index.sampleCount} samples of ${o.seqLen + 1} tokens`,
+    );
+
+  const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const };
+  const trainGraph = buildTrainStep(o.config, shape);
+  const evalGraph = buildTrainStep(o.config, { ...shape, withGradients: false });
+  const trainSession = await createSession(trainGraph.onnx, { device: o.device, dtype: 'float32' });
+  const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32' });
+  log(
+    `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}, ` +
+      `${o.steps} steps × ${o.batchSize}×${o.seqLen} tokens, data ${dataDir}`,
+  );
+
+  const params = initParameters(o.config, o.seed);
+  const opt = new AdamW(params, { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
+  // Sample order: a seeded permutation of the training samples, wrapping around after an epoch.
+  const order = shuffledOrder(data.train.index.sampleCount, o.seed);
+
+  const evaluate = async (): Promise<number> => {
+    let sum = 0;
+    for (const rows of evalSets) {
+      const out = await evalSession.run(feeds(evalGraph, params, data.val.batch(rows), ortModule.Tensor));
+      sum += Number((out.loss as ort.Tensor).data[0]);
+    }
+    return sum / evalSets.length;
+  };
+
+  const trainLoss: number[] = [];
+  const evals: EvalPoint[] = [{ step: 0, train_loss: null, val_loss: await evaluate() }];
+  let trainSeconds = 0;
+  let sinceEval: number[] = [];
+  for (let step = 0; step < o.steps; step++) {
+    const rows = Array.from(
+      { length: o.batchSize },
+      (_, j) => order[(step * o.batchSize + j) % order.length] as number,
+    );
+    const t0 = performance.now();
+    const out = await trainSession.run(feeds(trainGraph, params, data.train.batch(rows), ortModule.Tensor));
+    const loss = Number((out.loss as ort.Tensor).data[0]);
+    if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
+    const grads = new Map<string, Float32Array>();
+    for (const name of params.keys())
+      grads.set(name, (out[`grad.${name}`] as ort.Tensor).data as Float32Array);
+    clipGradNorm(grads, o.gradClip);
+    const lr = cosineLr(step, {
+      peak: o.lr,
+      warmupSteps: o.warmupSteps,
+      totalSteps: o.steps,
+      floor: o.lrFloor,
+    });
+    opt.step(grads, lr);
+    trainSeconds += (performance.now() - t0) / 1000;
+    trainLoss.push(loss);
+    sinceEval.push(loss);
+    const done = step + 1;
+    if (done % o.evalEvery === 0 || done === o.steps) {
+      const val = await evaluate();
+      evals.push({
+        step: done,
+        train_loss: sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length,
+        val_loss: val,
+      });
+      sinceEval = [];
+    }
+    const last = evals[evals.length - 1] as EvalPoint;
+    progress?.update(
+      done,
+      `loss ${loss.toFixed(3)} val ${last.val_loss.toFixed(3)}@${last.step} lr ${lr.toExponential(1)}`,
+    );
+  }
+  progress?.finish();
+
+  const tokensPerStep = o.batchSize * o.seqLen;
+  const result: BaselineResult = {
+    preset: o.preset,
+    device: o.device,
+    parameters: parameterCount(o.config),
+    steps: o.steps,
+    batch_size: o.batchSize,
+    seq_len: o.seqLen,
+    tokens_per_step: tokensPerStep,
+    optimizer: {
+      name: 'AdamW',
+      lr: o.lr,
+      schedule: `cosine, ${o.warmupSteps} warmup steps, floor ${o.lrFloor}`,
+      beta1: o.beta1,
+      beta2: o.beta2,
+      eps: o.eps,
+      weight_decay: o.weightDecay,
+      grad_clip: o.gradClip,
+      seed: o.seed,
+    },
+    dataset: data.manifest.source,
+    val_tokens_evaluated: evalSets.length * tokensPerStep,
+    train_loss: trainLoss,
+    evals,
+    final_val_loss: (evals[evals.length - 1] as EvalPoint).val_loss,
+    tokens_per_second: trainSeconds > 0 ? (o.steps * tokensPerStep) / trainSeconds : 0,
+    train_seconds: trainSeconds,
+    total_seconds: (performance.now() - started) / 1000,
+  };
+  return { result, params };
+}
+
+const command: Command = {
+  summary: 'single-process AdamW on the Brown corpus: the loss curve DisTrO runs are measured against',
+  usage:
+    '--preset P --steps N [--device cpu|webgpu] [--batch-size B] [--seq-len T] [--lr LR] [--seed S] [--json]\n\n' +
+    '  --preset P        model shape (default tiny)\n' +
+    '  --steps N         optimizer steps (default 300)\n' +
+    '  --device D        cpu (default) or webgpu (onnxruntime-node EPs)\n' +
+    '  --batch-size B    sequences per step (default 64)\n' +
+    '  --seq-len T       tokens per sequence (default 128; rows carry T+1 ids)\n' +
+    '  --lr LR           peak learning rate (default 1e-3; cosine schedule, 20 warmup steps, floor 10%)\n' +
+    '  --warmup N        warmup steps (default 20)\n' +
+    '  --seed S          init and data-order seed (default 0)\n' +
+    '  --eval-every N    held-out evaluation interval in steps (default 25; also at step 0 and the end)\n' +
+    '  --eval-batches N  fixed validation batches per evaluation (default 8)\n' +
+    '  --data DIR        a prepare-data directory instead of the cached Brown corpus\n' +
+    '  --out DIR         also write the trained checkpoint there\n' +
+    '  --json            print only the JSON result on stdout (progress and summary go to stderr)\n\n' +
+    'AdamW: betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices (not RMSNorm gains), grad clip 1.0.',
+  async run(argv) {
+    const { values } = parseFlags(argv, {
+      preset: { type: 'string' },
+      steps: { type: 'string' },
+      device: { type: 'string' },
+      'batch-size': { type: 'string' },
+      'seq-len': { type: 'string' },
+      lr: { type: 'string' },
+      warmup: { type: 'string' },
+      seed: { type: 'string' },
+      'eval-every': { type: 'string' },
+      'eval-batches': { type: 'string' },
+      data: { type: 'string' },
+      out: { type: 'string' },
+      json: { type: 'boolean' },
+    });
+    const { name, config } = presetFlag(values.preset, 'tiny');
+    const device = values.device ?? 'cpu';
+    if (device !== 'cpu' && device !== 'webgpu')
+      throw new CliError(`--device: cpu or webgpu, got '${device}'`);
+    const steps = intFlag('steps', values.steps, 300, 1);
+    const seqLen = intFlag('seq-len', values['seq-len'], Math.min(128, config.max_position_embeddings), 1);
+    if (seqLen > config.max_position_embeddings)
+      throw new CliError(
+        `--seq-len ${seqLen} exceeds the preset's max_position_embeddings (${config.max_position_embeddings})`,
+      );
+    const o: BaselineOptions = {
+      ...TRAIN_DEFAULTS,
+      preset: name,
+      config,
+      device,
+      steps,
+      batchSize: intFlag('batch-size', values['batch-size'], 64, 1),
+      seqLen,
+      lr: floatFlag('lr', values.lr, TRAIN_DEFAULTS.lr, (x) => x > 0),
+      warmupSteps: intFlag('warmup', values.warmup, Math.min(TRAIN_DEFAULTS.warmupSteps, steps), 0),
+      gradClip: 1.0,
+      seed: intFlag('seed', values.seed, 0),
+      evalEvery: intFlag('eval-every', values['eval-every'], 25, 1),
+      evalBatches: intFlag('eval-batches', values['eval-batches'], 8, 1),
+    };
+    const json = Boolean(values.json);
+    // Human-readable output goes to stderr in --json mode so stdout parses as one JSON document.
+    const say = (line: string) => (json ? console.error(line) : console.log(line));
+    let dataDir: string;
+    try {
+      dataDir = values.data ?? (await ensureBrownDataset());
+    } catch (err) {
+      if (err instanceof DatasetError) throw new CliError(err.message);
+      throw err;
+    }
+    const progress = new Progress('train', steps, { intervalMs: 10_000 });
+    let run;
+    try {
+      run = await runBaseline(o, dataDir, say, progress);
+    } catch (err) {
+      if (err instanceof DatasetError) throw new CliError(err.message);
+      throw err;
+    }
+    const { result, params } = run;
+    if (values.out)
+      await writeCheckpoint(values.out, config, params, { metadata: { meshtrain_source: 'baseline' } });
+    console.log(JSON.stringify(result, null, json ? 0 : 2));
+    const first = result.evals[0] as EvalPoint;
+    say(
+      `baseline ${name}: held-out loss ${first.val_loss.toFixed(3)} → ${result.final_val_loss.toFixed(3)} nats/token ` +
+        `after ${steps} steps (${(steps * result.tokens_per_step).toLocaleString('en-US')} tokens) in ` +
+        `${result.total_seconds.toFixed(1)}s total, ${result.train_seconds.toFixed(1)}s training, ` +
+        `${Math.round(result.tokens_per_second).toLocaleString('en-US')} tokens/s on ${device}` +
+        (values.out ? `; checkpoint in ${values.out}` : ''),
+    );
+    return 0;
+  },
+};
+
+export default command;
