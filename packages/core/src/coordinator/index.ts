@@ -1,1 +1,11 @@
 export * from './config.ts';
+export * from './config-check.ts';
+export * from './state.ts';
+export * from './events.ts';
+export * from './errors.ts';
+export * from './seed.ts';
+export { MAX_STRIKES } from './membership.ts';
+export { storeBloom, loadBloom } from './stored-bloom.ts';
+export * from './queries.ts';
+export * from './create.ts';
+export * from './tick.ts';

@@ -1,0 +1,68 @@
+import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
+import type { BloomFilterData } from '../witness/bloom-data.ts';
+import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorError } from './errors.ts';
+import type { ClientState, CoordinatorState, RunState } from './state.ts';
+
+/** What the shell feeds `tick`. Events are not stored, so they may carry bytes. */
+export type CoordinatorEvent =
+  /** Timer (the relay sends one every ~500 ms); `entropy` (hex) is mixed into later round seeds. */
+  | { type: 'tick'; entropy?: string }
+  | { type: 'entropy'; entropy: string }
+  | { type: 'join'; id: string; p2p_id: string }
+  /** Voluntary leave or disconnect: Healthy → Withdrawn. */
+  | { type: 'leave'; id: string }
+  /** The shell proved the client lied (bad signature, commitment mismatch…): Ejected and banned. */
+  | { type: 'eject'; id: string; reason: string }
+  | { type: 'warmup_witness'; id: string }
+  | {
+      type: 'witness';
+      id: string;
+      /** The step of the round being witnessed; a late witness for an earlier round is refused without penalty. */
+      step: number;
+      proof: WitnessProof;
+      participant_bloom: BloomFilterData;
+      broadcast_bloom: BloomFilterData;
+      broadcast_merkle?: string;
+    }
+  /** `id` reports clients whose results the previous round's witnesses did not see. */
+  | { type: 'health_check'; id: string; checks: ReadonlyArray<{ id: string; proof: CommitteeProof }> }
+  | { type: 'pause' }
+  | { type: 'resume' }
+  | { type: 'update_config'; config: CoordinatorConfig };
+
+export type CoordinatorEffect =
+  | { type: 'RunStateChanged'; from: RunState; to: RunState }
+  | { type: 'EpochStarted'; epoch: number; clients: number }
+  | { type: 'EpochEnded'; epoch: number; success: boolean }
+  | {
+      type: 'RoundStarted';
+      epoch: number;
+      step: number;
+      height: number;
+      random_seed: string;
+      data_index: number;
+      batch_size: number;
+      training: boolean;
+      clients: number;
+    }
+  | {
+      type: 'RoundEnded';
+      step: number;
+      height: number;
+      witnesses: number;
+      quorum: number;
+      quorum_reached: boolean;
+    }
+  | { type: 'WitnessAccepted'; step: number; index: number; id: string }
+  | { type: 'ClientJoined'; id: string }
+  | { type: 'ClientLeft'; id: string; state: ClientState }
+  | { type: 'ClientDropped'; id: string; reason: string }
+  | { type: 'ClientEjected'; id: string; reason: string }
+  | { type: 'ConfigUpdated' };
+
+export interface TickResult {
+  state: CoordinatorState;
+  effects: CoordinatorEffect[];
+  error?: CoordinatorError;
+}

@@ -1,0 +1,101 @@
+// Joining, leaving and ejection. Ids are Ed25519 public keys in hex; a client is a member (registered for
+// the next epoch) and, while an epoch runs, possibly an epoch client with a health state.
+import { CoordinatorError } from './errors.ts';
+import type { Ctx } from './transitions.ts';
+import { currentHeight, retireClients } from './transitions.ts';
+import type { CoordinatorState } from './state.ts';
+
+/** Invalid witness submissions (bad proof, not a witness, bad or saturated bloom) before a client is ejected. */
+export const MAX_STRIKES = 3;
+
+const ID = /^[0-9a-f]{64}$/;
+
+export function checkId(id: unknown): CoordinatorError | null {
+  return typeof id === 'string' && ID.test(id)
+    ? null
+    : new CoordinatorError('BadEvent', 'client id must be an Ed25519 public key as 64 lowercase hex digits');
+}
+
+export function join(
+  state: CoordinatorState,
+  id: string,
+  p2pId: string,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  const bad = checkId(id);
+  if (bad) return bad;
+  if (typeof p2pId !== 'string' || p2pId.length === 0 || p2pId.length > 256) {
+    return new CoordinatorError('BadEvent', 'p2p_id must be a non-empty string of at most 256 characters');
+  }
+  if (state.run_state === 'Finished')
+    return new CoordinatorError('WrongPhase', 'the run has finished; it takes no new members');
+  if (state.ejected.includes(id))
+    return new CoordinatorError(
+      'Ejected',
+      `client ${id.slice(0, 12)}… was ejected from this run and cannot rejoin`,
+    );
+  if (state.members.some((m) => m.id === id))
+    return new CoordinatorError('AlreadyMember', `client ${id.slice(0, 12)}… has already joined`);
+  // FIX (§7.7): Psyche caps clients at 256 and its Solana registry never frees slots; here the registry is
+  // bounded by config.max_clients and leaving frees a slot.
+  if (state.members.length >= state.config.max_clients) {
+    return new CoordinatorError(
+      'RunFull',
+      `the run already has config.max_clients = ${state.config.max_clients} members; try again later`,
+    );
+  }
+  ctx.effects.push({ type: 'ClientJoined', id });
+  return { ...state, members: [...state.members, { id, p2p_id: p2pId }] };
+}
+
+export function leave(state: CoordinatorState, id: string, ctx: Ctx): CoordinatorState | CoordinatorError {
+  const bad = checkId(id);
+  if (bad) return bad;
+  const memberIndex = state.members.findIndex((m) => m.id === id);
+  const clientIndex = state.epoch.clients.findIndex((c) => c.id === id && c.state === 'Healthy');
+  if (memberIndex < 0 && clientIndex < 0)
+    return new CoordinatorError('UnknownClient', `client ${id.slice(0, 12)}… is not a member of this run`);
+  let next = clientIndex >= 0 ? retireClients(state, [clientIndex], 'Withdrawn') : state;
+  if (next.members.some((m) => m.id === id))
+    next = { ...next, members: next.members.filter((m) => m.id !== id) };
+  ctx.effects.push({ type: 'ClientLeft', id, state: 'Withdrawn' });
+  return next;
+}
+
+/** Ejected: out of the epoch and the member list, and banned (psyche-spec §2.8 never assigns it). */
+export function eject(state: CoordinatorState, id: string, reason: string, ctx: Ctx): CoordinatorState {
+  let next = state;
+  const clientIndex = next.epoch.clients.findIndex((c) => c.id === id);
+  if (clientIndex >= 0 && next.epoch.clients[clientIndex]?.state !== 'Ejected') {
+    const clients = next.epoch.clients.slice();
+    const c = clients[clientIndex]!;
+    clients[clientIndex] = {
+      ...c,
+      state: 'Ejected',
+      exited_height: c.state === 'Healthy' ? currentHeight(next) : c.exited_height,
+    };
+    next = { ...next, epoch: { ...next.epoch, clients } };
+  }
+  if (next.members.some((m) => m.id === id))
+    next = { ...next, members: next.members.filter((m) => m.id !== id) };
+  if (!next.ejected.includes(id)) next = { ...next, ejected: [...next.ejected, id] };
+  if (Object.hasOwn(next.strikes, id)) {
+    const strikes = { ...next.strikes };
+    delete strikes[id];
+    next = { ...next, strikes };
+  }
+  ctx.effects.push({ type: 'ClientEjected', id, reason });
+  return next;
+}
+
+export function isKnown(state: CoordinatorState, id: string): boolean {
+  return state.members.some((m) => m.id === id) || state.epoch.clients.some((c) => c.id === id);
+}
+
+/** Records one provably invalid submission by `id`; the MAX_STRIKES-th ejects it. */
+export function strike(state: CoordinatorState, id: string, reason: string, ctx: Ctx): CoordinatorState {
+  const count = (Object.hasOwn(state.strikes, id) ? (state.strikes[id] as number) : 0) + 1;
+  if (count >= MAX_STRIKES)
+    return eject(state, id, `${MAX_STRIKES} invalid witness submissions; last: ${reason}`, ctx);
+  return { ...state, strikes: { ...state.strikes, [id]: count } };
+}

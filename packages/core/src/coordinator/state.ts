@@ -1,0 +1,109 @@
+// The coordinator's state: plain JSON data only (no BigInt, Map or class instances) so a shell can persist
+// it with JSON.stringify after every transition and resume from it byte-for-byte. u64 seeds are 16 hex
+// digits; bloom bits are base64.
+import type { CoordinatorConfig } from './config.ts';
+
+export type RunState =
+  | 'Uninitialized'
+  | 'WaitingForMembers'
+  | 'Warmup'
+  | 'RoundTrain'
+  | 'RoundWitness'
+  | 'Cooldown'
+  | 'Finished'
+  | 'Paused';
+
+export type ClientState = 'Healthy' | 'Dropped' | 'Withdrawn' | 'Ejected';
+
+/** A client registered for the run: it enters the next epoch that has room. */
+export interface Member {
+  /** Ed25519 public key, 64 lowercase hex digits. */
+  id: string;
+  /** The libp2p peer id the client is reachable at. */
+  p2p_id: string;
+}
+
+/** A client of the current epoch. Its index in `epoch.clients` never changes during the epoch. */
+export interface EpochClient extends Member {
+  state: ClientState;
+  /** Round height at which it stopped being Healthy; -1 while Healthy. */
+  exited_height: number;
+}
+
+export interface StoredBloom {
+  num_bits: number;
+  num_hashes: number;
+  /** Hex. */
+  salt: string;
+  /** Base64 of ceil(num_bits / 8) bytes, LSB-first bit order. */
+  bits: string;
+}
+
+export interface WitnessRecord {
+  /** Roster index of the witness in its round. */
+  index: number;
+  /** Dropped (null) once no reader needs it: only the current and previous round keep blooms. */
+  participant_bloom: StoredBloom | null;
+  broadcast_bloom: StoredBloom | null;
+  /** Hex merkle root of received broadcasts, informational (psyche-spec §2.7). */
+  broadcast_merkle: string | null;
+}
+
+export interface Round {
+  height: number;
+  /** `progress.step` when the round started: results and witnesses name their round by it. */
+  step: number;
+  /** First sample index of the round; the round trains [data_index, data_index + batch_size). */
+  data_index: number;
+  /** 0 in drain rounds, which train nothing and consume no data. */
+  batch_size: number;
+  training: boolean;
+  /** u64 as 16 hex digits; committee, witnesses and batch assignment all derive from it. */
+  random_seed: string;
+  /** `epoch.clients` indices of the clients taking part, ascending; selection index i means roster[i]. */
+  roster: number[];
+  /** W: witnesses selected for the round; the quorum is quorum(W). */
+  witness_count: number;
+  verification_percent: number;
+  witnesses: WitnessRecord[];
+}
+
+export interface EpochState {
+  clients: EpochClient[];
+  /** Ring of the last 4 rounds: the round of height h sits at h % 4. */
+  rounds: Round[];
+  rounds_head: number;
+  start_step: number;
+  /** 0 = not draining; else the epoch ends when `progress.step` reaches it. */
+  last_step: number;
+  start_timestamp: number;
+  cold_start_epoch: boolean;
+  /** `clients` indices that sent warmup_witness. */
+  warmup_witnesses: number[];
+}
+
+export interface CoordinatorState {
+  version: 1;
+  run_id: string;
+  /** 32-byte hex seed fixed at run creation; round seeds derive from it (see seed.ts). */
+  run_seed: string;
+  config: CoordinatorConfig;
+  run_state: RunState;
+  run_state_start: number;
+  pending_pause: boolean;
+  progress: {
+    epoch: number;
+    /** Round counter, 1-based as in Psyche; drain rounds count too. */
+    step: number;
+    /** Where the next epoch's first round starts reading samples. */
+    epoch_start_data_index: number;
+  };
+  /** Latest shell-supplied entropy (hex, may be empty), mixed into every round seed. */
+  entropy: string;
+  members: Member[];
+  epoch: EpochState;
+  /** Ids proven dishonest; never admitted again. */
+  ejected: string[];
+  /** Invalid witness submissions per client id; MAX_STRIKES of them eject the client. */
+  strikes: Record<string, number>;
+}

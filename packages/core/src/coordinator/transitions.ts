@@ -1,0 +1,244 @@
+// Phase changes of the coordinator (psyche-spec §2.3), with the deliberate departures from Psyche marked
+// "FIX (§7.7)". Every function returns a new state; arrays are copied only when they change.
+import { effectiveWitnessCount } from '../selection/committee.ts';
+import { globalBatchSize } from '../selection/batch-size.ts';
+import { quorum } from '../witness/quorum.ts';
+import type { CoordinatorEffect } from './events.ts';
+import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
+import { deriveRoundSeed } from './seed.ts';
+import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
+
+export interface Ctx {
+  now: number;
+  effects: CoordinatorEffect[];
+}
+
+/** Psyche's check_timeout: at least one new second must have passed, and `duration` of them. */
+export function timedOut(state: CoordinatorState, now: number, duration: number): boolean {
+  return now !== state.run_state_start && now >= state.run_state_start + duration;
+}
+
+export function changeState(state: CoordinatorState, to: RunState, ctx: Ctx): CoordinatorState {
+  ctx.effects.push({ type: 'RunStateChanged', from: state.run_state, to });
+  return { ...state, run_state: to, run_state_start: ctx.now };
+}
+
+export function healthyCount(state: CoordinatorState): number {
+  let n = 0;
+  for (const c of state.epoch.clients) if (c.state === 'Healthy') n++;
+  return n;
+}
+
+export function currentHeight(state: CoordinatorState): number {
+  return currentRound(state)?.height ?? 0;
+}
+
+/** Sets the state of the given epoch clients (only Healthy ones change) and unregisters them as members. */
+export function retireClients(
+  state: CoordinatorState,
+  clientIndices: readonly number[],
+  to: Exclude<EpochClient['state'], 'Healthy'>,
+): CoordinatorState {
+  if (clientIndices.length === 0) return state;
+  const clients = state.epoch.clients.slice();
+  const ids = new Set<string>();
+  const height = currentHeight(state);
+  for (const i of clientIndices) {
+    const c = clients[i];
+    if (!c || c.state !== 'Healthy') continue;
+    clients[i] = { ...c, state: to, exited_height: height };
+    ids.add(c.id);
+  }
+  const members = ids.size > 0 ? state.members.filter((m) => !ids.has(m.id)) : state.members;
+  return { ...state, members, epoch: { ...state.epoch, clients } };
+}
+
+/** WaitingForMembers → Warmup: the first `max_clients` members form the epoch (FIX §7.7: no 256 cap). */
+export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState {
+  const clients: EpochClient[] = state.members.slice(0, state.config.max_clients).map((m) => ({
+    id: m.id,
+    p2p_id: m.p2p_id,
+    state: 'Healthy',
+    exited_height: -1,
+  }));
+  const next: CoordinatorState = {
+    ...state,
+    epoch: {
+      clients,
+      rounds: [],
+      rounds_head: 0,
+      start_step: state.progress.step,
+      last_step: 0,
+      start_timestamp: ctx.now,
+      cold_start_epoch: state.epoch.cold_start_epoch,
+      warmup_witnesses: [],
+    },
+  };
+  ctx.effects.push({ type: 'EpochStarted', epoch: state.progress.epoch, clients: clients.length });
+  return changeState(next, 'Warmup', ctx);
+}
+
+function pruneBlooms(round: Round): Round {
+  if (round.witnesses.every((w) => w.participant_bloom === null && w.broadcast_bloom === null)) return round;
+  return {
+    ...round,
+    witnesses: round.witnesses.map((w) => ({ ...w, participant_bloom: null, broadcast_bloom: null })),
+  };
+}
+
+/** Opens the next round of the epoch (or its first) and enters RoundTrain. */
+export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorState {
+  const { epoch, config, progress } = state;
+  const prev = epoch.rounds.length > 0 ? currentRound(state) : null;
+  const height = prev ? prev.height + 1 : 0;
+  // Consecutive rounds read consecutive samples; drain rounds have batch_size 0 so they consume nothing.
+  const dataIndex = prev ? prev.data_index + prev.batch_size : progress.epoch_start_data_index;
+  // FIX (§7.7): Psyche's drain rounds still consume steps *and* data indices, so their samples are never
+  // trained. Here a drain round has no batch: the next epoch starts exactly where training stopped.
+  const training = epoch.last_step === 0;
+  const roster: number[] = [];
+  epoch.clients.forEach((c, i) => {
+    if (c.state === 'Healthy') roster.push(i);
+  });
+  const round: Round = {
+    height,
+    step: progress.step,
+    data_index: dataIndex,
+    batch_size: training ? globalBatchSize(config, dataIndex) : 0,
+    training,
+    random_seed: deriveRoundSeed(state.run_seed, progress.epoch, progress.step, state.entropy),
+    roster,
+    witness_count: effectiveWitnessCount(config.witness_nodes, config.max_witnesses, roster.length),
+    verification_percent: config.verification_percent,
+    witnesses: [],
+  };
+  // Blooms are read for one round after they are submitted (consensus of round h-1's batches during round
+  // h+1, health checks in round h+1); older ones only cost state size, which at 10,000 clients is megabytes.
+  const rounds = epoch.rounds.map((r) => (r.height < height - 1 ? pruneBlooms(r) : r));
+  rounds[height % 4] = round;
+  ctx.effects.push({
+    type: 'RoundStarted',
+    epoch: progress.epoch,
+    step: round.step,
+    height,
+    random_seed: round.random_seed,
+    data_index: dataIndex,
+    batch_size: round.batch_size,
+    training,
+    clients: roster.length,
+  });
+  return changeState({ ...state, epoch: { ...epoch, rounds, rounds_head: height % 4 } }, 'RoundTrain', ctx);
+}
+
+function epochTimedOut(state: CoordinatorState, now: number): boolean {
+  const start = state.epoch.start_timestamp;
+  return now !== start && now >= start + state.config.epoch_time;
+}
+
+/** RoundWitness timeout: close the round and start the next one or cool down. */
+export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
+  const round = currentRound(state);
+  if (!round) return changeState(state, 'Cooldown', ctx);
+  let next: CoordinatorState = { ...state, progress: { ...state.progress, step: state.progress.step + 1 } };
+  // FIX (§7.7): Psyche compares the submitted count with quorum(submitted count) when witness_nodes = 0, a
+  // check that can never fail. The quorum here is always that of W, the witnesses selected for the round.
+  const q = quorum(round.witness_count);
+  const reached = round.witnesses.length >= q;
+  ctx.effects.push({
+    type: 'RoundEnded',
+    step: round.step,
+    height: round.height,
+    witnesses: round.witnesses.length,
+    quorum: q,
+    quorum_reached: reached,
+  });
+  if (!reached) {
+    // FIX (§7.7): Psyche withdraws *every* client when no witness submitted. The clients that made the round
+    // fail are the selected witnesses that stayed silent; only they are dropped, and the epoch ends.
+    const submitted = new Set(round.witnesses.map((w) => w.index));
+    const silent = roundSelection(round)
+      .witnesses()
+      .filter((i) => !submitted.has(i))
+      .map((i) => round.roster[i] as number);
+    next = retireClients(next, silent, 'Dropped');
+    for (const i of silent) {
+      const c = next.epoch.clients[i];
+      if (c && c.state === 'Dropped' && c.exited_height === round.height) {
+        ctx.effects.push({
+          type: 'ClientDropped',
+          id: c.id,
+          reason: 'selected witness stayed silent in a round that missed quorum',
+        });
+      }
+    }
+    return changeState(next, 'Cooldown', ctx);
+  }
+  const step = next.progress.step;
+  if (next.epoch.last_step === 0 && (epochTimedOut(next, ctx.now) || step >= next.config.total_steps)) {
+    // FIX (§7.7): Psyche sets last_step only "if >= 4" and ends the run abruptly at total_steps, losing the
+    // last two rounds' results (they are applied two rounds later). Both paths now drain: two rounds without
+    // training so that every trained round is witnessed and applied before Cooldown.
+    next = { ...next, epoch: { ...next.epoch, last_step: step + 2 } };
+  }
+  if (next.epoch.last_step !== 0 && step >= next.epoch.last_step) return changeState(next, 'Cooldown', ctx);
+  if (healthyCount(next) < next.config.min_clients || next.pending_pause)
+    return changeState(next, 'Cooldown', ctx);
+  return startRoundTrain(next, ctx);
+}
+
+/** Healthy epoch clients → Withdrawn (pause). They stay members and rejoin the next epoch. */
+export function withdrawAll(state: CoordinatorState): CoordinatorState {
+  const height = currentHeight(state);
+  if (!state.epoch.clients.some((c) => c.state === 'Healthy')) return state;
+  const clients = state.epoch.clients.map((c) =>
+    c.state === 'Healthy' ? { ...c, state: 'Withdrawn' as const, exited_height: height } : c,
+  );
+  return { ...state, epoch: { ...state.epoch, clients } };
+}
+
+/**
+ * Where the next epoch resumes reading data. Results of round h are applied at the start of round h+2
+ * (psyche-spec §3.2), so when the epoch's last round is H, rounds H-1 and H were never applied by anyone.
+ * FIX (§7.7): Psyche resumes after round H, silently skipping those samples whenever an epoch ends early
+ * (pause, lost quorum, too few clients). Resuming at round H-1's data index trains every sample exactly once;
+ * after a normal drain H-1 is a drain round whose index is exactly where training stopped.
+ */
+function resumeDataIndex(state: CoordinatorState): number {
+  const cur = currentRound(state);
+  if (!cur) return state.progress.epoch_start_data_index;
+  const firstUnapplied = roundAtHeight(state, Math.max(0, cur.height - 1)) ?? cur;
+  return firstUnapplied.data_index;
+}
+
+/** Cooldown timeout: close the epoch. */
+export function endEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState {
+  ctx.effects.push({ type: 'EpochEnded', epoch: state.progress.epoch, success: true });
+  let next: CoordinatorState = {
+    ...state,
+    progress: {
+      ...state.progress,
+      epoch: state.progress.epoch + 1,
+      epoch_start_data_index: resumeDataIndex(state),
+    },
+  };
+  if (next.pending_pause) {
+    next = withdrawAll({ ...next, pending_pause: false, epoch: { ...next.epoch, cold_start_epoch: true } });
+    return changeState(next, 'Paused', ctx);
+  }
+  next = { ...next, epoch: { ...next.epoch, cold_start_epoch: false } };
+  return changeState(
+    next,
+    next.progress.step >= next.config.total_steps ? 'Finished' : 'WaitingForMembers',
+    ctx,
+  );
+}
+
+/** Warmup ends without a round (too few clients left): back to waiting, nothing consumed. */
+export function abortWarmup(state: CoordinatorState, ctx: Ctx): CoordinatorState {
+  ctx.effects.push({ type: 'EpochEnded', epoch: state.progress.epoch, success: false });
+  return changeState(
+    state,
+    state.progress.step >= state.config.total_steps ? 'Finished' : 'WaitingForMembers',
+    ctx,
+  );
+}

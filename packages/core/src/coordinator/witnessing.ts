@@ -1,0 +1,260 @@
+// warmup_witness, witness and health_check events (psyche-spec §2.3, §2.7, §2.8).
+import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
+import { effectiveWitnessCount } from '../selection/committee.ts';
+import { hexToBytes } from '../selection/hex.ts';
+import { BloomFilter, bloomSize } from '../witness/bloom.ts';
+import type { BloomFilterData } from '../witness/bloom-data.ts';
+import { WitnessError } from '../witness/errors.ts';
+import { healthScore, participantItem } from '../witness/health.ts';
+import { quorum } from '../witness/quorum.ts';
+import { CoordinatorError } from './errors.ts';
+import { checkId, strike } from './membership.ts';
+import { currentRound, roundAssignments, roundAtHeight, roundSelection } from './queries.ts';
+import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
+import { loadBloom, storeBloom } from './stored-bloom.ts';
+import type { Ctx } from './transitions.ts';
+import { changeState, healthyCount, retireClients, startRoundTrain } from './transitions.ts';
+
+/** A bloom whose own false-positive rate (fill^k) exceeds this "contains" nearly anything: a lie. */
+function saturationLimit(targetRate: number): number {
+  return Math.min(0.5, Math.max(0.1, 20 * targetRate));
+}
+
+function healthyClient(state: CoordinatorState, id: string): number | CoordinatorError {
+  const bad = checkId(id);
+  if (bad) return bad;
+  const i = state.epoch.clients.findIndex((c) => c.id === id);
+  if (i < 0)
+    return new CoordinatorError('UnknownClient', `client ${id.slice(0, 12)}… is not in the current epoch`);
+  if (state.epoch.clients[i]?.state !== 'Healthy')
+    return new CoordinatorError(
+      'NotHealthy',
+      `client ${id.slice(0, 12)}… is ${state.epoch.clients[i]?.state}, not Healthy`,
+    );
+  return i;
+}
+
+export function warmupWitness(
+  state: CoordinatorState,
+  id: string,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  if (state.run_state !== 'Warmup')
+    return new CoordinatorError(
+      'WrongPhase',
+      `warmup_witness is only accepted in Warmup (run is ${state.run_state})`,
+    );
+  const i = healthyClient(state, id);
+  if (typeof i !== 'number') return i;
+  if (state.epoch.warmup_witnesses.includes(i))
+    return new CoordinatorError('DuplicateWitness', 'this client already sent warmup_witness');
+  const next: CoordinatorState = {
+    ...state,
+    epoch: { ...state.epoch, warmup_witnesses: [...state.epoch.warmup_witnesses, i] },
+  };
+  const healthy = healthyCount(next);
+  const w = effectiveWitnessCount(next.config.witness_nodes, next.config.max_witnesses, healthy);
+  if (healthy >= next.config.min_clients && next.epoch.warmup_witnesses.length >= w)
+    return startRoundTrain(next, ctx);
+  return next;
+}
+
+function isProofShape(p: unknown): p is WitnessProof {
+  const o = p as WitnessProof | null;
+  return (
+    typeof o === 'object' &&
+    o !== null &&
+    Number.isInteger(o.position) &&
+    Number.isInteger(o.index) &&
+    typeof o.witness === 'boolean'
+  );
+}
+
+export interface WitnessSubmission {
+  id: string;
+  step: number;
+  proof: WitnessProof;
+  participant_bloom: BloomFilterData;
+  broadcast_bloom: BloomFilterData;
+  broadcast_merkle?: string;
+}
+
+/** Replaces the current round (same roster array, so memoised selection survives). */
+function withCurrentRound(state: CoordinatorState, round: Round): CoordinatorState {
+  const rounds = state.epoch.rounds.slice();
+  rounds[state.epoch.rounds_head] = round;
+  return { ...state, epoch: { ...state.epoch, rounds } };
+}
+
+export function witness(
+  state: CoordinatorState,
+  sub: WitnessSubmission,
+  ctx: Ctx,
+): { state: CoordinatorState; error?: CoordinatorError } {
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') {
+    return {
+      state,
+      error: new CoordinatorError(
+        'WrongPhase',
+        `witness is only accepted in RoundTrain or RoundWitness (run is ${state.run_state})`,
+      ),
+    };
+  }
+  const round = currentRound(state);
+  if (!round) return { state, error: new CoordinatorError('WrongPhase', 'no round is open') };
+  if (sub.step !== round.step) {
+    return {
+      state,
+      error: new CoordinatorError(
+        'StaleRound',
+        `witness is for step ${String(sub.step)} but the open round is step ${round.step}`,
+      ),
+    };
+  }
+  const clientIndex = healthyClient(state, sub.id);
+  if (typeof clientIndex !== 'number') return { state, error: clientIndex };
+  const penalise = (code: 'BadProof' | 'NotAWitness' | 'BadBloom' | 'SaturatedBloom', message: string) => ({
+    state: strike(state, sub.id, message, ctx),
+    error: new CoordinatorError(code, message),
+  });
+  if (!isProofShape(sub.proof))
+    return penalise('BadProof', 'witness proof must be {position, index, witness}');
+  if (round.roster[sub.proof.index] !== clientIndex)
+    return penalise('BadProof', `proof index ${sub.proof.index} is not the sender's slot in this round`);
+  if (!roundSelection(round).verifyWitnessProof(sub.proof))
+    return penalise('BadProof', 'witness proof does not match the round seed');
+  if (!sub.proof.witness) return penalise('NotAWitness', 'the sender is not a witness of this round');
+  if (round.witnesses.some((w) => w.index === sub.proof.index)) {
+    return {
+      state,
+      error: new CoordinatorError('DuplicateWitness', 'this witness already submitted for the round'),
+    };
+  }
+  if (sub.broadcast_merkle !== undefined && !/^[0-9a-f]{64}$/.test(sub.broadcast_merkle)) {
+    return {
+      state,
+      error: new CoordinatorError('BadEvent', 'broadcast_merkle must be 64 lowercase hex digits'),
+    };
+  }
+  // A witness sizes its blooms for what it received: at most one item per client of the round.
+  const maxBits = bloomSize(Math.max(round.roster.length, 1), state.config.bloom_false_positive_rate).numBits;
+  let participant: BloomFilter;
+  let broadcast: BloomFilter;
+  try {
+    participant = BloomFilter.fromData(sub.participant_bloom, maxBits);
+    broadcast = BloomFilter.fromData(sub.broadcast_bloom, maxBits);
+  } catch (e) {
+    if (e instanceof WitnessError) return penalise('BadBloom', e.message);
+    throw e;
+  }
+  const limit = saturationLimit(state.config.bloom_false_positive_rate);
+  for (const [name, bloom] of [
+    ['participant', participant],
+    ['broadcast', broadcast],
+  ] as const) {
+    const rate = bloom.estimatedFalsePositiveRate();
+    if (rate > limit)
+      return penalise(
+        'SaturatedBloom',
+        `${name} bloom would match ${(rate * 100).toFixed(1)}% of anything (limit ${(limit * 100).toFixed(1)}%)`,
+      );
+  }
+  const record: WitnessRecord = {
+    index: sub.proof.index,
+    participant_bloom: storeBloom(participant),
+    broadcast_bloom: storeBloom(broadcast),
+    broadcast_merkle: sub.broadcast_merkle ?? null,
+  };
+  const updated: Round = { ...round, witnesses: [...round.witnesses, record] };
+  let next = withCurrentRound(state, updated);
+  ctx.effects.push({ type: 'WitnessAccepted', step: round.step, index: sub.proof.index, id: sub.id });
+  // Opportunistic witnessing: once all W have spoken there is nothing left to wait for.
+  if (next.run_state === 'RoundTrain' && updated.witnesses.length >= updated.witness_count)
+    next = changeState(next, 'RoundWitness', ctx);
+  return { state: next };
+}
+
+function isCommitteeProofShape(p: unknown): p is CommitteeProof {
+  const o = p as CommitteeProof | null;
+  return (
+    typeof o === 'object' &&
+    o !== null &&
+    Number.isInteger(o.position) &&
+    Number.isInteger(o.index) &&
+    typeof o.committee === 'string'
+  );
+}
+
+/**
+ * Drops clients whose results the witnesses did not see. In round h the evidence is the participant blooms
+ * of round h-1's witnesses, which record the results of round h-2. All-or-nothing as in Psyche: if any
+ * reported client is healthy the whole report is refused.
+ */
+export function healthCheck(
+  state: CoordinatorState,
+  reporter: string,
+  checks: ReadonlyArray<{ id: string; proof: CommitteeProof }>,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') {
+    return new CoordinatorError(
+      'WrongPhase',
+      `health_check is only accepted in RoundTrain or RoundWitness (run is ${state.run_state})`,
+    );
+  }
+  const cur = currentRound(state);
+  if (!cur || cur.height < 2)
+    return new CoordinatorError('TooEarly', 'health checks need two completed rounds in this epoch');
+  const r = healthyClient(state, reporter);
+  if (typeof r !== 'number') return r;
+  if (!Array.isArray(checks) || checks.length === 0)
+    return new CoordinatorError('BadEvent', 'health_check needs a non-empty list of checks');
+  const judged = roundAtHeight(state, cur.height - 2);
+  const attesting = roundAtHeight(state, cur.height - 1);
+  if (!judged || !attesting)
+    return new CoordinatorError('TooEarly', 'the rounds this check refers to are gone');
+  const blooms = attesting.witnesses.flatMap((w) =>
+    w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
+  );
+  const q = quorum(attesting.witness_count);
+  const sel = roundSelection(judged);
+  const withBatch = new Set(roundAssignments(state, judged).map((a) => a.index));
+  const drop: number[] = [];
+  for (const check of checks) {
+    const proof = check?.proof;
+    if (!isCommitteeProofShape(proof) || !sel.verifyCommitteeProof(proof))
+      return new CoordinatorError('BadProof', 'a committee proof does not match the judged round');
+    const clientIndex = judged.roster[proof.index] as number;
+    const client = state.epoch.clients[clientIndex];
+    if (!client || client.id !== check.id)
+      return new CoordinatorError(
+        'BadProof',
+        `committee proof index ${proof.index} does not belong to ${String(check.id).slice(0, 12)}…`,
+      );
+    // FIX (§7.7): Psyche judges anyone in the round, so a trainer that was assigned no samples (batch
+    // smaller than the trainer count) or a non-trainer "fails" and is dropped for sending nothing.
+    if (proof.committee !== 'Trainer' || !withBatch.has(proof.index)) {
+      return new CoordinatorError(
+        'NotJudgeable',
+        `client ${check.id.slice(0, 12)}… had no batch in the judged round`,
+      );
+    }
+    if (client.state !== 'Healthy') continue;
+    // FIX (§7.7): Psyche's threshold is quorum(#witnesses that submitted); here quorum(W) of the round.
+    if (healthScore(participantItem(hexToBytes(client.id)), blooms) >= q) {
+      return new CoordinatorError(
+        'ClientIsHealthy',
+        `client ${check.id.slice(0, 12)}… was seen by a quorum of witnesses`,
+      );
+    }
+    drop.push(clientIndex);
+  }
+  const next = retireClients(state, drop, 'Dropped');
+  for (const i of new Set(drop))
+    ctx.effects.push({
+      type: 'ClientDropped',
+      id: state.epoch.clients[i]!.id,
+      reason: 'health check: results not seen by a witness quorum',
+    });
+  return next;
+}

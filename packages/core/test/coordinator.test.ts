@@ -1,0 +1,346 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CoordinatorError,
+  MAX_STRIKES,
+  acceptedCommitments,
+  createCoordinator,
+  currentRound,
+  roundAtHeight,
+  roundSelection,
+  tick,
+  type CoordinatorConfig,
+  type CoordinatorEvent,
+  type CoordinatorState,
+  type TickResult,
+} from '../src/coordinator/index.ts';
+import { clientId, fakeCommitment, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
+
+export const baseConfig: CoordinatorConfig = {
+  warmup_time: 5,
+  cooldown_time: 3,
+  epoch_time: 60,
+  max_round_train_time: 10,
+  round_witness_time: 1,
+  min_clients: 2,
+  init_min_clients: 3,
+  verification_percent: 0,
+  witness_nodes: 3,
+  global_batch_size_start: 8,
+  global_batch_size_end: 8,
+  global_batch_size_warmup_tokens: 0,
+  total_steps: 1000,
+  waiting_for_members_extra_time: 2,
+  max_clients: 100,
+  max_witnesses: 32,
+  bloom_false_positive_rate: 0.001,
+  max_seq_len: 16,
+  cold_start_warmup_steps: 0,
+};
+
+const SEED = 'ab'.repeat(32);
+
+class Driver {
+  state: CoordinatorState;
+  now = 1000;
+  log: TickResult[] = [];
+  constructor(config: Partial<CoordinatorConfig> = {}) {
+    this.state = createCoordinator({
+      run_id: 'test',
+      run_seed: SEED,
+      config: { ...baseConfig, ...config },
+      now: this.now,
+    });
+  }
+  send(event: CoordinatorEvent): TickResult {
+    const r = tick(this.state, event, this.now);
+    this.state = r.state;
+    this.log.push(r);
+    return r;
+  }
+  ok(event: CoordinatorEvent): TickResult {
+    const r = this.send(event);
+    expect(r.error, r.error?.message).toBeUndefined();
+    return r;
+  }
+  advance(seconds: number): TickResult {
+    this.now += seconds;
+    return this.ok({ type: 'tick' });
+  }
+  join(n: number, from = 0): void {
+    for (let i = from; i < from + n; i++) this.ok({ type: 'join', id: clientId(i), p2p_id: `peer-${i}` });
+  }
+  /** Starts an epoch with the members and finishes warmup by warmup witnesses. */
+  toFirstRound(): void {
+    this.advance(3);
+    expect(this.state.run_state).toBe('Warmup');
+    for (const c of this.state.epoch.clients) {
+      if (this.state.run_state !== 'Warmup') break;
+      this.ok({ type: 'warmup_witness', id: c.id });
+    }
+    expect(this.state.run_state).toBe('RoundTrain');
+  }
+  witnessAll(alive?: (id: string) => boolean): void {
+    for (const e of honestWitnessEvents(this.state, alive)) this.ok(e);
+  }
+  /** Ends the open round whatever the witnesses did. */
+  finishRound(): void {
+    if (this.state.run_state === 'RoundTrain') this.advance(this.state.config.max_round_train_time);
+    this.advance(1);
+  }
+  /** One full round with every witness honest: RoundTrain → RoundWitness → next. */
+  round(): void {
+    this.witnessAll();
+    expect(this.state.run_state).toBe('RoundWitness');
+    this.advance(1);
+  }
+}
+
+describe('coordinator lifecycle', () => {
+  it('runs an epoch: waiting, warmup, rounds, drain, cooldown, and the next epoch continues the data', () => {
+    const d = new Driver();
+    d.join(2);
+    d.advance(10);
+    expect(d.state.run_state).toBe('WaitingForMembers'); // init_min_clients = 3
+    d.join(1, 2);
+    d.toFirstRound();
+    const r0 = currentRound(d.state)!;
+    expect(r0).toMatchObject({
+      height: 0,
+      step: 1,
+      data_index: 0,
+      batch_size: 8,
+      training: true,
+      witness_count: 3,
+    });
+    expect(r0.roster).toEqual([0, 1, 2]);
+    const heights: number[] = [];
+    while (d.state.run_state === 'RoundTrain') {
+      heights.push(currentRound(d.state)!.height);
+      d.round();
+      // epoch_time passes during the third round, so it is the last one that trains.
+      if (heights.length === 2) d.now = d.state.epoch.start_timestamp + 60;
+    }
+    expect(d.state.run_state).toBe('Cooldown');
+    const rounds = heights.map((h) => roundAtHeight(d.state, h)).filter((r) => r !== null);
+    // The ring keeps the last 4 rounds: training heights 1, 2, then two drain rounds without data.
+    expect(heights).toEqual([0, 1, 2, 3, 4]);
+    expect(rounds.map((r) => r.training)).toEqual([true, true, false, false]);
+    const drains = rounds.filter((r) => !r.training);
+    expect(drains).toHaveLength(2);
+    for (const r of drains) expect(r.batch_size).toBe(0);
+    const lastTraining = rounds.filter((r) => r.training).at(-1)!;
+    d.advance(3);
+    expect(d.state.run_state).toBe('WaitingForMembers');
+    expect(d.state.progress.epoch).toBe(1);
+    expect(d.state.progress.epoch_start_data_index).toBe(lastTraining.data_index + lastTraining.batch_size);
+    expect(d.state.progress.epoch_start_data_index).toBe(24);
+    expect(d.state.progress.step).toBe(6);
+    d.toFirstRound();
+    expect(currentRound(d.state)!.data_index).toBe(24);
+    expect(JSON.parse(JSON.stringify(d.state))).toEqual(d.state);
+  });
+
+  it('moves to RoundWitness as soon as all W witnesses submitted, else at max_round_train_time', () => {
+    const d = new Driver();
+    d.join(4);
+    d.toFirstRound();
+    d.advance(9);
+    expect(d.state.run_state).toBe('RoundTrain');
+    d.advance(1);
+    expect(d.state.run_state).toBe('RoundWitness');
+  });
+
+  it("accepts a batch result only with a quorum of the next round's witnesses", () => {
+    const d = new Driver({ witness_nodes: 3 });
+    d.join(5);
+    d.toFirstRound();
+    d.round(); // round 0
+    d.round(); // round 1 witnesses attest round 0
+    const accepted = acceptedCommitments(d.state, 0, (batch, ci) => [
+      fakeCommitment(1, batch.start, batch.end, d.state.epoch.clients[ci]!.id),
+      fakeCommitment(1, batch.start, batch.end, 'forged'),
+    ]);
+    expect(accepted).not.toBeNull();
+    expect(accepted!.length).toBeGreaterThan(0);
+    for (const a of accepted!) {
+      expect(a.commitment).toEqual(
+        fakeCommitment(1, a.batch.start, a.batch.end, d.state.epoch.clients[a.client_index]!.id),
+      );
+      expect(a.votes).toBe(3);
+    }
+  });
+});
+
+describe('quorum and failures', () => {
+  it('a round below quorum ends the epoch, drops silent witnesses, and rewinds data to unapplied rounds', () => {
+    const d = new Driver({ witness_nodes: 3, min_clients: 2, init_min_clients: 5 });
+    d.join(6);
+    d.toFirstRound();
+    d.round();
+    d.round();
+    d.round(); // rounds 0..2 done; round 3 open; round 1 applied at start of round 3
+    const r3 = currentRound(d.state)!;
+    const r2 = roundAtHeight(d.state, 2)!;
+    const witnesses = roundSelection(r3).witnesses();
+    // Only one of three witnesses speaks: quorum(3) = 2 is missed.
+    const events = honestWitnessEvents(d.state);
+    d.ok(events[0]!);
+    d.advance(10);
+    d.advance(1);
+    expect(d.state.run_state).toBe('Cooldown');
+    const ended = d.log.at(-1)!.effects.find((e) => e.type === 'RoundEnded');
+    expect(ended).toMatchObject({ quorum: 2, witnesses: 1, quorum_reached: false });
+    const dropped = d.state.epoch.clients.filter((c) => c.state === 'Dropped');
+    expect(dropped).toHaveLength(2);
+    for (const c of dropped)
+      expect(witnesses.map((i) => d.state.epoch.clients[r3.roster[i]!]!.id)).toContain(c.id);
+    expect(d.state.members).toHaveLength(4);
+    d.advance(3);
+    expect(d.state.progress.epoch_start_data_index).toBe(r2.data_index);
+  });
+
+  it('refuses invalid witnesses with typed errors and ejects repeat liars', () => {
+    const d = new Driver({ witness_nodes: 2 });
+    d.join(6);
+    d.toFirstRound();
+    const round = currentRound(d.state)!;
+    const sel = roundSelection(round);
+    const before = d.state;
+    const honest = honestWitnessEvents(d.state)[0]! as Extract<CoordinatorEvent, { type: 'witness' }>;
+    expect(d.send({ ...honest, step: round.step + 5 }).error?.code).toBe('StaleRound');
+    expect(d.state).toBe(before);
+    expect(d.send({ ...honest, id: clientId(99) }).error?.code).toBe('UnknownClient');
+    const nonWitness = [...Array(round.roster.length).keys()].find((i) => !sel.isWitness(i))!;
+    const liarId = d.state.epoch.clients[round.roster[nonWitness]!]!.id;
+    const forged = { ...honest, id: liarId, proof: { ...sel.witnessProof(nonWitness), witness: true } };
+    for (let k = 1; k <= MAX_STRIKES; k++) {
+      const r = d.send(forged);
+      expect(r.error).toBeInstanceOf(CoordinatorError);
+      expect(r.error?.code).toBe(k < MAX_STRIKES ? 'BadProof' : 'BadProof');
+    }
+    expect(d.state.epoch.clients.find((c) => c.id === liarId)?.state).toBe('Ejected');
+    expect(d.state.ejected).toContain(liarId);
+    expect(d.send({ type: 'join', id: liarId, p2p_id: 'again' }).error?.code).toBe('Ejected');
+    d.ok(honest);
+    expect(d.send(honest).error?.code).toBe('DuplicateWitness');
+    const saturated = honestWitnessEvents(d.state)[0]! as Extract<CoordinatorEvent, { type: 'witness' }>;
+    const bits = saturated.participant_bloom.bits.slice().fill(0xff);
+    expect(
+      d.send({ ...saturated, participant_bloom: { ...saturated.participant_bloom, bits } }).error?.code,
+    ).toBe('SaturatedBloom');
+    expect(
+      d.send({
+        ...saturated,
+        participant_bloom: {
+          ...saturated.participant_bloom,
+          numBits: 1 << 24,
+          bits: new Uint8Array(1 << 21),
+        },
+      }).error?.code,
+    ).toBe('BadBloom');
+  });
+
+  it('drops clients whose results a witness quorum did not see, and refuses to drop healthy ones', () => {
+    const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
+    d.join(6);
+    d.toFirstRound();
+    const deadId = clientId(5);
+    const alive = (id: string) => id !== deadId;
+    d.round();
+    d.witnessAll(alive); // round 1 witnesses did not see the dead client's round-0 result
+    d.finishRound();
+    expect(currentRound(d.state)!.height).toBe(2);
+    const judged = roundAtHeight(d.state, 0)!;
+    const sel = roundSelection(judged);
+    const reporter = d.state.epoch.clients[0]!.id;
+    const idx = (id: string) => judged.roster.indexOf(d.state.epoch.clients.findIndex((c) => c.id === id));
+    const healthy = clientId(1);
+    expect(
+      d.send({
+        type: 'health_check',
+        id: reporter,
+        checks: [{ id: healthy, proof: sel.committeeProof(idx(healthy)) }],
+      }).error?.code,
+    ).toBe('ClientIsHealthy');
+    const r = d.ok({
+      type: 'health_check',
+      id: reporter,
+      checks: [{ id: deadId, proof: sel.committeeProof(idx(deadId)) }],
+    });
+    expect(r.effects).toContainEqual(expect.objectContaining({ type: 'ClientDropped', id: deadId }));
+    expect(d.state.epoch.clients.find((c) => c.id === deadId)?.state).toBe('Dropped');
+    d.witnessAll(alive);
+    d.finishRound();
+    expect(currentRound(d.state)!.roster).toHaveLength(5);
+  });
+});
+
+describe('pause, resume, config', () => {
+  it('pauses after the round when active, immediately otherwise; config changes only while paused', () => {
+    const d = new Driver();
+    d.join(3);
+    d.toFirstRound();
+    expect(d.send({ type: 'update_config', config: baseConfig }).error?.code).toBe('WrongPhase');
+    d.ok({ type: 'pause' });
+    expect(d.state.pending_pause).toBe(true);
+    expect(d.state.run_state).toBe('RoundTrain');
+    d.round();
+    expect(d.state.run_state).toBe('Cooldown');
+    d.advance(3);
+    expect(d.state.run_state).toBe('Paused');
+    expect(d.state.epoch.cold_start_epoch).toBe(true);
+    expect(d.send({ type: 'update_config', config: { ...baseConfig, min_clients: 0 } }).error?.code).toBe(
+      'InvalidConfig',
+    );
+    d.ok({ type: 'update_config', config: { ...baseConfig, witness_nodes: 2 } });
+    expect(d.state.config.witness_nodes).toBe(2);
+    d.ok({ type: 'resume' });
+    expect(d.state.run_state).toBe('WaitingForMembers');
+    expect(d.send({ type: 'resume' }).error?.code).toBe('WrongPhase');
+    d.ok({ type: 'pause' });
+    expect(d.state.run_state).toBe('Paused');
+  });
+
+  it('starts uninitialized or paused when asked', () => {
+    const s = createCoordinator({
+      run_id: 'x',
+      run_seed: SEED,
+      config: baseConfig,
+      now: 1,
+      start: 'uninitialized',
+    });
+    expect(s.run_state).toBe('Uninitialized');
+    const r = tick(s, { type: 'update_config', config: baseConfig }, 2);
+    expect(r.state.run_state).toBe('Paused');
+    expect(() =>
+      createCoordinator({ run_id: 'x', run_seed: SEED, config: { ...baseConfig, warmup_time: 100 }, now: 1 }),
+    ).toThrow(/warmup_time/);
+  });
+
+  it('derives round seeds from run seed, epoch, step and entropy only', () => {
+    const a = new Driver();
+    const b = new Driver();
+    for (const d of [a, b]) {
+      d.join(3);
+      d.ok({ type: 'entropy', entropy: 'cafe' });
+      d.toFirstRound();
+    }
+    expect(currentRound(a.state)!.random_seed).toBe(currentRound(b.state)!.random_seed);
+    expect(a.send({ type: 'entropy', entropy: 'xyz' }).error?.code).toBe('BadEvent');
+  });
+
+  it('never throws on garbage events', () => {
+    const d = new Driver();
+    const junk: unknown[] = [
+      null,
+      {},
+      { type: 'nope' },
+      { type: 'join', id: 5 },
+      { type: 'witness' },
+      { type: 'health_check', id: clientId(0), checks: 'x' },
+    ];
+    for (const e of junk)
+      expect(tick(d.state, e as CoordinatorEvent, d.now).error).toBeInstanceOf(CoordinatorError);
+    expect(tick(d.state, { type: 'tick' }, Number.NaN).error?.code).toBe('BadEvent');
+  });
+});
