@@ -20,6 +20,8 @@ import type {
 ort.env.wasm.wasmPaths = '/ort/';
 ort.env.wasm.numThreads = 1;
 
+const OUR_DEVICE_LABEL = 'meshtrain';
+
 const roundUp16 = (n: number): number => Math.ceil(n / 16) * 16;
 
 interface OurDevice {
@@ -32,7 +34,7 @@ let ours: Promise<OurDevice> | undefined;
 
 /**
  * The one GPUDevice this page uses, for ORT and for our WGSL alike. Limits are raised to the adapter's maxima that
- * matter for large parameter buffers and ORT's kernels (ORT asks for the same when it creates its own device).
+ * matter for large parameter buffers and ORT's kernels, as ORT does when it creates a device itself (stack.md §4).
  */
 function ourDevice(): Promise<OurDevice> {
   ours ??= (async () => {
@@ -52,7 +54,8 @@ function ourDevice(): Promise<OurDevice> {
     ] as const;
     const requiredLimits: Record<string, number> = {};
     for (const k of wanted) requiredLimits[k] = adapter.limits[k];
-    const device = await adapter.requestDevice({ requiredLimits });
+    // The label shows up in Dawn's messages: the foreign-device control below relies on it to name the owner.
+    const device = await adapter.requestDevice({ label: OUR_DEVICE_LABEL, requiredLimits });
     const uncaptured: string[] = [];
     device.addEventListener('uncapturederror', (ev) => {
       uncaptured.push((ev as GPUUncapturedErrorEvent).error.message);
@@ -265,7 +268,7 @@ async function bindOnForeignDevice(tensor: ort.Tensor | undefined): Promise<stri
   // Adapters are single-use in Chromium: a second device needs a fresh adapter.
   const adapter = await navigator.gpu.requestAdapter();
   if (adapter === null) return 'no second adapter';
-  const other = await adapter.requestDevice();
+  const other = await adapter.requestDevice({ label: 'foreign-control' });
   try {
     const layout = other.createBindGroupLayout({
       entries: [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } }],

@@ -49,8 +49,9 @@ export interface RunStepResult {
   /** GPUDevice 'uncapturederror' events during the scenario (must be empty). */
   uncapturedErrors: string[];
   /**
-   * Negative control: binding one of ORT's output buffers on a *second* device. Must produce a validation error,
-   * which shows that the clean bind on our device above is evidence the buffer belongs to our device.
+   * Control: binding one of ORT's output buffers on a second device (labelled "foreign-control"). Dawn's error
+   * names the buffer's owner, which must be our device (labelled "meshtrain"); it also shows that a foreign buffer
+   * would have failed the bind on our device above.
    */
   foreignDeviceError: string | null;
   timingsMs: { createSession: number; runs: number[]; readback: number };
