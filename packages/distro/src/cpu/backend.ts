@@ -3,7 +3,7 @@
 import type { AggregatedTensor } from '../aggregate.ts';
 import type { DistroBackend, DistroTensor } from '../backend.ts';
 import { dctBasis64 } from '../dct.ts';
-import { updateBits, type UpdateScalars } from '../exact-update.ts';
+import { updateBits } from '../exact-update.ts';
 import { integerDctBasis } from '../int-basis.ts';
 import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
 import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';

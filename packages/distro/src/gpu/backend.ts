@@ -1,0 +1,342 @@
+// WGSL backend over any GPUDevice (the browser shares onnxruntime-web's; Node uses Dawn). Tensors are lists of
+// segments (gpu/segments.ts) so no binding exceeds the device's limits; every kernel runs per segment.
+import type { AggregatedTensor } from '../aggregate.ts';
+import type { DistroBackend, DistroTensor } from '../backend.ts';
+import { dctBasis32 } from '../dct.ts';
+import type { UpdateScalars } from '../exact-update.ts';
+import { integerDctBasis } from '../int-basis.ts';
+import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
+import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
+import { planSegments, type Segment } from './segments.ts';
+import * as W from './wgsl.ts';
+
+interface Part {
+  readonly seg: Segment;
+  readonly buffer: GPUBuffer;
+  readonly byteOffset: number;
+}
+
+class GpuTensor implements DistroTensor {
+  readonly shape: readonly number[];
+  readonly size: number;
+  readonly layout: BlockLayout;
+  readonly parts: readonly Part[];
+  readonly owned: boolean;
+  constructor(layout: BlockLayout, parts: Part[], owned: boolean) {
+    this.shape = [...layout.shape];
+    this.size = layout.size;
+    this.layout = layout;
+    this.parts = parts;
+    this.owned = owned;
+  }
+}
+
+export interface WebGpuBackendOptions {
+  chunk: number;
+  /** Overrides the device's maxStorageBufferBindingSize (tests use tiny values to exercise splitting). */
+  maxBindingBytes?: number;
+  /** Shown in bench output, e.g. the adapter name; "software adapter" is appended when known. */
+  description?: string;
+}
+
+export interface WebGpuDistroBackend extends DistroBackend {
+  /** An external buffer (e.g. onnxruntime-web's) as a tensor; its segments are aligned ranges of it. */
+  wrap(buffer: GPUBuffer, shape: readonly number[]): DistroTensor;
+}
+
+const STORAGE = 0x80; // GPUBufferUsage.STORAGE, spelled out so this module loads before `globals` exist
+const COPY_SRC = 0x04;
+const COPY_DST = 0x08;
+const MAP_READ = 0x01;
+const UNIFORM = 0x40;
+
+const pad16 = (bytes: number): number => Math.max(16, Math.ceil(bytes / 16) * 16);
+
+export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOptions): WebGpuDistroBackend {
+  const chunk = options.chunk;
+  tensorLayout([1], chunk);
+  const maxBinding = Math.min(
+    options.maxBindingBytes ?? Infinity,
+    device.limits.maxStorageBufferBindingSize,
+    device.limits.maxBufferSize,
+  );
+  const align = device.limits.minStorageBufferOffsetAlignment;
+  const pipelines = new Map<string, GPUComputePipeline>();
+  const pipeline = (code: string): GPUComputePipeline => {
+    let p = pipelines.get(code);
+    if (!p) {
+      p = device.createComputePipeline({
+        layout: 'auto',
+        compute: { module: device.createShaderModule({ code }), entryPoint: 'main' },
+      });
+      pipelines.set(code, p);
+    }
+    return p;
+  };
+  let temps: GPUBuffer[] = [];
+  const floatBases = new Map<string, { buffer: GPUBuffer; off2: number }>();
+  const intBases = new Map<string, { buffer: GPUBuffer; off2: number }>();
+
+  function upload(data: ArrayBufferView, usage = STORAGE, temp = true): GPUBuffer {
+    const buffer = device.createBuffer({
+      size: pad16(data.byteLength),
+      usage: usage | COPY_DST,
+      mappedAtCreation: true,
+    });
+    new Uint8Array(buffer.getMappedRange()).set(
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+    buffer.unmap();
+    if (temp) temps.push(buffer);
+    return buffer;
+  }
+  function uniform(words: number[], floats: Record<number, number> = {}): GPUBuffer {
+    const u = new Uint32Array(Math.ceil(words.length / 4) * 4);
+    u.set(words);
+    const f = new Float32Array(u.buffer);
+    for (const [i, v] of Object.entries(floats)) f[Number(i)] = v;
+    return upload(u, UNIFORM);
+  }
+  function basisPair(n1: number, n2: number, kind: 'float' | 'int'): { buffer: GPUBuffer; off2: number } {
+    const cache = kind === 'float' ? floatBases : intBases;
+    const key = `${n1}x${n2}`;
+    let b = cache.get(key);
+    if (!b) {
+      const t1 = kind === 'float' ? dctBasis32(n1) : integerDctBasis(n1);
+      const t2 = kind === 'float' ? dctBasis32(n2) : integerDctBasis(n2);
+      const both =
+        kind === 'float' ? new Float32Array(t1.length + t2.length) : new Int32Array(t1.length + t2.length);
+      both.set(t1);
+      both.set(t2, t1.length);
+      b = { buffer: upload(both, STORAGE, false), off2: t1.length };
+      cache.set(key, b);
+    }
+    return b;
+  }
+  /** 2-D grid for `groups` workgroups; `stride` = invocations (or groups) per grid row. */
+  function grid(groups: number): { x: number; y: number } {
+    const x = Math.min(groups, 65535);
+    return { x: Math.max(1, x), y: Math.max(1, Math.ceil(groups / Math.max(1, x))) };
+  }
+  function run(code: string, buffers: GPUBindingResource[], groups: { x: number; y: number }): void {
+    const p = pipeline(code);
+    const bind = device.createBindGroup({
+      layout: p.getBindGroupLayout(0),
+      entries: buffers.map((resource, binding) => ({ binding, resource })),
+    });
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(p);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(groups.x, groups.y);
+    pass.end();
+    device.queue.submit([enc.finish()]);
+  }
+  const bind = (p: Part): GPUBufferBinding => ({
+    buffer: p.buffer,
+    offset: p.byteOffset,
+    size: p.seg.elements * 4,
+  });
+  const whole = (buffer: GPUBuffer): GPUBufferBinding => ({ buffer });
+  /** Elementwise dispatch over one segment: uniform words start with (count, stride). */
+  function elementwise(
+    code: string,
+    part: Part,
+    words: number[],
+    floats: Record<number, number>,
+    extra: GPUBindingResource[],
+  ): void {
+    const g = grid(Math.ceil(part.seg.elements / W.ELEMENTWISE_WG));
+    const u = uniform([part.seg.elements, g.x * W.ELEMENTWISE_WG, ...words], floats);
+    run(code, [whole(u), ...extra], g);
+  }
+
+  function gpu(t: DistroTensor): GpuTensor {
+    if (!(t instanceof GpuTensor)) throw new TypeError('tensor belongs to another backend');
+    return t;
+  }
+  function same(a: DistroTensor, b: DistroTensor): void {
+    if (!sameShape(a.shape, b.shape))
+      throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
+  }
+  async function readBuffer(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
+    const staging = device.createBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
+    const enc = device.createCommandEncoder();
+    enc.copyBufferToBuffer(src, offset, staging, 0, Math.ceil(bytes / 4) * 4);
+    device.queue.submit([enc.finish()]);
+    await staging.mapAsync(MAP_READ);
+    const out = staging.getMappedRange(0, Math.ceil(bytes / 4) * 4).slice(0, bytes);
+    staging.unmap();
+    staging.destroy();
+    return out;
+  }
+  async function finish(): Promise<void> {
+    await device.queue.onSubmittedWorkDone();
+    for (const b of temps) b.destroy();
+    temps = [];
+  }
+
+  const backend: WebGpuDistroBackend = {
+    kind: 'webgpu',
+    description: options.description ?? 'WebGPU',
+    chunk,
+    tensor(shape, data) {
+      const layout = tensorLayout(shape, chunk);
+      if (data && data.length !== layout.size)
+        throw new DistroShapeError(`data has ${data.length} values, shape [${shape}] needs ${layout.size}`);
+      const parts = planSegments(layout.rows, layout.cols, layout.n1, maxBinding).map((seg) => {
+        const buffer = device.createBuffer({
+          size: pad16(seg.elements * 4),
+          usage: STORAGE | COPY_SRC | COPY_DST,
+        });
+        if (data) device.queue.writeBuffer(buffer, 0, data, seg.offset, seg.elements);
+        return { seg, buffer, byteOffset: 0 };
+      });
+      return new GpuTensor(layout, parts, true);
+    },
+    wrap(buffer, shape) {
+      const layout = tensorLayout(shape, chunk);
+      const parts = planSegments(layout.rows, layout.cols, layout.n1, maxBinding, align).map((seg) => ({
+        seg,
+        buffer,
+        byteOffset: seg.offset * 4,
+      }));
+      return new GpuTensor(layout, parts, false);
+    },
+    async read(t) {
+      const out = new Float32Array(t.size);
+      for (const p of gpu(t).parts)
+        out.set(new Float32Array(await readBuffer(p.buffer, p.byteOffset, p.seg.elements * 4)), p.seg.offset);
+      return out;
+    },
+    write(t, data) {
+      if (data.length !== t.size)
+        throw new DistroShapeError(`write of ${data.length} values into a tensor of ${t.size}`);
+      for (const p of gpu(t).parts)
+        device.queue.writeBuffer(p.buffer, p.byteOffset, data, p.seg.offset, p.seg.elements);
+    },
+    release(t) {
+      const g = gpu(t);
+      if (g.owned) for (const p of g.parts) p.buffer.destroy();
+    },
+    momentum(delta, grad, decay, lr) {
+      same(delta, grad);
+      const gp = gpu(grad).parts;
+      gpu(delta).parts.forEach((p, i) =>
+        elementwise(W.MOMENTUM, p, [], { 2: decay, 3: lr }, [bind(p), bind(gp[i] as Part)]),
+      );
+    },
+    async sumOfSquares(t) {
+      let total = 0;
+      for (const p of gpu(t).parts) {
+        const groups = Math.ceil(p.seg.elements / 1024);
+        const g = grid(groups);
+        const partial = device.createBuffer({ size: pad16(groups * 4), usage: STORAGE | COPY_SRC });
+        run(W.SUM_SQUARES, [whole(uniform([p.seg.elements, g.x])), bind(p), whole(partial)], g);
+        for (const v of new Float32Array(await readBuffer(partial, 0, groups * 4))) total += v;
+        partial.destroy();
+      }
+      return total;
+    },
+    scale(t, factor) {
+      for (const p of gpu(t).parts) elementwise(W.SCALE, p, [], { 2: factor }, [bind(p)]);
+    },
+    signStep(out, params, delta, lr) {
+      same(out, params);
+      same(params, delta);
+      const pp = gpu(params).parts;
+      const dp = gpu(delta).parts;
+      gpu(out).parts.forEach((p, i) =>
+        elementwise(W.SIGN_STEP, p, [], { 2: lr }, [bind(p), bind(pp[i] as Part), bind(dp[i] as Part)]),
+      );
+    },
+    async compress(delta, topk) {
+      const t = gpu(delta);
+      const l = t.layout;
+      const k = effectiveTopk(topk, l.totalk);
+      const largest = Math.max(...t.parts.map((p) => p.seg.elements));
+      const T = device.createBuffer({ size: pad16(largest * 4), usage: STORAGE });
+      const Y = device.createBuffer({ size: pad16(largest * 4), usage: STORAGE });
+      const outIdx = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+      const outVal = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+      const basis = basisPair(l.n1, l.n2, 'float');
+      for (const p of t.parts) {
+        const n = p.seg.elements;
+        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
+        const stride = g.x * W.ELEMENTWISE_WG;
+        const Tb = { buffer: T, size: n * 4 };
+        const Yb = { buffer: Y, size: n * 4 };
+        run(
+          W.DCT_ROWS,
+          [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), Tb, whole(basis.buffer)],
+          g,
+        );
+        run(W.DCT_COLS, [whole(uniform([n, stride, l.cols, l.n1, 0])), Tb, Yb, whole(basis.buffer)], g);
+        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
+        const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
+        const tg = grid(blocks);
+        const u = uniform([blocks, tg.x, l.cols, l.n1, l.n2, l.blocksX, k, firstBlock * k]);
+        run(W.TOPK, [whole(u), Yb, whole(outIdx), whole(outVal)], tg);
+      }
+      const indices = new Uint32Array(await readBuffer(outIdx, 0, l.blocks * k * 4));
+      const values = new Float32Array(await readBuffer(outVal, 0, l.blocks * k * 4));
+      for (const b of [T, Y, outIdx, outVal]) b.destroy();
+      await finish();
+      return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+    },
+    subtractResidual(delta, own) {
+      const t = gpu(delta);
+      const l = t.layout;
+      checkResult(own, l, 'own result');
+      const idx = upload(own.indices);
+      const val = upload(own.values);
+      const basis = basisPair(l.n1, l.n2, 'float');
+      for (const p of t.parts)
+        elementwise(
+          W.RESIDUAL,
+          p,
+          [l.cols, l.n1, l.n2, l.blocksX, own.k, p.seg.firstRow, 0, basis.off2],
+          {},
+          [bind(p), whole(idx), whole(val), whole(basis.buffer)],
+        );
+    },
+    applyAggregated(param, agg: AggregatedTensor, u: UpdateScalars) {
+      const t = gpu(param);
+      const l = t.layout;
+      if (!sameShape(agg.layout.xshape, l.xshape))
+        throw new DistroShapeError('aggregate was built for another layout');
+      const starts = upload(agg.blockStart);
+      const coef = upload(agg.coef);
+      const mean = upload(agg.mean);
+      const basis = basisPair(l.n1, l.n2, 'int');
+      const bits = new Uint32Array(new Float32Array([u.factor, u.step]).buffer);
+      for (const p of t.parts)
+        elementwise(
+          W.APPLY,
+          p,
+          [
+            l.cols,
+            l.n1,
+            l.n2,
+            l.blocksX,
+            p.seg.firstRow,
+            0,
+            basis.off2,
+            bits[0] as number,
+            bits[1] as number,
+          ],
+          {},
+          [bind(p), whole(starts), whole(coef), whole(mean), whole(basis.buffer)],
+        );
+    },
+    finish,
+    destroy() {
+      for (const b of [...floatBases.values(), ...intBases.values()]) b.buffer.destroy();
+      floatBases.clear();
+      intBases.clear();
+      for (const b of temps) b.destroy();
+      temps = [];
+    },
+  };
+  return backend;
+}

@@ -1,0 +1,387 @@
+// WGSL sources. Float kernels (momentum, DCT, residual) may be contracted into FMA by a GPU compiler: their
+// results are allowed to differ in the last bits between devices. The apply kernel touches parameters only as
+// u32 bit patterns and integers, so no compiler can change its result (no FMA, no flush-to-zero, no NaN
+// canonicalisation).
+
+/** Linear invocation index over a 2-D dispatch (WebGPU caps each dimension at 65 535 workgroups). */
+const LINEAR = /* wgsl */ `
+fn linear(g: vec3<u32>, stride: u32) -> u32 { return g.x + g.y * stride; }
+`;
+
+export const ELEMENTWISE_WG = 256;
+
+export const MOMENTUM = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, decay: f32, lr: f32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read_write> delta: array<f32>;
+@group(0) @binding(2) var<storage, read> grad: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  var kept = delta[i];
+  if (u.decay != 1.0) { kept = u.decay * kept; }
+  delta[i] = kept + u.lr * grad[i];
+}`;
+
+export const SCALE = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, factor: f32, pad: f32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  x[i] = u.factor * x[i];
+}`;
+
+export const SIGN_STEP = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, lr: f32, pad: f32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> params: array<f32>;
+@group(0) @binding(3) var<storage, read> delta: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  out[i] = params[i] - u.lr * sign(delta[i]);
+}`;
+
+/** Σ x² per workgroup; the host adds the partial sums in float64 in a fixed order. */
+export const SUM_SQUARES = /* wgsl */ `
+struct U { count: u32, stride: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
+var<workgroup> acc: array<f32, 256>;
+@compute @workgroup_size(256) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let group = wid.x + wid.y * u.stride;
+  var s = 0.0;
+  for (var j = 0u; j < 4u; j++) {
+    let i = group * 1024u + j * 256u + lid;
+    if (i < u.count) { let v = x[i]; s += v * v; }
+  }
+  acc[lid] = s;
+  workgroupBarrier();
+  for (var h = 128u; h > 0u; h >>= 1u) {
+    if (lid < h) { acc[lid] += acc[lid + h]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { partial[group] = acc[0]; }
+}`;
+
+/** First DCT pass: along each row inside its block: T[r, bx·n2 + d] = Σ_w W[r, bx·n2 + w]·F2[w, d]. */
+export const DCT_ROWS = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> basis: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  let c = i % u.cols;
+  let d = c % u.n2;
+  let base = i - d;
+  var s = 0.0;
+  for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[u.off2 + d * u.n2 + w]; }
+  dst[i] = s;
+}`;
+
+/** Second DCT pass: down each column inside its block: Y[by·n1 + b, c] = Σ_h F1[h, b]·T[by·n1 + h, c]. */
+export const DCT_COLS = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> basis: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  let r = i / u.cols;
+  let c = i % u.cols;
+  let b = r % u.n1;
+  let r0 = r - b;
+  var s = 0.0;
+  for (var h = 0u; h < u.n1; h++) { s += basis[u.off1 + b * u.n1 + h] * src[(r0 + h) * u.cols + c]; }
+  dst[i] = s;
+}`;
+
+export const TOPK_WG = 128;
+
+/**
+ * Per-chunk top-k, one workgroup per block, same rule as topk.ts. The k-th largest magnitude T is found bit
+ * by bit (|x| as float32 bits is monotonic): T = the largest value with #{|x| ≥ T} ≥ k, 31 counting rounds
+ * whatever k is. Then an ordered compaction over contiguous per-thread slices writes every |x| > T and the
+ * first k − #{|x| > T} elements with |x| = T, in ascending index order.
+ * Counts are summed with a workgroup atomic (integer, so exact in any order) instead of a tree reduction.
+ */
+export const TOPK = /* wgsl */ `
+struct U { blocks: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, outBase: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> coef: array<u32>;
+@group(0) @binding(2) var<storage, read_write> outIdx: array<u32>;
+@group(0) @binding(3) var<storage, read_write> outVal: array<u32>;
+var<workgroup> gt: array<u32, ${TOPK_WG}>;
+var<workgroup> eq: array<u32, ${TOPK_WG}>;
+var<workgroup> totalGt: u32;
+var<workgroup> counter: atomic<u32>;
+fn at(base: u32, e: u32) -> u32 {
+  let b = e / u.n2;
+  return base + b * u.cols + (e - b * u.n2);
+}
+@compute @workgroup_size(${TOPK_WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let blk = wid.x + wid.y * u.stride;
+  if (blk >= u.blocks) { return; }
+  let by = blk / u.blocksX;
+  let base = by * u.n1 * u.cols + (blk - by * u.blocksX) * u.n2;
+  let total = u.n1 * u.n2;
+  var T = 0u;
+  for (var bit = 31u; bit > 0u; bit--) {
+    let cand = T | (1u << (bit - 1u));
+    var c = 0u;
+    for (var e = lid; e < total; e += ${TOPK_WG}u) {
+      if ((coef[at(base, e)] & 0x7fffffffu) >= cand) { c++; }
+    }
+    if (lid == 0u) { atomicStore(&counter, 0u); }
+    workgroupBarrier();
+    atomicAdd(&counter, c);
+    workgroupBarrier();
+    let n = atomicLoad(&counter);
+    workgroupBarrier();
+    if (n >= u.k) { T = cand; }
+  }
+  let per = (total + ${TOPK_WG - 1}u) / ${TOPK_WG}u;
+  let lo = min(lid * per, total);
+  let hi = min(lo + per, total);
+  var cg = 0u;
+  var ce = 0u;
+  for (var e = lo; e < hi; e++) {
+    let m = coef[at(base, e)] & 0x7fffffffu;
+    if (m > T) { cg++; } else if (m == T) { ce++; }
+  }
+  gt[lid] = cg;
+  eq[lid] = ce;
+  workgroupBarrier();
+  if (lid == 0u) {
+    var ag = 0u;
+    var ae = 0u;
+    for (var t = 0u; t < ${TOPK_WG}u; t++) {
+      let a = gt[t];
+      let b = eq[t];
+      gt[t] = ag;
+      eq[t] = ae;
+      ag += a;
+      ae += b;
+    }
+    totalGt = ag;
+  }
+  workgroupBarrier();
+  let needEq = u.k - totalGt;
+  var pos = gt[lid] + min(eq[lid], needEq);
+  var eqSeen = eq[lid];
+  let out = u.outBase + blk * u.k;
+  for (var e = lo; e < hi; e++) {
+    let v = coef[at(base, e)];
+    let m = v & 0x7fffffffu;
+    if (m > T || (m == T && eqSeen < needEq)) {
+      outIdx[out + pos] = e;
+      outVal[out + pos] = v;
+      pos++;
+    }
+    if (m == T) { eqSeen++; }
+  }
+}`;
+
+/** delta ← delta − Σ_own v·F1[h, b]·F2[w, d] over the k entries of the element's block. */
+export const RESIDUAL = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, firstRow: u32, off1: u32, off2: u32, p0: u32, p1: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read_write> delta: array<f32>;
+@group(0) @binding(2) var<storage, read> idx: array<u32>;
+@group(0) @binding(3) var<storage, read> val: array<f32>;
+@group(0) @binding(4) var<storage, read> basis: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  let r = u.firstRow + i / u.cols;
+  let c = i % u.cols;
+  let h = r % u.n1;
+  let w = c % u.n2;
+  let blk = (r / u.n1) * u.blocksX + c / u.n2;
+  var acc = 0.0;
+  for (var j = blk * u.k; j < (blk + 1u) * u.k; j++) {
+    let e = idx[j];
+    let b = e / u.n2;
+    let d = e - b * u.n2;
+    acc += val[j] * basis[u.off1 + b * u.n1 + h] * basis[u.off2 + d * u.n2 + w];
+  }
+  delta[i] = delta[i] - acc;
+}`;
+
+/**
+ * Integer helpers. u64/i64 values are vec2<u32>(low word, high word), two's complement for i64.
+ * exact_update(p, f, l, s) = RN_f32(p·f − l·s) computed from the bit patterns (see exact-update.ts for the
+ * contract): the exact product p·f (48-bit mantissa), aligned against l·s in a 64-bit window with a sticky
+ * bit jammed into bit 0 (the rounding position is always ≥ 2 bits above it), then one round-half-even.
+ */
+export const INT64 = /* wgsl */ `
+fn add_i32(a: vec2<u32>, x: i32) -> vec2<u32> {
+  let lo = a.x + bitcast<u32>(x);
+  let carry = select(0u, 1u, lo < a.x);
+  let ext = select(0u, 0xffffffffu, x < 0);
+  return vec2<u32>(lo, a.y + ext + carry);
+}
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
+}
+fn shl64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(0u, a.x << (s - 32u)); }
+  return vec2<u32>(a.x << s, (a.y << s) | (a.x >> (32u - s)));
+}
+fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
+  if (s == 0u) { return a; }
+  if (s >= 64u) { return vec2<u32>(0u, 0u); }
+  if (s >= 32u) { return vec2<u32>(a.y >> (s - 32u), 0u); }
+  return vec2<u32>((a.x >> s) | (a.y << (32u - s)), a.y >> s);
+}
+fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+fn eq64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
+fn zero64(a: vec2<u32>) -> bool { return (a.x | a.y) == 0u; }
+fn clz64(a: vec2<u32>) -> u32 {
+  if (a.y != 0u) { return countLeadingZeros(a.y); }
+  return 32u + countLeadingZeros(a.x);
+}
+// a·b for a, b < 2^24, via 12-bit limbs so every partial product fits in 32 bits.
+fn mul24(a: u32, b: u32) -> vec2<u32> {
+  let al = a & 0xfffu;
+  let ah = a >> 12u;
+  let bl = b & 0xfffu;
+  let bh = b >> 12u;
+  let mid = ah * bl + al * bh;
+  var r = vec2<u32>(al * bl, 0u);
+  r = add64(r, vec2<u32>((mid & 0xfffffu) << 12u, mid >> 20u));
+  let hh = ah * bh;
+  return add64(r, vec2<u32>((hh & 0xffu) << 24u, hh >> 8u));
+}
+struct Unpacked { m: u32, e: i32 }
+fn unpack(b: u32) -> Unpacked {
+  let ex = (b >> 23u) & 0xffu;
+  let fr = b & 0x7fffffu;
+  if (ex == 0u) { return Unpacked(fr, -149); }
+  return Unpacked(fr | 0x800000u, i32(ex) - 150);
+}
+// Rounds sign·m·2^e (m ≠ 0, m < 2^63) to float32 bits, half to even, subnormals and overflow included.
+fn round_f32(sign: u32, m: vec2<u32>, e: i32) -> u32 {
+  let t = 63 - i32(clz64(m));
+  let top = t + e;
+  if (top >= 128) { return (sign << 31u) | 0x7f800000u; }
+  var shift: i32;
+  if (top >= -126) { shift = t - 23; } else { shift = -149 - e; }
+  var q = 0u;
+  if (shift <= 0) {
+    q = shl64(m, u32(-shift)).x;
+  } else if (shift < 64) {
+    let qq = shr64(m, u32(shift));
+    q = qq.x;
+    let rem = sub64(m, shl64(qq, u32(shift)));
+    let half = shl64(vec2<u32>(1u, 0u), u32(shift - 1));
+    if (lt64(half, rem) || (eq64(rem, half) && (q & 1u) == 1u)) { q = q + 1u; }
+  }
+  var bits = q;
+  if (top >= -126) { bits = (u32(top + 127) << 23u) + (q - 0x800000u); }
+  return (sign << 31u) | bits;
+}
+fn exact_update(pb: u32, fb: u32, lb: u32, s: i32) -> u32 {
+  if ((pb & 0x7f800000u) == 0x7f800000u) { return pb; }
+  let P = unpack(pb);
+  let F = unpack(fb);
+  let L = unpack(lb);
+  let sx = pb >> 31u;
+  let xm = mul24(P.m, F.m);
+  let xzero = zero64(xm);
+  let yzero = s == 0 || L.m == 0u;
+  let sb = select(1u, 0u, s < 0); // sign of −(l·s), IEEE zeros included
+  if (xzero && yzero) { return select(0u, 0x80000000u, sx == 1u && sb == 1u); }
+  if (yzero) { return round_f32(sx, xm, P.e + F.e); }
+  if (xzero) { return (sb << 31u) | lb; }
+  var am = xm;
+  var ae = P.e + F.e;
+  var asg = sx;
+  var bm = vec2<u32>(L.m, 0u);
+  var be = L.e;
+  var bsg = sb;
+  let za = clz64(am) - 16u;
+  am = shl64(am, za);
+  ae = ae - i32(za);
+  let zb = clz64(bm) - 16u;
+  bm = shl64(bm, zb);
+  be = be - i32(zb);
+  if (be > ae || (be == ae && lt64(am, bm))) {
+    let tm = am; am = bm; bm = tm;
+    let te = ae; ae = be; be = te;
+    let ts = asg; asg = bsg; bsg = ts;
+  }
+  let d = u32(ae - be);
+  let A = shl64(am, 13u);
+  var B = shl64(bm, 13u);
+  var sticky = false;
+  if (d >= 61u) {
+    B = vec2<u32>(0u, 0u);
+    sticky = true;
+  } else if (d > 0u) {
+    let Bs = shr64(B, d);
+    sticky = !eq64(shl64(Bs, d), B);
+    B = Bs;
+  }
+  if (sticky) { B.x = B.x | 1u; }
+  var S: vec2<u32>;
+  if (asg == bsg) { S = add64(A, B); } else { S = sub64(A, B); }
+  if (zero64(S)) { return 0u; }
+  return round_f32(asg, S, ae - 13);
+}
+`;
+
+/**
+ * Exact decode + apply, one invocation per parameter: S = Σ_entries m·Bq1[b][h]·Bq2[d][w] as HI·2^15 + LO
+ * (the same split as the CPU's decodeSigns: a = m·Bq1 ≤ 2^30 fits i32, a = ah·2^15 + al, partial products
+ * ≤ 2^30 accumulated in emulated 64-bit), s = sign(S), then p ← exact_update(p, f, l, s).
+ */
+export const APPLY = /* wgsl */ `${LINEAR}${INT64}
+struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, firstRow: u32, off1: u32, off2: u32, factor: u32, step: u32, p0: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read_write> param: array<u32>;
+@group(0) @binding(2) var<storage, read> blockStart: array<u32>;
+@group(0) @binding(3) var<storage, read> coef: array<u32>;
+@group(0) @binding(4) var<storage, read> mean: array<i32>;
+@group(0) @binding(5) var<storage, read> ibasis: array<i32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  let r = u.firstRow + i / u.cols;
+  let c = i % u.cols;
+  let h = r % u.n1;
+  let w = c % u.n2;
+  let blk = (r / u.n1) * u.blocksX + c / u.n2;
+  var hi = vec2<u32>(0u, 0u);
+  var lo = vec2<u32>(0u, 0u);
+  for (var e = blockStart[blk]; e < blockStart[blk + 1u]; e++) {
+    let cf = coef[e];
+    let b = cf / u.n2;
+    let d = cf - b * u.n2;
+    let a = mean[e] * ibasis[u.off1 + b * u.n1 + h];
+    let B = ibasis[u.off2 + d * u.n2 + w];
+    hi = add_i32(hi, (a >> 15u) * B);
+    lo = add_i32(lo, (a & 0x7fff) * B);
+  }
+  // carry = ⌊lo / 2^15⌋ (arithmetic shift), remainder = lo's low 15 bits.
+  let carry = vec2<u32>((lo.x >> 15u) | (lo.y << 17u), bitcast<u32>(bitcast<i32>(lo.y) >> 15u));
+  let H = add64(hi, carry);
+  var s = 0;
+  if (bitcast<i32>(H.y) < 0) { s = -1; } else if (!zero64(H) || (lo.x & 0x7fffu) != 0u) { s = 1; }
+  param[i] = exact_update(param[i], u.factor, u.step, s);
+}`;
