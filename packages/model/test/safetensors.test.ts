@@ -129,6 +129,18 @@ describe('safetensors encode/decode', () => {
     expect([...tensorToFloat32('b', d.tensors.get('b')!)]).toEqual([7.5]);
   });
 
+  it('decodes from a Node Buffer inside a larger ArrayBuffer (slice() there is a view, not a copy)', () => {
+    const file = encodeSafetensors({
+      a: { shape: [2], data: new Float32Array([1, 2]) },
+      b: { shape: [3], data: new Float32Array([3, 4, 5]) },
+    });
+    const big = Buffer.alloc(file.length + 12);
+    big.set(file, 4);
+    const d = decodeSafetensors(big.subarray(4, 4 + file.length));
+    expect([...tensorToFloat32('a', d.tensors.get('a')!)]).toEqual([1, 2]);
+    expect([...tensorToFloat32('b', d.tensors.get('b')!)]).toEqual([3, 4, 5]);
+  });
+
   it('rejects every truncation of a valid file', () => {
     const file = encodeSafetensors(
       { a: { shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) } },

@@ -143,7 +143,10 @@ function isSizeList(v: unknown): v is number[] {
 }
 
 /** Parses and validates a safetensors file without copying tensor bytes. */
-export function decodeSafetensors(file: Uint8Array): DecodedSafetensors {
+export function decodeSafetensors(input: Uint8Array): DecodedSafetensors {
+  // A Node Buffer is a Uint8Array whose slice() does not copy; view it as a plain Uint8Array so every
+  // subarray/slice below has standard semantics.
+  const file = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   if (file.length < 8)
     throw new SafetensorsError(
       'truncated',
@@ -242,7 +245,8 @@ export function tensorToFloat32(name: string, t: RawTensor): Float32Array {
     throw new SafetensorsError('unsupported-dtype', `${name}: dtype ${t.dtype} is not a floating-point type`);
   const dtype: FloatDType = t.dtype;
   // Copy into a fresh, aligned buffer: tensor offsets inside a file need not be aligned to the element size.
-  const aligned = t.bytes.slice().buffer;
+  // (Uint8Array.prototype.slice explicitly: on a Node Buffer, .slice() would return a view, not a copy.)
+  const aligned = Uint8Array.prototype.slice.call(t.bytes).buffer;
   switch (dtype) {
     case 'F32':
       return new Float32Array(aligned);
