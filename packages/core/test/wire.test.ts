@@ -58,7 +58,7 @@ function typedIndices(values: number[], totalk: number): SparseIndices {
 }
 
 // xshape generators covering every index width and the 1-D / 2-D block forms (rank ≤ 2 vs > 2).
-const xshapeArb = fc.oneof(
+const xshapeArb: fc.Arbitrary<number[]> = fc.oneof<fc.Arbitrary<number[]>[]>(
   fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 64 })).map(([a, b]) => [a, b]),
   fc
     .tuple(
@@ -69,9 +69,9 @@ const xshapeArb = fc.oneof(
     )
     .map((t) => [...t]),
   fc.tuple(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 257, max: 5000 })).map(([a, b]) => [a, b]),
-  fc.constant([1, 70_000]),
+  fc.constant<number[]>([1, 70_000]),
   fc.integer({ min: 1, max: 40 }).map((n) => [n]),
-  fc.constant([2, 1, 1, 8, 8]),
+  fc.constant<number[]>([2, 1, 1, 8, 8]),
 );
 
 const distroResultArb: fc.Arbitrary<DistroResult> = xshapeArb.chain((xshape) => {
@@ -182,12 +182,10 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
     kind: 'signedResult' as const,
     message: { envelope: signResult(id.secretKey, result), result },
   })),
-  fc
-    .tuple(identityArb, trainingResultArb)
-    .map(([id, result]) => ({
-      kind: 'announce' as const,
-      message: announceResult(id.secretKey, result).announce,
-    })),
+  fc.tuple(identityArb, trainingResultArb).map(([id, result]) => ({
+    kind: 'announce' as const,
+    message: announceResult(id.secretKey, result).announce,
+  })),
   fc
     .record({
       step: u32,
