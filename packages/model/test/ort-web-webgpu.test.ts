@@ -18,6 +18,7 @@ import {
   probeWebGpu,
   requireWebGpu,
   runScenario,
+  screenshot,
   serveStatic,
   writeArtifact,
 } from '../../../e2e/lib/index.ts';
@@ -61,6 +62,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  if (page !== undefined) await screenshot(page, 'model/ort-web-webgpu').catch(() => undefined);
   if (log !== undefined) await writeArtifact('model/ort-web-webgpu.console.log', log.dump());
   await browser?.close();
   await server?.close();

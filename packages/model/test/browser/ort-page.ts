@@ -244,6 +244,12 @@ async function runStep(args: RunStepArgs): Promise<RunStepResult> {
         data: Array.from(tensor.data as Float32Array),
       };
     }
+    const loss = cpuOutputs.loss?.data[0];
+    setStatus(
+      `${args.modelUrl}: ${args.runs} run(s), last ${runs.at(-1)?.toFixed(0)} ms` +
+        (loss === undefined ? '' : `, loss ${loss.toFixed(5)}`) +
+        `, ${gpuOutputs.length} GPU outputs`,
+    );
     // ORT owns the output buffers; release them now rather than at session teardown.
     for (const v of Object.values(results)) v.dispose();
     await device.queue.onSubmittedWorkDone();
@@ -297,6 +303,11 @@ async function createSession(args: CreateSessionArgs): Promise<CreateSessionResu
   }
 }
 
+/** What a screenshot of the page shows. */
+function setStatus(text: string): void {
+  const status = document.getElementById('status');
+  if (status !== null) status.textContent = text;
+}
+
 registerScenarios({ runStep, createSession });
-const status = document.getElementById('status');
-if (status !== null) status.textContent = 'ready';
+setStatus('ready');
