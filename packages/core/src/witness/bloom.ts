@@ -134,7 +134,8 @@ export class BloomFilter {
     for (let i = 0; i < item.length; i++) {
       lo = (lo ^ (item[i] as number)) >>> 0;
       const t = lo * FNV_PRIME_LO;
-      hi = (Math.imul(hi, FNV_PRIME_LO) + (lo << 8) + Math.floor(t / 0x100000000)) >>> 0;
+      // t < 2^41, so the carry t / 2^32 is below 512 and `| 0` truncates it exactly.
+      hi = (Math.imul(hi, FNV_PRIME_LO) + (lo << 8) + ((t / 0x100000000) | 0)) >>> 0;
       lo = t >>> 0;
     }
     const m = this.numBits;
