@@ -47,8 +47,7 @@ function grad(device: string, dtype: string, out: string) {
 }
 
 function readGrads(file: string): Map<string, Float32Array> {
-  // A plain Uint8Array copy: tensorToFloat32 mis-reads Node Buffers (see commands/grad.ts loadCheckpoint).
-  const { tensors } = decodeSafetensors(new Uint8Array(readFileSync(join(dir, file))));
+  const { tensors } = decodeSafetensors(readFileSync(join(dir, file)));
   return new Map([...tensors].map(([name, t]) => [name, tensorToFloat32(name, t)]));
 }
 

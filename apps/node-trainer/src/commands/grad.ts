@@ -1,12 +1,9 @@
 // node-trainer grad: one train-step evaluation — loss and the gradient of every parameter — for a checkpoint
 // and a batch of token rows, on onnxruntime-node's CPU or WebGPU EP. The tool to check a backend's
 // gradients against another (e.g. float32 WebGPU vs float64 CPU, or against PyTorch on the same weights).
-import { access, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import {
   CheckpointError,
-  type DecodedCheckpoint,
-  decodeCheckpoint,
   type LlamaConfig,
   type Parameters,
   buildTrainStep,
@@ -15,7 +12,7 @@ import {
 } from '@meshtrain/model';
 import * as ort from 'onnxruntime-node';
 import { CliError, type Command } from '../command.ts';
-import { CONFIG_FILE, WEIGHTS_FILE, readCheckpoint, writeFileAtomic } from '../fsio/checkpoint.ts';
+import { readCheckpoint, writeFileAtomic } from '../fsio/checkpoint.ts';
 import { parseFlags } from '../options/index.ts';
 import { type GraphDType, SessionError, createSession, floatTensor } from '../ort/session.ts';
 
@@ -47,28 +44,6 @@ export function parseBatch(text: string, config: LlamaConfig): number[][] {
     });
   });
   return rows as number[][];
-}
-
-/**
- * Reads a checkpoint directory. Single-file checkpoints are decoded from plain Uint8Array copies: with a Node
- * Buffer, `tensorToFloat32`'s `bytes.slice().buffer` is the whole pooled file buffer (Buffer#slice is a
- * view), which gives every tensor the wrong data. Sharded ones go through `readCheckpoint`.
- * TODO: use readCheckpoint for everything once tensorToFloat32 copies correctly from Buffers.
- */
-async function loadCheckpoint(dir: string): Promise<DecodedCheckpoint> {
-  const weights = join(dir, WEIGHTS_FILE);
-  const single = await access(weights).then(
-    () => true,
-    () => false,
-  );
-  if (!single) return readCheckpoint(dir);
-  const configJson = await readFile(join(dir, CONFIG_FILE), 'utf8').catch(() => {
-    throw new CheckpointError(
-      'config',
-      `${join(dir, CONFIG_FILE)}: not found (a checkpoint directory needs config.json)`,
-    );
-  });
-  return decodeCheckpoint(configJson, new Uint8Array(await readFile(weights)));
 }
 
 export interface GradResult {
@@ -138,7 +113,7 @@ const command: Command = {
 
     let checkpoint;
     try {
-      checkpoint = await loadCheckpoint(values.model);
+      checkpoint = await readCheckpoint(values.model);
     } catch (err) {
       if (err instanceof CheckpointError) throw new CliError(`--model: ${err.message}`);
       throw err;
