@@ -1,0 +1,216 @@
+import type { Connection, Stream } from '@libp2p/interface';
+import type { BlobStore } from './blob-store.ts';
+import {
+  FetchFailedError,
+  HashMismatchError,
+  NotFoundError,
+  ProtocolError,
+  TooLargeError,
+  toError,
+  InvalidArgumentError,
+} from './errors.ts';
+import type { PeerFailure } from './errors.ts';
+import { ADDRESS_BYTES, assertAddress, blobAddress, sameBytes, toHex } from './hash.ts';
+import { describeTarget, openProtocolStream } from './host.ts';
+import type { PeerTarget, ProtocolHost } from './host.ts';
+import { Deadline, StreamReader, concatBytes, readU64, u64, writeAll } from './stream-io.ts';
+
+/**
+ * `/meshtrain/blob/1.0.0`: fetch one content-addressed blob.
+ *
+ *   request  (fetcher -> server): address[32]                       SHA-256 of the wanted bytes
+ *   response (server -> fetcher): status[1]                         0 OK, 1 NOT_FOUND, 2 BAD_REQUEST
+ *                                 if OK: length[8, u64 big-endian] then `length` raw bytes
+ *
+ * One request per stream; the server closes its side after the last byte. The fetcher checks the length
+ * against its own limit before reading the body and SHA-256(body) against the address before returning it:
+ * a peer can waste our time but cannot make us accept bytes that are not the ones asked for.
+ */
+export const BLOB_PROTOCOL = '/meshtrain/blob/1.0.0';
+
+export const BLOB_STATUS_OK = 0;
+export const BLOB_STATUS_NOT_FOUND = 1;
+export const BLOB_STATUS_BAD_REQUEST = 2;
+
+export interface BlobExchangeOptions {
+  store: BlobStore;
+  /** Default largest blob a fetch accepts, in bytes (64 MiB). Per-call `maxBytes` overrides it. */
+  maxBlobBytes?: number;
+  /** Default deadline for one attempt against one peer, request to last byte (30 s). */
+  timeoutMs?: number;
+  /** How long the server waits for the 32-byte request before dropping the stream (10 s). */
+  requestTimeoutMs?: number;
+  /** Serve and fetch over relayed (limited) connections too. Default true: the relay is the guaranteed path. */
+  allowLimitedConnections?: boolean;
+  /** Concurrent inbound blob streams per connection (default 32). */
+  maxInboundStreams?: number;
+}
+
+export interface FetchBlobOptions {
+  maxBytes?: number;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  allowLimited?: boolean;
+  /** Keep the verified bytes in our store so we can serve them on (default true). */
+  store?: boolean;
+  onProgress?: (received: number, total: number) => void;
+}
+
+export interface FetchedBlob {
+  bytes: Uint8Array;
+  /** Peer the bytes came from ('local' when the store already had them). */
+  peer: string;
+  /** Remote multiaddr of the connection used (empty when local). */
+  remoteAddr: string;
+  /** Whether that connection was relayed/limited. */
+  limited: boolean;
+  /** Candidates that were tried first and failed, in order, with typed errors. */
+  failures: PeerFailure[];
+}
+
+export class BlobExchange {
+  readonly store: BlobStore;
+  private readonly host: ProtocolHost;
+  private readonly maxBlobBytes: number;
+  private readonly timeoutMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly allowLimited: boolean;
+  private readonly maxInboundStreams: number;
+  private started = false;
+
+  constructor(host: ProtocolHost, options: BlobExchangeOptions) {
+    this.host = host;
+    this.store = options.store;
+    this.maxBlobBytes = options.maxBlobBytes ?? 64 * 1024 * 1024;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.allowLimited = options.allowLimitedConnections ?? true;
+    this.maxInboundStreams = options.maxInboundStreams ?? 32;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    await this.host.handle(BLOB_PROTOCOL, (stream) => this.serve(stream), {
+      maxInboundStreams: this.maxInboundStreams,
+      runOnLimitedConnection: this.allowLimited,
+    });
+    this.started = true;
+  }
+
+  async stop(): Promise<void> {
+    if (!this.started) return;
+    this.started = false;
+    await this.host.unhandle(BLOB_PROTOCOL);
+  }
+
+  /** Stores `bytes` so peers can fetch them; returns the address (SHA-256 of the bytes). */
+  async put(bytes: Uint8Array): Promise<Uint8Array> {
+    return await this.store.put(bytes);
+  }
+
+  /**
+   * Fetches `address` from the first candidate that delivers verified bytes, trying them in order; each
+   * failure (not found, timeout, too large, truncated, wrong hash, dial error) moves on to the next one.
+   * Throws FetchFailedError (with every peer's typed error) when none delivers.
+   */
+  async fetch(
+    address: Uint8Array,
+    candidates: readonly PeerTarget[],
+    options: FetchBlobOptions = {},
+  ): Promise<FetchedBlob> {
+    assertAddress(address);
+    const local = await this.store.get(address);
+    if (local !== undefined && sameBytes(blobAddress(local), address)) {
+      return { bytes: local, peer: 'local', remoteAddr: '', limited: false, failures: [] };
+    }
+    const failures: PeerFailure[] = [];
+    for (const candidate of candidates) {
+      if (options.signal?.aborted === true) break;
+      try {
+        const got = await this.fetchOne(candidate, address, options);
+        if (options.store ?? true) await this.store.put(got.bytes);
+        return { ...got, failures };
+      } catch (err) {
+        failures.push({ peer: describeTarget(candidate), error: toError(err) });
+      }
+    }
+    throw new FetchFailedError(`blob ${toHex(address)}`, failures);
+  }
+
+  /** Fetches from one peer; throws the typed error of that attempt. */
+  async fetchFrom(
+    target: PeerTarget,
+    address: Uint8Array,
+    options: FetchBlobOptions = {},
+  ): Promise<Uint8Array> {
+    assertAddress(address);
+    return (await this.fetchOne(target, address, options)).bytes;
+  }
+
+  private async fetchOne(
+    target: PeerTarget,
+    address: Uint8Array,
+    options: FetchBlobOptions,
+  ): Promise<Omit<FetchedBlob, 'failures'>> {
+    const maxBytes = options.maxBytes ?? this.maxBlobBytes;
+    if (!(maxBytes >= 0)) throw new InvalidArgumentError('maxBytes must be >= 0');
+    const what = `blob ${toHex(address).slice(0, 16)}… from ${describeTarget(target)}`;
+    const deadline = new Deadline(what, options.timeoutMs ?? this.timeoutMs, options.signal);
+    let stream: Stream | undefined;
+    let connection: Connection | undefined;
+    try {
+      ({ stream, connection } = await openProtocolStream(this.host, target, BLOB_PROTOCOL, {
+        signal: deadline.signal,
+        allowLimited: options.allowLimited ?? this.allowLimited,
+      }));
+      deadline.attach(stream);
+      const reader = new StreamReader(stream, deadline.signal);
+      await writeAll(stream, address, { signal: deadline.signal });
+      // Half-close: tells the server the request is complete; we keep reading the response.
+      await stream.close({ signal: deadline.signal });
+      const status = (await reader.readExact(1, `${what} status`))[0];
+      if (status === BLOB_STATUS_NOT_FOUND) throw new NotFoundError(`blob ${toHex(address)}`);
+      if (status !== BLOB_STATUS_OK) throw new ProtocolError(`${what}: server answered status ${status}`);
+      const length = readU64(await reader.readExact(8, `${what} length`));
+      if (length > maxBytes) throw new TooLargeError(what, length, maxBytes);
+      const bytes = new Uint8Array(length);
+      await reader.readInto(bytes, what, (n) => options.onProgress?.(n, length));
+      const actual = blobAddress(bytes);
+      if (!sameBytes(actual, address)) throw new HashMismatchError(what, toHex(address), toHex(actual));
+      return {
+        bytes,
+        peer: connection.remotePeer.toString(),
+        remoteAddr: connection.remoteAddr.toString(),
+        limited: connection.limits !== undefined,
+      };
+    } catch (err) {
+      // Whatever went wrong, this stream is done: reset it so neither side keeps sending.
+      stream?.abort(toError(err));
+      return deadline.rethrow(err);
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  private async serve(stream: Stream): Promise<void> {
+    const deadline = new Deadline('blob request', this.requestTimeoutMs);
+    deadline.attach(stream);
+    try {
+      const reader = new StreamReader(stream, deadline.signal);
+      const address = await reader.readExact(ADDRESS_BYTES, 'blob request');
+      deadline.clear(); // the response may legitimately take longer than the request deadline
+      const bytes = await this.store.get(address);
+      if (bytes === undefined) {
+        stream.send(Uint8Array.of(BLOB_STATUS_NOT_FOUND));
+      } else {
+        await writeAll(stream, concatBytes(Uint8Array.of(BLOB_STATUS_OK), u64(bytes.length)));
+        await writeAll(stream, bytes);
+      }
+      await stream.close();
+    } catch (err) {
+      stream.abort(toError(err));
+    } finally {
+      deadline.clear();
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
+import { gossipsub } from '@libp2p/gossipsub';
+import { identify } from '@libp2p/identify';
+import type { Identify } from '@libp2p/identify';
+import { noise } from '@libp2p/noise';
+import { ping } from '@libp2p/ping';
+import type { Ping } from '@libp2p/ping';
+import { webRTC, webRTCDirect } from '@libp2p/webrtc';
+import { webSockets } from '@libp2p/websockets';
+import { webTransport } from '@libp2p/webtransport';
+import { yamux } from '@libp2p/yamux';
+import type { Multiaddr } from '@multiformats/multiaddr';
+import { GOSSIP_OPTIONS, MeshNode } from './mesh-node.ts';
+import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
+
+/**
+ * Browser entry point. It imports no Node transport (no TCP, no node: modules) so a Vite bundle of the web
+ * app stays browser-only; the libp2p packages used here ship browser builds through their `browser` fields.
+ * Everything protocol-level is re-exported so the web worker imports only this module.
+ */
+export * from './shared.ts';
+
+export interface BrowserPeerServices extends MeshServices {
+  identify: Identify;
+  ping: Ping;
+}
+
+export type BrowserPeer = MeshNode<BrowserPeerServices>;
+
+export interface BrowserPeerOptions extends MeshNodeOptions {
+  /** Relay multiaddrs: `/dns4/HOST/tcp/443/wss/p2p/ID` in production, or its `/webrtc-direct/certhash/...` one. */
+  relayAddrs: Array<string | Multiaddr>;
+  /**
+   * Allow dialling `ws://` and private/loopback IPs. libp2p's browser connection gater refuses both by default
+   * (browsers block mixed content from https pages anyway); enable only for local development and tests.
+   */
+  allowInsecureWs?: boolean;
+  /** STUN/TURN servers for WebRTC between peers behind NAT (default none). */
+  iceServers?: RTCIceServer[];
+  requireRelay?: boolean;
+  relayDialTimeoutMs?: number;
+}
+
+/**
+ * A browser peer: WebSockets to the relay, WebRTC to peers (signalled through the relay's circuit, then
+ * direct), WebRTC-direct to Node listeners that offer it, WebTransport dialling where a listener offers it.
+ * Browsers cannot listen, so the peer listens on `/p2p-circuit` (reachable via the relay) and `/webrtc`.
+ */
+export async function createBrowserPeer(options: BrowserPeerOptions): Promise<BrowserPeer> {
+  const rtcConfiguration = { iceServers: options.iceServers ?? [] };
+  const node = await MeshNode.create<BrowserPeerServices>(
+    {
+      addresses: { listen: ['/p2p-circuit', '/webrtc'] },
+      transports: [
+        webSockets(),
+        webRTC({ rtcConfiguration }),
+        webRTCDirect({ rtcConfiguration }),
+        webTransport(),
+        circuitRelayTransport(),
+      ],
+      connectionEncrypters: [noise()],
+      streamMuxers: [yamux()],
+      // Leaving the gater undefined keeps libp2p's browser default (deny ws:// and private IPs).
+      connectionGater: options.allowInsecureWs === true ? { denyDialMultiaddr: () => false } : undefined,
+      services: { identify: identify(), ping: ping(), pubsub: gossipsub(GOSSIP_OPTIONS) },
+    },
+    options,
+  );
+  try {
+    await node.connectRelays(options.relayAddrs, options.relayDialTimeoutMs);
+  } catch (err) {
+    if (options.requireRelay ?? true) {
+      await node.stop();
+      throw err;
+    }
+  }
+  return node;
+}

@@ -1,0 +1,177 @@
+import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay-v2';
+import type { CircuitRelayService } from '@libp2p/circuit-relay-v2';
+import { gossipsub } from '@libp2p/gossipsub';
+import { identify } from '@libp2p/identify';
+import type { Identify } from '@libp2p/identify';
+import { noise } from '@libp2p/noise';
+import { ping } from '@libp2p/ping';
+import type { Ping } from '@libp2p/ping';
+import { tcp } from '@libp2p/tcp';
+import { webRTC, webRTCDirect } from '@libp2p/webrtc';
+import { webSockets } from '@libp2p/websockets';
+import { yamux } from '@libp2p/yamux';
+import type { Libp2pOptions } from 'libp2p';
+import type { Multiaddr } from '@multiformats/multiaddr';
+import { InvalidArgumentError } from './errors.ts';
+import { GOSSIP_OPTIONS, MeshNode } from './mesh-node.ts';
+import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
+
+/**
+ * Node factories: the relay (apps/relay) and Node peers (node-trainer). Node-only transports (TCP, the
+ * WebRTC-direct listener) live here so browser bundles, which import browser.ts, never pull them in.
+ */
+
+export interface RelayServices extends MeshServices {
+  identify: Identify;
+  ping: Ping;
+  relay: CircuitRelayService;
+}
+
+export interface NodePeerServices extends MeshServices {
+  identify: Identify;
+  ping: Ping;
+}
+
+export type RelayNode = MeshNode<RelayServices>;
+export type NodePeer = MeshNode<NodePeerServices>;
+
+export interface RelayNodeOptions extends MeshNodeOptions {
+  /** Interface the WebSockets listener binds (default 127.0.0.1; 0.0.0.0 for a public relay). */
+  host?: string;
+  /** WebSockets port (default 0 = any free port). */
+  port?: number;
+  /** Also listen on `/udp/PORT/webrtc-direct` so browsers can reach the relay without WebSockets (default true). */
+  webrtcDirect?: boolean;
+  webrtcDirectPort?: number;
+  /**
+   * Addresses to announce instead of the listen addresses, e.g. `/dns4/relay.example/tcp/443/wss` behind a
+   * TLS proxy, or the public port when libp2p listens behind Hono's upgrade dispatcher (stack.md §6.5).
+   */
+  announce?: string[];
+  /** Concurrent relay reservations (default 512). */
+  maxReservations?: number;
+  /**
+   * Per relayed connection limits. libp2p's defaults (2 min, 128 KiB) are for strangers' traffic; ours is our
+   * own volunteers' results and checkpoints when no direct path exists, so the defaults are 30 min and 1 GiB.
+   */
+  relayDurationLimitMs?: number;
+  relayDataLimitBytes?: bigint;
+  /** Upper bound on open connections (default 1024). */
+  maxConnections?: number;
+  /** ICE servers for the WebRTC-direct listener (default none). */
+  iceServers?: RTCIceServer[];
+}
+
+/**
+ * The relay's libp2p node: WebSockets (+ WebRTC-direct) listener, circuit-relay-v2 server, identify, ping,
+ * and gossipsub. The relay subscribes to run topics (`subscribe`) so announcements reach every peer through
+ * it even when peers have no connection to each other; it also serves blobs and checkpoints, which is how
+ * "the relay stores and forwards every round's results" is served to peers over libp2p.
+ */
+export async function createRelayNode(options: RelayNodeOptions = {}): Promise<RelayNode> {
+  const host = options.host ?? '127.0.0.1';
+  const listen = [`${ipPrefix(host)}/tcp/${options.port ?? 0}/ws`];
+  const transports: NonNullable<Libp2pOptions['transports']> = [webSockets()];
+  const rtcConfiguration = { iceServers: options.iceServers ?? [] };
+  if (options.webrtcDirect ?? true) {
+    listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
+    transports.push(webRTCDirect({ rtcConfiguration }));
+  }
+  return await MeshNode.create<RelayServices>(
+    {
+      addresses: { listen, announce: options.announce ?? [] },
+      transports,
+      connectionEncrypters: [noise()],
+      streamMuxers: [yamux()],
+      connectionManager: { maxConnections: options.maxConnections ?? 1024 },
+      services: {
+        identify: identify(),
+        ping: ping(),
+        relay: circuitRelayServer({
+          reservations: {
+            maxReservations: options.maxReservations ?? 512,
+            defaultDurationLimit: options.relayDurationLimitMs ?? 30 * 60 * 1000,
+            defaultDataLimit: options.relayDataLimitBytes ?? BigInt(1024 * 1024 * 1024),
+          },
+        }),
+        pubsub: gossipsub(GOSSIP_OPTIONS),
+      },
+    },
+    options,
+  );
+}
+
+export interface NodePeerOptions extends MeshNodeOptions {
+  /** Relay multiaddrs (with /p2p/RELAY_ID); the peer connects and reserves a slot on each reachable one. */
+  relayAddrs: Array<string | Multiaddr>;
+  /** Interface the TCP/WebSockets listeners bind (default 0.0.0.0). */
+  host?: string;
+  /** Listen on TCP (default true). */
+  tcp?: boolean;
+  tcpPort?: number;
+  /** Listen on WebSockets (default true). */
+  ws?: boolean;
+  wsPort?: number;
+  /** Listen on `/udp/PORT/webrtc-direct` too, for peers with a reachable UDP port (default false). */
+  webrtcDirect?: boolean;
+  webrtcDirectPort?: number;
+  /**
+   * ICE servers for WebRTC. Default none: libp2p would otherwise use public STUN servers of third parties.
+   * Production should pass the run's STUN/TURN servers; without them only peers on the same network or with
+   * public addresses connect directly (the relay path still works).
+   */
+  iceServers?: RTCIceServer[];
+  announce?: string[];
+  /** Throw RelayUnreachableError if no relay answers (default true). */
+  requireRelay?: boolean;
+  relayDialTimeoutMs?: number;
+}
+
+/**
+ * A Node peer (node-trainer): TCP + WebSockets listeners, WebRTC (+ optional WebRTC-direct) and the
+ * circuit-relay transport, so browsers can reach it through the relay and upgrade to a direct WebRTC link.
+ */
+export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer> {
+  const host = options.host ?? '0.0.0.0';
+  const rtcConfiguration = { iceServers: options.iceServers ?? [] };
+  const listen = ['/p2p-circuit', '/webrtc'];
+  const transports: NonNullable<Libp2pOptions['transports']> = [
+    webSockets(),
+    webRTC({ rtcConfiguration }),
+    circuitRelayTransport(),
+  ];
+  if (options.tcp ?? true) {
+    transports.push(tcp());
+    listen.push(`${ipPrefix(host)}/tcp/${options.tcpPort ?? 0}`);
+  }
+  if (options.ws ?? true) listen.push(`${ipPrefix(host)}/tcp/${options.wsPort ?? 0}/ws`);
+  if (options.webrtcDirect ?? false) {
+    transports.push(webRTCDirect({ rtcConfiguration }));
+    listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
+  }
+  const node = await MeshNode.create<NodePeerServices>(
+    {
+      addresses: { listen, announce: options.announce ?? [] },
+      transports,
+      connectionEncrypters: [noise()],
+      streamMuxers: [yamux()],
+      services: { identify: identify(), ping: ping(), pubsub: gossipsub(GOSSIP_OPTIONS) },
+    },
+    options,
+  );
+  try {
+    await node.connectRelays(options.relayAddrs, options.relayDialTimeoutMs);
+  } catch (err) {
+    if (options.requireRelay ?? true) {
+      await node.stop();
+      throw err;
+    }
+  }
+  return node;
+}
+
+function ipPrefix(host: string): string {
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(host)) return `/ip4/${host}`;
+  if (host.includes(':')) return `/ip6/${host}`;
+  throw new InvalidArgumentError(`host must be an IPv4 or IPv6 address, got "${host}"`);
+}
