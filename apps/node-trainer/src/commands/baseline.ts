@@ -308,7 +308,7 @@ const command: Command = {
     const { result, params } = run;
     if (values.out)
       await writeCheckpoint(values.out, config, params, { metadata: { meshtrain_source: 'baseline' } });
-    console.log(JSON.stringify(result, null, json ? 0 : 2));
+    console.log(JSON.stringify(result));
     const first = result.evals[0] as EvalPoint;
     say(
       `baseline ${name}: held-out loss ${first.val_loss.toFixed(3)} → ${result.final_val_loss.toFixed(3)} nats/token ` +
