@@ -26,7 +26,10 @@ export const MESSAGE_TYPE = {
   healthCheck: 0x11,
   join: 0x20,
   leave: 0x21,
+  challenge: 0x22,
   coordinatorState: 0x30,
+  stateSnapshot: 0x31,
+  paramHash: 0x32,
   error: 0x70,
   ack: 0x71,
 } as const;

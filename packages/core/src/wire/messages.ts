@@ -5,6 +5,8 @@ import { encodeAnnounce, readAnnouncePayload } from './announce.ts';
 import type { ByteReader } from './codec.ts';
 import type { SignedResult } from './commitment.ts';
 import { encodeSignedResult, readSignedResultPayload } from './commitment.ts';
+import type { Challenge } from './challenge.ts';
+import { encodeChallenge, readChallengePayload } from './challenge.ts';
 import type { Ack, ControlError } from './control.ts';
 import { encodeAck, encodeControlError, readAckPayload, readControlErrorPayload } from './control.ts';
 import type { CoordinatorStateBroadcast } from './coordinator-state.ts';
@@ -16,6 +18,10 @@ import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
 import type { Join, Leave } from './membership.ts';
 import { encodeJoin, encodeLeave, readJoinPayload, readLeavePayload } from './membership.ts';
+import type { ParamHash } from './param-hash.ts';
+import { encodeParamHash, readParamHashPayload } from './param-hash.ts';
+import type { StateSnapshot } from './state-snapshot.ts';
+import { encodeStateSnapshot, readStateSnapshotPayload } from './state-snapshot.ts';
 import type { TrainingResult } from './training-result.ts';
 import { encodeTrainingResult, readTrainingResultPayload } from './training-result.ts';
 import type { HealthCheck, WitnessMessage } from './witness.ts';
@@ -29,7 +35,10 @@ export type WireMessage =
   | { kind: 'healthCheck'; message: HealthCheck }
   | { kind: 'join'; message: Join }
   | { kind: 'leave'; message: Leave }
+  | { kind: 'challenge'; message: Challenge }
   | { kind: 'coordinatorState'; message: CoordinatorStateBroadcast }
+  | { kind: 'stateSnapshot'; message: StateSnapshot }
+  | { kind: 'paramHash'; message: ParamHash }
   | { kind: 'error'; message: ControlError }
   | { kind: 'ack'; message: Ack };
 
@@ -58,8 +67,14 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeJoin(m.message, limits);
     case 'leave':
       return encodeLeave(m.message, limits);
+    case 'challenge':
+      return encodeChallenge(m.message, limits);
     case 'coordinatorState':
       return encodeCoordinatorState(m.message, limits);
+    case 'stateSnapshot':
+      return encodeStateSnapshot(m.message, limits);
+    case 'paramHash':
+      return encodeParamHash(m.message, limits);
     case 'error':
       return encodeControlError(m.message, limits);
     case 'ack':
@@ -91,8 +106,14 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readJoinPayload(r) };
     case 'leave':
       return { kind, message: readLeavePayload(r) };
+    case 'challenge':
+      return { kind, message: readChallengePayload(r) };
     case 'coordinatorState':
       return { kind, message: readCoordinatorStatePayload(r) };
+    case 'stateSnapshot':
+      return { kind, message: readStateSnapshotPayload(r) };
+    case 'paramHash':
+      return { kind, message: readParamHashPayload(r) };
     case 'error':
       return { kind, message: readControlErrorPayload(r) };
     case 'ack':

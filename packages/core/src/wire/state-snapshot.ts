@@ -1,0 +1,116 @@
+// StateSnapshot: the relay's full coordinator state for one run, pushed after join and after every
+// transition (apps/relay/PROTOCOL.md). Clients run core's pure queries (currentRound, roundAssignments,
+// isWitness, …) on `state`, so the relay holds no protocol rules. The compact CoordinatorStateBroadcast is
+// for dashboards; this frame is what trainers follow.
+//
+// | field      | encoding                                                                  |
+// |------------|---------------------------------------------------------------------------|
+// | header     | "MT" ‖ version ‖ type 0x31                                                |
+// | runId      | string, 1..64 bytes                                                       |
+// | seq        | varint ≤ 2^53−1: the run's transition counter; larger = newer             |
+// | serverTime | varint ≤ 2^53−1: unix milliseconds when the relay sent it                 |
+// | paramHash  | u8 0 = absent, 1 = present ‖ epoch varint u32 ‖ 32 B: the majority         |
+// |            | parameter hash of the latest epoch that has one                           |
+// | state      | string ≤ limits.maxFrameBytes: `JSON.stringify(CoordinatorState)`         |
+//
+// The state is JSON because CoordinatorState is defined as JSON-safe data (coordinator/state.ts), and one
+// encoding of it keeps relay, clients and the SQLite snapshots in agreement. Canonical like every other
+// field: the text must be exactly what JSON.stringify prints for the value it parses to (no whitespace,
+// no alternative number spellings), so a frame still has one spelling. The decoder checks the envelope
+// (an object with `version` 1 and `run_id` = runId); the relay is the source of truth for the rest.
+import type { ByteReader, ByteWriter } from './codec.ts';
+import { readRunId, writeRunId } from './common.ts';
+import { WireError } from './errors.ts';
+import { frameWriter, openFrameOf } from './frame.ts';
+import type { WireLimits } from './limits.ts';
+import { DEFAULT_WIRE_LIMITS } from './limits.ts';
+import type { CoordinatorState } from '../coordinator/state.ts';
+import { PARAM_HASH_BYTES } from './param-hash.ts';
+
+export interface SnapshotParamHash {
+  epoch: number;
+  hash: Uint8Array;
+}
+
+export interface StateSnapshot {
+  runId: string;
+  seq: number;
+  /** Unix milliseconds on the relay when it sent the snapshot. */
+  serverTime: number;
+  paramHash?: SnapshotParamHash;
+  state: CoordinatorState;
+}
+
+function checkEnvelope(state: unknown, runId: string): asserts state is CoordinatorState {
+  if (typeof state !== 'object' || state === null || Array.isArray(state))
+    throw new WireError('inconsistent', 'state', 'state must be a JSON object');
+  const s = state as { version?: unknown; run_id?: unknown };
+  if (s.version !== 1)
+    throw new WireError('inconsistent', 'state.version', `state version ${String(s.version)}, expected 1`);
+  if (s.run_id !== runId)
+    throw new WireError('inconsistent', 'state.run_id', 'state.run_id differs from the frame runId');
+}
+
+function writePayload(w: ByteWriter, s: StateSnapshot): void {
+  writeRunId(w, s.runId);
+  w.u53(s.seq, 'seq');
+  w.u53(s.serverTime, 'serverTime');
+  if (s.paramHash === undefined) {
+    w.u8(0, 'paramHash');
+  } else {
+    w.u8(1, 'paramHash');
+    w.u32(s.paramHash.epoch, 'paramHash.epoch');
+    w.fixed(s.paramHash.hash, PARAM_HASH_BYTES, 'paramHash.hash');
+  }
+  checkEnvelope(s.state, s.runId);
+  let text: string;
+  try {
+    text = JSON.stringify(s.state);
+  } catch (e) {
+    throw new WireError('inconsistent', 'state', `state is not JSON-safe: ${(e as Error).message}`);
+  }
+  w.string(text, w.limits.maxFrameBytes, 'state');
+}
+
+export function encodeStateSnapshot(s: StateSnapshot, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
+  const w = frameWriter('stateSnapshot', limits);
+  writePayload(w, s);
+  return w.finish();
+}
+
+export function readStateSnapshotPayload(r: ByteReader): StateSnapshot {
+  const runId = readRunId(r);
+  const seq = r.u53('seq');
+  const serverTime = r.u53('serverTime');
+  const tag = r.u8('paramHash');
+  let paramHash: SnapshotParamHash | undefined;
+  if (tag === 1) {
+    const epoch = r.u32('paramHash.epoch');
+    paramHash = { epoch, hash: r.fixed(PARAM_HASH_BYTES, 'paramHash.hash') };
+  } else if (tag !== 0) {
+    throw new WireError('inconsistent', 'paramHash', `option tag must be 0 or 1, got ${tag}`);
+  }
+  const text = r.string(r.limits.maxFrameBytes, 'state');
+  let state: unknown;
+  try {
+    state = JSON.parse(text);
+  } catch {
+    throw new WireError('inconsistent', 'state', 'state is not valid JSON');
+  }
+  if (JSON.stringify(state) !== text)
+    throw new WireError('inconsistent', 'state', 'state JSON is not in canonical JSON.stringify form');
+  checkEnvelope(state, runId);
+  const out: StateSnapshot = { runId, seq, serverTime, state };
+  if (paramHash !== undefined) out.paramHash = paramHash;
+  return out;
+}
+
+export function decodeStateSnapshot(
+  bytes: Uint8Array,
+  limits: WireLimits = DEFAULT_WIRE_LIMITS,
+): StateSnapshot {
+  const r = openFrameOf('stateSnapshot', bytes, limits);
+  const s = readStateSnapshotPayload(r);
+  r.end('stateSnapshot');
+  return s;
+}
