@@ -6,7 +6,7 @@ import { dctBasis32 } from '../dct.ts';
 import type { UpdateScalars } from '../exact-update.ts';
 import { integerDctBasis } from '../int-basis.ts';
 import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
-import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
+import { checkResult, effectiveTopk } from '../result.ts';
 import { planSegments, type Segment } from './segments.ts';
 import * as W from './wgsl.ts';
 
