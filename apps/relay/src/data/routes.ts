@@ -1,0 +1,182 @@
+// HTTP data provider (PROTOCOL.md "HTTP API"): a run's dataset manifest, samples by id, and raw shards.
+//
+//   GET /api/runs/:id/data/manifest
+//   GET /api/runs/:id/data/samples?start=S&end=E[&split=train|val]
+//       body: little-endian int32, (E−S+1)·(seq_len+1) values, sample after sample (see dataset-store.ts
+//       for what a sample is); headers X-Meshtrain-Seq-Len, X-Meshtrain-Samples.
+//   GET /api/runs/:id/data/shards/:name   (one Range per request: 206 / 416; ETag = "<sha256>")
+//
+// Mount: `app.route('/', dataRoutes({ store, runData }))` — paths are absolute so the composition layer
+// does not need to know our prefix. `runData(runId)` returns undefined for an unknown run (→ 404).
+import { Hono } from 'hono';
+import type { Context } from 'hono';
+import { DatasetError } from './errors.ts';
+import { apiError, etagMatches, serveFile } from './http.ts';
+import type { DatasetStore, OpenDataset, RunDataRef, SplitName } from './dataset-store.ts';
+
+/** Default cap per samples request: 1024 samples of the tiny preset are 0.5 MiB. */
+export const DEFAULT_MAX_SAMPLES_PER_REQUEST = 1024;
+/** Default cap on one samples answer, whatever the sequence length. */
+export const DEFAULT_MAX_SAMPLE_BYTES = 64 * 1024 * 1024;
+
+export interface DataRoutesDeps {
+  store: DatasetStore;
+  /** The run's data location and max_seq_len; undefined when no such run exists. */
+  runData: (runId: string) => RunDataRef | undefined | Promise<RunDataRef | undefined>;
+  maxSamplesPerRequest?: number;
+  maxSampleBytes?: number;
+}
+
+/** What GET …/data/manifest answers. */
+export interface DataManifestResponse {
+  run_id: string;
+  dataset: string;
+  seq_len: number;
+  /** Tokens per sample in /samples answers: seq_len + 1 (inputs and shifted targets). */
+  sample_tokens: number;
+  token_bytes: number;
+  vocab_size: number;
+  tokenizer: string;
+  samples: Record<SplitName, number>;
+  max_samples_per_request: number;
+  /** URL of each shard, by file name (relative to this relay). */
+  shard_urls: Record<string, string>;
+  /** The dataset's manifest.json as prepared (shards with token counts and SHA-256). */
+  manifest: OpenDataset['manifest'];
+}
+
+const RUN_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+export function dataRoutes(deps: DataRoutesDeps): Hono {
+  const app = new Hono();
+  const maxSamples = deps.maxSamplesPerRequest ?? DEFAULT_MAX_SAMPLES_PER_REQUEST;
+  const maxBytes = deps.maxSampleBytes ?? DEFAULT_MAX_SAMPLE_BYTES;
+
+  /** The opened dataset of `:id`, or the error Response to send. */
+  const datasetOf = async (c: Context): Promise<OpenDataset | Response> => {
+    const runId = c.req.param('id') ?? '';
+    const ref = RUN_ID.test(runId) ? await deps.runData(runId) : undefined;
+    if (ref === undefined) return apiError(c, 404, 'unknown-run', `no run '${runId}' on this relay`);
+    try {
+      return await deps.store.open(ref);
+    } catch (err) {
+      if (err instanceof DatasetError) return apiError(c, err.status, err.code, err.message);
+      throw err;
+    }
+  };
+
+  app.get('/api/runs/:id/data/manifest', async (c) => {
+    const ds = await datasetOf(c);
+    if (ds instanceof Response) return ds;
+    const runId = c.req.param('id');
+    const base = `/api/runs/${encodeURIComponent(runId)}/data/shards/`;
+    const body: DataManifestResponse = {
+      run_id: runId,
+      dataset: ds.name,
+      seq_len: ds.seqLen,
+      sample_tokens: ds.seqLen + 1,
+      token_bytes: ds.manifest.token_bytes,
+      vocab_size: ds.manifest.vocab_size,
+      tokenizer: ds.manifest.tokenizer,
+      samples: { train: ds.splits.train.index.sampleCount, val: ds.splits.val.index.sampleCount },
+      max_samples_per_request: Math.max(
+        1,
+        Math.min(maxSamples, Math.floor(maxBytes / ((ds.seqLen + 1) * 4))),
+      ),
+      shard_urls: Object.fromEntries(
+        [...ds.splits.train.shards, ...ds.splits.val.shards].map((e) => [
+          e.file,
+          base + encodeURIComponent(e.file),
+        ]),
+      ),
+      manifest: ds.manifest,
+    };
+    // The manifest can change only when the dataset is re-prepared; revalidate each time (cheap 304s).
+    const etag = `"${ds.fingerprint}-${ds.seqLen}"`;
+    const headers = { ETag: etag, 'Cache-Control': 'no-cache' };
+    if (etagMatches(c.req.header('If-None-Match'), etag)) return c.body(null, 304, headers);
+    return c.json(body, 200, headers);
+  });
+
+  app.get('/api/runs/:id/data/samples', async (c) => {
+    const ds = await datasetOf(c);
+    if (ds instanceof Response) return ds;
+    const split = c.req.query('split') ?? 'train';
+    if (split !== 'train' && split !== 'val')
+      return apiError(c, 400, 'bad-split', `split must be 'train' or 'val', got '${split}'`);
+    const count = ds.splits[split].index.sampleCount;
+    const start = intParam(c.req.query('start'));
+    const end = intParam(c.req.query('end'));
+    if (start === undefined || end === undefined)
+      return apiError(
+        c,
+        400,
+        'bad-sample-range',
+        'start and end must be non-negative integers (sample ids, end inclusive)',
+      );
+    if (end < start) return apiError(c, 400, 'bad-sample-range', `end ${end} is before start ${start}`);
+    if (end >= count)
+      return apiError(
+        c,
+        400,
+        'sample-out-of-range',
+        `samples ${start}..${end} are not all in 0..${count - 1} (${split} has ${count} samples of ${ds.seqLen + 1} tokens)`,
+        { samples: count },
+      );
+    const n = end - start + 1;
+    const limit = Math.max(1, Math.min(maxSamples, Math.floor(maxBytes / ((ds.seqLen + 1) * 4))));
+    if (n > limit)
+      return apiError(c, 400, 'too-many-samples', `${n} samples requested, at most ${limit} per request`, {
+        limit,
+      });
+    // Samples are a pure function of (dataset bytes, seq_len, split, start, end): safe to cache by that.
+    const etag = `"${ds.fingerprint}-${ds.seqLen}-${split}-${start}-${end}"`;
+    const headers: Record<string, string> = {
+      ETag: etag,
+      'Cache-Control': 'public, max-age=3600',
+      'X-Meshtrain-Seq-Len': String(ds.seqLen),
+      'X-Meshtrain-Samples': String(n),
+    };
+    if (etagMatches(c.req.header('If-None-Match'), etag)) return c.body(null, 304, headers);
+    let tokens: Int32Array;
+    try {
+      tokens = await ds.readSamples(split, start, end);
+    } catch (err) {
+      if (err instanceof DatasetError) return apiError(c, 500, err.code, err.message);
+      return apiError(c, 500, 'bad-dataset', (err as Error).message);
+    }
+    // Int32Array bytes are host-endian; every host we support is little-endian (safetensors.ts checks too).
+    // readSamples returns a fresh array that owns its whole ArrayBuffer.
+    return c.body(tokens.buffer as ArrayBuffer, 200, {
+      ...headers,
+      'Content-Type': 'application/octet-stream',
+      'Content-Length': String(tokens.byteLength),
+    });
+  });
+
+  app.get('/api/runs/:id/data/shards/:name', async (c) => {
+    const ds = await datasetOf(c);
+    if (ds instanceof Response) return ds;
+    // Only names listed in the manifest reach the disk, so `..`, slashes or encoded separators cannot.
+    const name = c.req.param('name');
+    const entry = ds.shard(name);
+    if (entry === undefined)
+      return apiError(c, 404, 'unknown-shard', `'${name}' is not a shard of dataset '${ds.name}'`);
+    // Not `immutable`: a shard's URL is its name, which a re-prepared dataset reuses; the ETag (its SHA-256)
+    // makes revalidation a cheap 304 and lets `If-Range` resume a download safely.
+    return await serveFile(c, {
+      path: ds.shardPath(entry),
+      etag: `"${entry.sha256}"`,
+      contentType: 'application/octet-stream',
+      cacheControl: 'public, max-age=3600',
+      headers: { 'X-Meshtrain-Sha256': entry.sha256 },
+    });
+  });
+
+  return app;
+}
+
+function intParam(v: string | undefined): number | undefined {
+  if (v === undefined || !/^\d{1,15}$/.test(v)) return undefined;
+  return Number(v);
+}
