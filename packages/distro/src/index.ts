@@ -9,6 +9,7 @@ export * from './aggregate.ts';
 export * from './exact-update.ts';
 export * from './backend.ts';
 export * from './apply.ts';
+export * from './optimizer.ts';
 export { createCpuBackend } from './cpu/backend.ts';
 export { createWebGpuBackend, type WebGpuBackendOptions, type WebGpuDistroBackend } from './gpu/backend.ts';
 export { planSegments, type Segment } from './gpu/segments.ts';
