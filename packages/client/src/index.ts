@@ -1,1 +1,6 @@
-export {};
+// @meshtrain/client: the client state machine (psyche-spec §3) over I/O interfaces, for browsers and Node.
+export * from './interfaces.ts';
+export * from './convert.ts';
+export * from './param-hash.ts';
+export * from './client.ts';
+export * from './local-hub.ts';

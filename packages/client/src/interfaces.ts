@@ -1,0 +1,93 @@
+// The I/O a client needs, as interfaces. packages/client is isomorphic (browser Web Worker and Node): shells
+// implement these with WebSockets, fetch, libp2p and an ONNX runtime; tests implement them in-process.
+import type { Announce, CoordinatorState, HealthCheck, RunConfig, WitnessMessage } from '@meshtrain/core';
+
+export type ParameterMap = Map<string, Float32Array>;
+
+export interface TrainStepOutput {
+  /** Mean cross-entropy over the batch's predicted tokens. */
+  loss: number;
+  /** One gradient per parameter, keyed by Hugging Face name. */
+  grads: ParameterMap;
+}
+
+/** Runs the model's train-step graph. Parameters live wherever the backend keeps them between calls. */
+export interface TrainingBackend {
+  /** Device in words, e.g. "onnxruntime-node cpu" or "webgpu (NVIDIA ...)". */
+  readonly description: string;
+  /** Largest number of sequences one `trainStep` call accepts; the client splits bigger batches. */
+  readonly maxRows: number;
+  /** Parameters used by the following train steps (the client passes the lookahead copy). */
+  loadParams(params: ParameterMap): Promise<void>;
+  /** `tokens`: `rows × (seqLen + 1)` ids, int32. */
+  trainStep(tokens: Int32Array, rows: number): Promise<TrainStepOutput>;
+  /** Loss only (held-out evaluation); optional. */
+  evalLoss?(tokens: Int32Array, rows: number): Promise<number>;
+  dispose?(): Promise<void>;
+}
+
+/** Samples of the run's dataset by global sample index. */
+export interface DataSource {
+  /** Samples `start..end` inclusive as `(end − start + 1) × (seqLen + 1)` int32 ids. */
+  samples(start: number, end: number): Promise<Int32Array>;
+}
+
+/** The coordinator session (PROTOCOL.md: WebSocket to the relay). */
+export interface CoordinatorLink {
+  /** This client's Ed25519 public key, lowercase hex: its coordinator id. */
+  readonly clientId: string;
+  /** Every coordinator state the relay sends (StateSnapshot), in order. */
+  onState(listener: (state: CoordinatorState) => void): void;
+  /** Announcements of stored results (relay forwards one per SignedResult). */
+  onAnnounce(listener: (announce: Announce) => void): void;
+  /** SignedResult frames the relay forwards (the guaranteed delivery path); optional. */
+  onResult?(listener: (signedResultFrame: Uint8Array) => void): void;
+  /**
+   * A SignedResult frame (core's encoding) and the trainer's Announce for it. The relay stores the frame and
+   * forwards the Announce to every other client: announces carry the commitment every peer needs to decide
+   * which result was accepted, even when it cannot fetch the payload (the relay cannot sign one itself).
+   */
+  submitResult(signedResultFrame: Uint8Array, announce: Announce): Promise<void>;
+  /** A witness submission; in Warmup the relay reads it as warmup_witness (empty blooms). */
+  submitWitness(witness: WitnessMessage): Promise<void>;
+  submitHealthCheck(check: HealthCheck): Promise<void>;
+  /** ParamHash frame: SHA-256 over all parameters at an epoch end. */
+  reportParamHash(epoch: number, step: number, hash: Uint8Array): Promise<void>;
+  /** The stored SignedResult frame for a commitment (relay HTTP), or null if the relay lacks it. */
+  fetchResult(commitment: Uint8Array): Promise<Uint8Array | null>;
+  /** Leave the run (Withdrawn) and register again for the next epoch: how a client re-syncs. */
+  rejoin(reason: string): Promise<void>;
+}
+
+/** Peer-to-peer fast path. Everything here may fail; the relay is the guaranteed path. */
+export interface PeerNetwork {
+  /** Offer a SignedResult frame to peers under `announce.commitment` and gossip the announcement. */
+  publish(announce: Announce, signedResultFrame: Uint8Array): Promise<void>;
+  /** Fetch a SignedResult frame by commitment from peers (any of them), verified by the caller. */
+  fetch(commitment: Uint8Array, hintPeerIds: readonly string[]): Promise<Uint8Array | null>;
+  onAnnounce?(listener: (announce: Announce) => void): void;
+  /** Serve the current parameters to joiners (P2P checkpoint sharing). */
+  shareCheckpoint?(checkpoint: Checkpoint): Promise<void>;
+}
+
+export interface Checkpoint {
+  /** `progress.step` the parameters belong to (the step the next epoch starts at). */
+  step: number;
+  epoch: number;
+  /** parameterHash(params). */
+  paramHash: Uint8Array;
+  params: ParameterMap;
+}
+
+/** Where a (re)joining client gets the model: peers first, then the relay's store. */
+export interface CheckpointSource {
+  /** The newest checkpoint for `step`, or null if none exists yet. Callers verify the hash. */
+  load(step: number): Promise<Checkpoint | null>;
+  /** Offer this client's end-of-epoch checkpoint (the relay keeps it if the hash matches the majority). */
+  upload?(checkpoint: Checkpoint): Promise<void>;
+}
+
+export interface RunInfo {
+  runId: string;
+  config: RunConfig;
+}

@@ -1,0 +1,24 @@
+// The parameter hash replicas compare at every epoch end: SHA-256 over every parameter in ascending
+// byte-lexicographic name order (the DisTrO variable order), each as float32 little-endian bytes. Names are
+// not hashed: the run fixes them, and two replicas that agree on all bytes in this order are identical.
+import { sha256Concat } from '@meshtrain/core';
+import type { ParameterMap } from './interfaces.ts';
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** Names in DisTrO's variable order (psyche-spec §1.1): ascending by UTF-8 bytes (ASCII names: code units). */
+export function parameterOrder(names: Iterable<string>): string[] {
+  return [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function leBytes(x: Float32Array): Uint8Array {
+  const view = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  if (LITTLE_ENDIAN) return view;
+  const out = new Uint8Array(view.length);
+  for (let i = 0; i < view.length; i += 4) for (let b = 0; b < 4; b++) out[i + b] = view[i + 3 - b] as number;
+  return out;
+}
+
+export function parameterHash(params: ParameterMap): Uint8Array {
+  return sha256Concat(...parameterOrder(params.keys()).map((n) => leBytes(params.get(n) as Float32Array)));
+}

@@ -1,0 +1,123 @@
+// The client state machine against core's real coordinator (LocalHub, in-process, virtual time), with a
+// TypeScript toy model so the protocol is what is under test: every replica applies the same accepted
+// results in the same order and ends each epoch bit-identical; results nobody accepted are never applied;
+// a client that cannot obtain an accepted result re-syncs from the checkpoint instead of diverging.
+import {
+  bytesToHex,
+  decodeSignedResult,
+  encodeSignedResult,
+  signResult,
+  identityFromSeed,
+} from '@meshtrain/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LocalHub } from '../src/index.ts';
+import { drive, startPeer, testRun, type TestPeer } from './helpers.ts';
+
+let peers: TestPeer[] = [];
+afterEach(async () => {
+  for (const p of peers) p.client.stop();
+  await Promise.all(peers.map((p) => p.done));
+  peers = [];
+});
+
+const BASE = {
+  warmup_time: 10,
+  cooldown_time: 2,
+  epoch_time: 1000,
+  max_round_train_time: 20,
+  round_witness_time: 1,
+  waiting_for_members_extra_time: 1,
+  min_clients: 2,
+  init_min_clients: 3,
+  global_batch_size_start: 6,
+  global_batch_size_end: 6,
+  max_seq_len: 8,
+};
+
+async function hashes(ps: TestPeer[]): Promise<string[]> {
+  return Promise.all(ps.map(async (p) => bytesToHex(await p.client.parameterHash())));
+}
+
+describe('client', () => {
+  it('three replicas train, witness every round and stay bit-identical', async () => {
+    const run = testRun({ ...BASE, total_steps: 8 });
+    const hub = new LocalHub(run, 'unit');
+    peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
+    await drive(hub, () => hub.state.run_state === 'Finished');
+    expect(hub.state.run_state).toBe('Finished');
+    expect(hub.log.rounds.length).toBeGreaterThanOrEqual(8);
+    expect(hub.log.rounds.every((r) => r.reached)).toBe(true);
+    // Every epoch end: one hash, reported by all three.
+    for (const [, m] of hub.log.paramHashes) {
+      expect(m.size).toBe(3);
+      expect(new Set(m.values()).size).toBe(1);
+    }
+    const hs = await hashes(peers);
+    expect(new Set(hs).size).toBe(1);
+    // The model moved, and the loss went down.
+    const applied = peers[0]!.events.filter((e) => e.type === 'applied');
+    expect(applied.reduce((n, e) => n + (e.type === 'applied' ? e.results : 0), 0)).toBeGreaterThan(0);
+    const losses = peers.flatMap((p) => p.events.flatMap((e) => (e.type === 'trained' ? [e.loss] : [])));
+    expect(losses.length).toBeGreaterThan(6);
+    expect(hub.log.refusals.filter((r) => r.event !== 'health_check')).toEqual([]);
+  }, 60_000);
+
+  it('applies only the witnessed result when a trainer equivocates to one peer', async () => {
+    const run = testRun({ ...BASE, total_steps: 6 });
+    const hub = new LocalHub(run, 'unit');
+    peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
+    const victim = peers[2]!;
+    // Peer 1 is the liar: whenever it publishes, the victim also gets a second, different result for the
+    // same batch, validly signed by the same key. Witnesses saw only the first, so only it is accepted.
+    const liar = identityFromSeed(new Uint8Array(32).fill(1));
+    let forged = 0;
+    const done = new Set<number>();
+    await drive(hub, () => {
+      if (hub.state.run_state === 'Finished') return true;
+      for (const e of peers[0]!.events) {
+        if (e.type !== 'trained' || done.has(e.step)) continue;
+        done.add(e.step);
+        const result = {
+          runId: 'unit',
+          step: e.step,
+          batch: e.batch,
+          trainerNonce: 999,
+          tensors: [],
+        };
+        const frame = encodeSignedResult({ envelope: signResult(liar.secretKey, result), result });
+        decodeSignedResult(frame);
+        hub.deliverTo(victim.id, frame);
+        forged++;
+      }
+      return false;
+    });
+    expect(forged).toBeGreaterThan(0);
+    expect(hub.state.run_state).toBe('Finished');
+    const hs = await hashes(peers);
+    expect(new Set(hs).size).toBe(1);
+    expect(victim.events.filter((e) => e.type === 'resync')).toEqual([]);
+  }, 60_000);
+
+  it('re-syncs from the checkpoint when an accepted result cannot be fetched', async () => {
+    const run = testRun({ ...BASE, epoch_time: 25, total_steps: 30 });
+    const hub = new LocalHub(run, 'unit');
+    peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
+    const victim = peers[2]!;
+    // Starve the victim of payloads once training is under way: announces still name the accepted results.
+    await drive(hub, () => hub.state.progress.step >= 3);
+    hub.starve(victim.id);
+    await drive(hub, () => victim.events.some((e) => e.type === 'resync'));
+    hub.starve(victim.id, false);
+    const resync = victim.events.find((e) => e.type === 'resync');
+    expect(resync).toBeDefined();
+    await drive(hub, () => hub.state.run_state === 'Finished', 800);
+    expect(hub.state.run_state).toBe('Finished');
+    // It came back with a verified checkpoint and matched everyone at the next epoch ends.
+    expect(victim.events.some((e) => e.type === 'model' && e.source === 'checkpoint')).toBe(true);
+    const ends = [...hub.log.paramHashes.values()];
+    for (const m of ends) expect(new Set(m.values()).size).toBe(1);
+    expect(ends.at(-1)!.has(victim.id)).toBe(true);
+    const hs = await hashes(peers);
+    expect(new Set(hs).size).toBe(1);
+  }, 120_000);
+});

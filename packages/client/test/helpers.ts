@@ -1,0 +1,135 @@
+// Shared pieces of the client tests: a run config, a small pure-TypeScript model whose gradient is exact
+// arithmetic (so tests need no ONNX runtime), and a driver that runs virtual time on a LocalHub.
+import { DEFAULT_RUN_TOML, identityFromSeed, parseRunConfig, type RunConfig } from '@meshtrain/core';
+import { createCpuBackend } from '@meshtrain/distro';
+import {
+  Client,
+  type ClientEvent,
+  type DataSource,
+  type LocalHub,
+  type ParameterMap,
+  type TrainingBackend,
+} from '../src/index.ts';
+
+/** The embedded default run with `[config]` / schedule keys replaced. */
+export function testRun(
+  config: Record<string, number>,
+  extra: Record<string, string | number> = {},
+): RunConfig {
+  let toml = DEFAULT_RUN_TOML;
+  for (const [k, v] of Object.entries({ ...config, ...extra })) {
+    const re = new RegExp(`^${k} = .*$`, 'm');
+    if (!re.test(toml)) throw new Error(`no key ${k} in the default run`);
+    toml = toml.replace(re, `${k} = ${typeof v === 'string' ? v : String(v)}`);
+  }
+  return parseRunConfig(toml).config;
+}
+
+export const SHAPES = new Map<string, number[]>([
+  ['model.embed_tokens.weight', [8, 16]],
+  ['model.layers.0.mlp.up_proj.weight', [16, 8]],
+  ['model.norm.weight', [16]],
+]);
+export const SEQ = 8;
+
+export function toyInit(): ParameterMap {
+  const out: ParameterMap = new Map();
+  for (const [name, shape] of SHAPES) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    out.set(
+      name,
+      Float32Array.from({ length: n }, (_, j) => ((j * 37 + name.length) % 13) / 100 - 0.06),
+    );
+  }
+  return out;
+}
+
+/** loss = ½·mean((p − t)²) with a target t derived from the tokens: gradients are (p − t)/n exactly. */
+export function toyBackend(): TrainingBackend & { steps: number } {
+  let params: ParameterMap = new Map();
+  const b = {
+    description: 'toy quadratic (TypeScript)',
+    maxRows: 2,
+    steps: 0,
+    async loadParams(p: ParameterMap) {
+      params = p;
+    },
+    async trainStep(tokens: Int32Array, rows: number) {
+      b.steps++;
+      let sum = 0;
+      for (const t of tokens) sum += t;
+      const bias = (sum / tokens.length / 255 - 0.5) * 0.1;
+      let loss = 0;
+      let count = 0;
+      const grads: ParameterMap = new Map();
+      for (const [name, p] of params) {
+        const g = new Float32Array(p.length);
+        for (let j = 0; j < p.length; j++) {
+          const target = Math.sin(j + name.length) * 0.5 + bias;
+          const d = (p[j] as number) - target;
+          loss += 0.5 * d * d;
+          g[j] = d / p.length;
+        }
+        count += p.length;
+        grads.set(name, g);
+      }
+      void rows;
+      return { loss: loss / count, grads };
+    },
+  };
+  return b;
+}
+
+export const toyData: DataSource = {
+  async samples(start, end) {
+    const rows = end - start + 1;
+    const out = new Int32Array(rows * (SEQ + 1));
+    for (let r = 0; r < rows; r++)
+      for (let k = 0; k <= SEQ; k++) out[r * (SEQ + 1) + k] = ((start + r) * 31 + k * 7) % 256;
+    return out;
+  },
+};
+
+export interface TestPeer {
+  client: Client;
+  id: string;
+  events: ClientEvent[];
+  done: Promise<void>;
+}
+
+export function startPeer(hub: LocalHub, run: RunConfig, seedByte: number, patienceMs = 300): TestPeer {
+  const seed = new Uint8Array(32).fill(seedByte);
+  const identity = identityFromSeed(seed);
+  const link = hub.connect(identity.secretKey);
+  const events: ClientEvent[] = [];
+  const client = new Client({
+    run,
+    runId: hub.runId,
+    secretKey: identity.secretKey,
+    link,
+    backend: toyBackend(),
+    distro: createCpuBackend({ chunk: 64 }),
+    data: toyData,
+    initParams: toyInit,
+    checkpoints: hub.checkpoints(),
+    onEvent: (e) => events.push(e),
+    fetchPatienceMs: patienceMs,
+  });
+  client.setShapes(SHAPES);
+  return { client, id: link.clientId, events, done: client.run() };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Ticks virtual seconds until `until()` or `maxSeconds`, giving clients real time to work between ticks. */
+export async function drive(
+  hub: LocalHub,
+  until: () => boolean,
+  maxSeconds = 400,
+  msPerSecond = 30,
+): Promise<void> {
+  for (let t = 0; t < maxSeconds && !until(); t++) {
+    hub.advance(1);
+    await sleep(msPerSecond);
+  }
+}
