@@ -107,12 +107,12 @@ describe('manifest and samples', () => {
       const res = await get(`/api/runs/r1/data/samples${q}`);
       return [res.status, ((await res.json()) as { error: { code: string } }).error.code];
     };
-    expect(await code('?start=0&end=6')).toEqual([400, 'sample-out-of-range']);
-    expect(await code('?start=3&end=2')).toEqual([400, 'bad-sample-range']);
-    expect(await code('?start=-1&end=2')).toEqual([400, 'bad-sample-range']);
-    expect(await code('?start=0')).toEqual([400, 'bad-sample-range']);
-    expect(await code('?start=0&end=4')).toEqual([400, 'too-many-samples']);
-    expect(await code('?start=0&end=0&split=test')).toEqual([400, 'bad-split']);
+    expect(await code('?start=0&end=6')).toEqual([400, 'sample_out_of_range']);
+    expect(await code('?start=3&end=2')).toEqual([400, 'bad_sample_range']);
+    expect(await code('?start=-1&end=2')).toEqual([400, 'bad_sample_range']);
+    expect(await code('?start=0')).toEqual([400, 'bad_sample_range']);
+    expect(await code('?start=0&end=4')).toEqual([400, 'too_many_samples']);
+    expect(await code('?start=0&end=0&split=test')).toEqual([400, 'bad_split']);
   });
 
   it('answers unknown runs, datasets and locations with 4xx', async () => {
@@ -120,11 +120,11 @@ describe('manifest and samples', () => {
       const res = await get(path);
       return [res.status, ((await res.json()) as { error: { code: string } }).error.code];
     };
-    expect(await status('/api/runs/zzz/data/manifest')).toEqual([404, 'unknown-run']);
-    expect(await status('/api/runs/missing/data/manifest')).toEqual([404, 'unknown-dataset']);
-    expect(await status('/api/runs/evil/data/manifest')).toEqual([404, 'unknown-dataset']);
-    expect(await status('/api/runs/local/data/manifest')).toEqual([409, 'unsupported-data-location']);
-    expect(await status('/api/runs/wide/data/manifest')).toEqual([409, 'token-size-mismatch']);
+    expect(await status('/api/runs/zzz/data/manifest')).toEqual([404, 'unknown_run']);
+    expect(await status('/api/runs/missing/data/manifest')).toEqual([404, 'unknown_dataset']);
+    expect(await status('/api/runs/evil/data/manifest')).toEqual([404, 'unknown_dataset']);
+    expect(await status('/api/runs/local/data/manifest')).toEqual([409, 'unsupported_data_location']);
+    expect(await status('/api/runs/wide/data/manifest')).toEqual([409, 'token_size_mismatch']);
   });
 });
 
@@ -170,7 +170,7 @@ describe('shards', () => {
       const res = await get(url, { Range: range });
       expect(res.status, range).toBe(416);
       expect(res.headers.get('Content-Range')).toBe(`bytes */${shards[0]!.length}`);
-      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('range-not-satisfiable');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('range_not_satisfiable');
     }
   });
 

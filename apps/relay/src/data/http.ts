@@ -87,7 +87,7 @@ export async function serveFile(c: Context, o: ServeFileOptions): Promise<Respon
     return apiError(
       c,
       404,
-      'file-missing',
+      'file_missing',
       `${o.path.split('/').pop() ?? 'file'} is not on the relay's disk`,
     );
   }
@@ -107,7 +107,7 @@ export async function serveFile(c: Context, o: ServeFileOptions): Promise<Respon
     return apiError(
       c,
       416,
-      'range-not-satisfiable',
+      'range_not_satisfiable',
       range,
       { size },
       {

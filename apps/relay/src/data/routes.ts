@@ -45,8 +45,6 @@ export interface DataManifestResponse {
   manifest: OpenDataset['manifest'];
 }
 
-const RUN_ID = /^[A-Za-z0-9._-]{1,128}$/;
-
 export function dataRoutes(deps: DataRoutesDeps): Hono {
   const app = new Hono();
   const maxSamples = deps.maxSamplesPerRequest ?? DEFAULT_MAX_SAMPLES_PER_REQUEST;
@@ -55,8 +53,8 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
   /** The opened dataset of `:id`, or the error Response to send. */
   const datasetOf = async (c: Context): Promise<OpenDataset | Response> => {
     const runId = c.req.param('id') ?? '';
-    const ref = RUN_ID.test(runId) ? await deps.runData(runId) : undefined;
-    if (ref === undefined) return apiError(c, 404, 'unknown-run', `no run '${runId}' on this relay`);
+    const ref = await deps.runData(runId);
+    if (ref === undefined) return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
     try {
       return await deps.store.open(ref);
     } catch (err) {
@@ -103,7 +101,7 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
     if (ds instanceof Response) return ds;
     const split = c.req.query('split') ?? 'train';
     if (split !== 'train' && split !== 'val')
-      return apiError(c, 400, 'bad-split', `split must be 'train' or 'val', got '${split}'`);
+      return apiError(c, 400, 'bad_split', `split must be 'train' or 'val', got '${split}'`);
     const count = ds.splits[split].index.sampleCount;
     const start = intParam(c.req.query('start'));
     const end = intParam(c.req.query('end'));
@@ -111,22 +109,22 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
       return apiError(
         c,
         400,
-        'bad-sample-range',
+        'bad_sample_range',
         'start and end must be non-negative integers (sample ids, end inclusive)',
       );
-    if (end < start) return apiError(c, 400, 'bad-sample-range', `end ${end} is before start ${start}`);
+    if (end < start) return apiError(c, 400, 'bad_sample_range', `end ${end} is before start ${start}`);
     if (end >= count)
       return apiError(
         c,
         400,
-        'sample-out-of-range',
+        'sample_out_of_range',
         `samples ${start}..${end} are not all in 0..${count - 1} (${split} has ${count} samples of ${ds.seqLen + 1} tokens)`,
         { samples: count },
       );
     const n = end - start + 1;
     const limit = Math.max(1, Math.min(maxSamples, Math.floor(maxBytes / ((ds.seqLen + 1) * 4))));
     if (n > limit)
-      return apiError(c, 400, 'too-many-samples', `${n} samples requested, at most ${limit} per request`, {
+      return apiError(c, 400, 'too_many_samples', `${n} samples requested, at most ${limit} per request`, {
         limit,
       });
     // Samples are a pure function of (dataset bytes, seq_len, split, start, end): safe to cache by that.
@@ -143,7 +141,7 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
       tokens = await ds.readSamples(split, start, end);
     } catch (err) {
       if (err instanceof DatasetError) return apiError(c, 500, err.code, err.message);
-      return apiError(c, 500, 'bad-dataset', (err as Error).message);
+      return apiError(c, 500, 'bad_dataset', (err as Error).message);
     }
     // Int32Array bytes are host-endian; every host we support is little-endian (safetensors.ts checks too).
     // readSamples returns a fresh array that owns its whole ArrayBuffer.
@@ -161,7 +159,7 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
     const name = c.req.param('name');
     const entry = ds.shard(name);
     if (entry === undefined)
-      return apiError(c, 404, 'unknown-shard', `'${name}' is not a shard of dataset '${ds.name}'`);
+      return apiError(c, 404, 'unknown_shard', `'${name}' is not a shard of dataset '${ds.name}'`);
     // Not `immutable`: a shard's URL is its name, which a re-prepared dataset reuses; the ETag (its SHA-256)
     // makes revalidation a cheap 304 and lets `If-Range` resume a download safely.
     return await serveFile(c, {
