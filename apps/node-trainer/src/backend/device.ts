@@ -1,0 +1,136 @@
+// `--device auto`: pick the fastest execution provider that is really a GPU, and say why.
+//   1. CUDA, when onnxruntime-node was installed with its CUDA provider (ONNXRUNTIME_NODE_INSTALL=cuda12);
+//   2. the WebGPU EP, only on a hardware adapter: SwiftShader / lavapipe / llvmpipe are CPU rasterisers that
+//      run ORT's kernels far slower than the CPU EP itself, so they are refused;
+//   3. the CPU EP.
+import { existsSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { create } from 'webgpu';
+import { configureWebgpu } from '../ort/session.ts';
+
+export type DeviceRequest = 'auto' | 'cuda' | 'webgpu' | 'cpu';
+export type TrainDevice = 'cuda' | 'webgpu' | 'cpu';
+
+export interface DeviceChoice {
+  device: TrainDevice;
+  /** One sentence: why this device. */
+  reason: string;
+  /** Adapter in words, when a WebGPU adapter was probed. */
+  adapter?: string;
+}
+
+export interface AdapterProbe {
+  name: string;
+  software: boolean;
+}
+
+/** Whether onnxruntime-node's CUDA provider library is installed next to its binding. */
+export function cudaProviderInstalled(): boolean {
+  try {
+    const require = createRequire(import.meta.url);
+    const root = dirname(require.resolve('onnxruntime-node/package.json'));
+    const bin = join(root, 'bin');
+    const stack = [bin];
+    while (stack.length) {
+      const dir = stack.pop() as string;
+      if (!existsSync(dir)) continue;
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        if (e.isDirectory()) stack.push(join(dir, e.name));
+        else if (/onnxruntime_providers_cuda/.test(e.name)) return true;
+      }
+    }
+  } catch {
+    // No package root: no CUDA either.
+  }
+  return false;
+}
+
+const SOFTWARE_ADAPTER = /swiftshader|llvmpipe|lavapipe|software/i;
+
+// Dawn's instance must outlive anything made from it (see ../distro/dawn.ts); probes are kept too.
+const keep: unknown[] = [];
+
+/** Asks Dawn for its default adapter and classifies it; null when there is none. */
+export async function probeWebgpuAdapter(): Promise<AdapterProbe | null> {
+  configureWebgpu();
+  try {
+    const gpu = create([]);
+    keep.push(gpu);
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) return null;
+    keep.push(adapter);
+    const info = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean };
+    const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
+    return {
+      name: name || 'unknown adapter',
+      software: SOFTWARE_ADAPTER.test(name) || info.isFallbackAdapter === true,
+    };
+  } catch {
+    return null;
+  }
+}
+
+export async function selectDevice(
+  request: DeviceRequest,
+  probes: { cuda?: () => boolean; webgpu?: () => Promise<AdapterProbe | null> } = {},
+): Promise<DeviceChoice> {
+  const cuda = probes.cuda ?? cudaProviderInstalled;
+  const webgpu = probes.webgpu ?? probeWebgpuAdapter;
+  if (request === 'cpu') return { device: 'cpu', reason: 'requested with --device cpu' };
+  if (request === 'cuda') {
+    if (!cuda())
+      throw new Error(
+        'the CUDA execution provider is not installed; reinstall with ONNXRUNTIME_NODE_INSTALL=cuda12 npm install on a machine with CUDA 12',
+      );
+    return { device: 'cuda', reason: 'requested with --device cuda' };
+  }
+  if (request === 'webgpu') {
+    const a = await webgpu();
+    if (!a) throw new Error('no WebGPU adapter: is a Vulkan driver installed (VK_ICD_FILENAMES)?');
+    return {
+      device: 'webgpu',
+      reason: a.software
+        ? `requested with --device webgpu (warning: ${a.name} is a software adapter, slower than --device cpu)`
+        : 'requested with --device webgpu',
+      adapter: a.name,
+    };
+  }
+  if (cuda()) return { device: 'cuda', reason: "auto: onnxruntime-node's CUDA provider is installed" };
+  const a = await webgpu();
+  if (a && !a.software)
+    return {
+      device: 'webgpu',
+      reason: `auto: no CUDA provider; WebGPU hardware adapter ${a.name}`,
+      adapter: a.name,
+    };
+  return {
+    device: 'cpu',
+    reason: a
+      ? `auto: no CUDA provider, and the only WebGPU adapter (${a.name}) is a software rasteriser, slower than the CPU EP`
+      : 'auto: no CUDA provider and no WebGPU adapter',
+    ...(a ? { adapter: a.name } : {}),
+  };
+}
+
+/**
+ * `--gpu-memory 6G`: the largest micro-batch whose activations fit. Estimate per sequence row: every layer
+ * keeps ~(12·hidden + 4·intermediate + 2·heads·seq) floats per token for the backward pass; parameters,
+ * gradients and the lookahead copy take 3 × params × 4 bytes. Half the budget is left for ORT's arena.
+ */
+export function rowsForMemory(
+  bytes: number,
+  m: { hidden: number; intermediate: number; layers: number; heads: number; seqLen: number; params: number },
+  cap: number,
+): number {
+  const perRow = 4 * m.layers * m.seqLen * (12 * m.hidden + 4 * m.intermediate + 2 * m.heads * m.seqLen);
+  const free = bytes / 2 - 12 * m.params;
+  return Math.max(1, Math.min(cap, Math.floor(free / perRow)));
+}
+
+export function parseMemory(s: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?$/i.exec(s.trim());
+  if (!m) throw new Error(`--gpu-memory: expected a size like 6G or 512M, got '${s}'`);
+  const unit = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 }[(m[2] ?? '').toUpperCase()] ?? 1;
+  return Number(m[1]) * unit;
+}

@@ -1,0 +1,67 @@
+// Assembles a Client for node-trainer: the run's model shape, the ONNX Runtime backend on the chosen device,
+// DisTrO on the host (CPU reference; its apply is bit-identical to the WGSL one, so peers on GPUs agree).
+import {
+  Client,
+  type CheckpointSource,
+  type ClientEvent,
+  type CoordinatorLink,
+  type DataSource,
+  type PeerNetwork,
+} from '@meshtrain/client';
+import type { RunConfig } from '@meshtrain/core';
+import { createCpuBackend } from '@meshtrain/distro';
+import { initParameters, PRESETS, type LlamaConfig } from '@meshtrain/model';
+import { OrtTrainingBackend } from '../backend/ort-backend.ts';
+import type { DeviceChoice } from '../backend/device.ts';
+
+/** The run's Llama shape: its preset with `[meshtrain.model]` overrides. */
+export function modelOf(run: RunConfig): LlamaConfig {
+  const preset = run.meshtrain.preset ?? 'tiny';
+  return { ...PRESETS[preset], ...(run.meshtrain.model ?? {}) } as LlamaConfig;
+}
+
+export interface TrainerOptions {
+  run: RunConfig;
+  runId: string;
+  secretKey: Uint8Array;
+  link: CoordinatorLink;
+  data: DataSource;
+  checkpoints: CheckpointSource;
+  device: DeviceChoice;
+  /** Rows per ORT run; defaults to the run's micro_batch_size. */
+  maxRows?: number;
+  peers?: PeerNetwork;
+  onEvent?: (e: ClientEvent) => void;
+}
+
+export function createTrainer(o: TrainerOptions): {
+  client: Client;
+  backend: OrtTrainingBackend;
+  model: LlamaConfig;
+} {
+  const model = modelOf(o.run);
+  const optimizer = o.run.model.LLM.optimizer;
+  if (!('Distro' in optimizer)) throw new Error('node-trainer trains DisTrO runs only');
+  const backend = new OrtTrainingBackend({
+    config: model,
+    seqLen: o.run.model.LLM.max_seq_len,
+    device: o.device.device,
+    maxRows: o.maxRows ?? o.run.meshtrain.micro_batch_size,
+    description: `onnxruntime-node ${o.device.device}${o.device.adapter ? ` (${o.device.adapter})` : ''}`,
+  });
+  const client = new Client({
+    run: o.run,
+    runId: o.runId,
+    secretKey: o.secretKey,
+    link: o.link,
+    backend,
+    distro: createCpuBackend({ chunk: optimizer.Distro.compression_chunk }),
+    data: o.data,
+    initParams: () => initParameters(model, o.run.meshtrain.seed),
+    checkpoints: o.checkpoints,
+    ...(o.peers ? { peers: o.peers } : {}),
+    ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+  });
+  client.setShapes(backend.shapes);
+  return { client, backend, model };
+}
