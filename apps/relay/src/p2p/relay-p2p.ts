@@ -1,0 +1,87 @@
+// The relay's libp2p node (circuit-relay-v2 server for browser peers, plus packages/p2p's protocols),
+// listening on loopback behind the public HTTP port (see upgrade-dispatcher.ts) and announcing the public
+// address, so one port serves HTTP, the coordinator WebSockets and libp2p.
+//
+// Composition:
+//   const server = createAdaptorServer({ fetch: app.fetch, websocket: { server: wss } });
+//   const p2p = await startRelayP2P({ host: PUBLIC_HOST, publicPort: PORT });
+//   attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
+//   server.listen(PORT, BIND_HOST);
+//   … p2p.publicMultiaddrs → what clients dial (serve it in the run info) … await p2p.stop();
+import { createServer } from 'node:net';
+import { createRelayNode, type RelayNode, type RelayNodeOptions } from '@meshtrain/p2p';
+
+export interface RelayP2POptions {
+  /** The host peers dial: an IPv4/IPv6 literal or a DNS name. */
+  host: string;
+  /** The public (Hono) port the dispatcher shares with libp2p. */
+  publicPort: number;
+  /** Announce `/tls/ws` (`wss`) because a TLS proxy terminates in front of the relay (default false). */
+  secure?: boolean;
+  /** Loopback port of libp2p's WebSockets listener (default: a free one). */
+  internalPort?: number;
+  /**
+   * Also listen on `/webrtc-direct` (default false). Its address carries a certificate hash known only
+   * after start, and createRelayNode's `announce` replaces all listen addresses, so with port sharing the
+   * WebRTC-direct address is not announced yet (needs `appendAnnounce` in packages/p2p): off by default.
+   */
+  webrtcDirect?: boolean;
+  /** Anything else createRelayNode takes (identity seed, reservation limits, blob store, …). */
+  node?: Omit<RelayNodeOptions, 'host' | 'port' | 'announce' | 'webrtcDirect'>;
+}
+
+export interface RelayP2P {
+  node: RelayNode;
+  peerId: string;
+  /** Port to splice libp2p upgrades to (`attachUpgradeDispatcher({ libp2pPort })`). */
+  internalPort: number;
+  /** What peers dial, with `/p2p/<relay id>`. */
+  publicMultiaddrs: string[];
+  stop(): Promise<void>;
+}
+
+function hostPrefix(host: string): string {
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(host)) return `/ip4/${host}`;
+  if (host.includes(':')) return `/ip6/${host}`;
+  return `/dns/${host}`;
+}
+
+/** A free loopback TCP port (libp2p hides the port it bound when `announce` is set, so we choose it). */
+async function freeLoopbackPort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      s.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function startRelayP2P(options: RelayP2POptions): Promise<RelayP2P> {
+  if (!Number.isInteger(options.publicPort) || options.publicPort < 1 || options.publicPort > 65535)
+    throw new RangeError(`publicPort must be a TCP port, got ${options.publicPort}`);
+  const internalPort =
+    options.internalPort !== undefined && options.internalPort !== 0
+      ? options.internalPort
+      : await freeLoopbackPort();
+  const announce = `${hostPrefix(options.host)}/tcp/${options.publicPort}/${options.secure === true ? 'tls/ws' : 'ws'}`;
+  const node = await createRelayNode({
+    ...options.node,
+    // libp2p's own HTTP server stays on loopback: only the dispatcher reaches it.
+    host: '127.0.0.1',
+    port: internalPort,
+    announce: [announce],
+    webrtcDirect: options.webrtcDirect ?? false,
+  });
+  const peerId = node.peerId;
+  return {
+    node,
+    peerId,
+    internalPort,
+    publicMultiaddrs: [`${announce}/p2p/${peerId}`],
+    stop: async () => {
+      await node.stop();
+    },
+  };
+}

@@ -1,0 +1,106 @@
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Hono } from 'hono';
+import { createAdaptorServer, upgradeWebSocket, type WebSocketServerLike } from '@hono/node-server';
+import { createNodePeer, type NodePeer } from '@meshtrain/p2p';
+import {
+  attachUpgradeDispatcher,
+  startRelayP2P,
+  type RelayP2P,
+  type UpgradeDispatcher,
+} from '../src/p2p/index.ts';
+
+// `ws` ships no types and @types/ws is not installed: load its server class through require with the one
+// shape node-server needs.
+const { WebSocketServer } = createRequire(import.meta.url)('ws') as {
+  WebSocketServer: new (options: { noServer: true }) => WebSocketServerLike;
+};
+
+let server: Server;
+let port: number;
+let p2p: RelayP2P;
+let dispatcher: UpgradeDispatcher;
+const stops: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  const app = new Hono();
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get(
+    '/ws/echo',
+    upgradeWebSocket(() => ({
+      onMessage: (evt, ws) => ws.send(`echo:${String(evt.data)}`),
+    })),
+  );
+  server = createAdaptorServer({
+    fetch: app.fetch,
+    websocket: { server: new WebSocketServer({ noServer: true }) },
+  }) as Server;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as AddressInfo).port;
+  stops.push(() => new Promise((resolve) => server.close(resolve)));
+  p2p = await startRelayP2P({ host: '127.0.0.1', publicPort: port });
+  stops.unshift(() => p2p.stop());
+  dispatcher = attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  for (const stop of stops) await stop().catch(() => undefined);
+});
+
+describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
+  it('announces the public port, not the internal one', () => {
+    expect(p2p.publicMultiaddrs).toEqual([`/ip4/127.0.0.1/tcp/${port}/ws/p2p/${p2p.peerId}`]);
+    expect(p2p.internalPort).not.toBe(port);
+  });
+
+  it('lets a Node peer reserve a circuit-relay slot through the shared port', async () => {
+    let peer: NodePeer | undefined;
+    try {
+      peer = await createNodePeer({
+        relayAddrs: p2p.publicMultiaddrs,
+        host: '127.0.0.1',
+        tcp: false,
+        ws: false,
+      });
+      const circuit = await peer.circuitAddress(10_000);
+      // The relayed address is built from the relay's announced (public) address.
+      expect(circuit.toString()).toBe(
+        `/ip4/127.0.0.1/tcp/${port}/ws/p2p/${p2p.peerId}/p2p-circuit/p2p/${peer.peerId}`,
+      );
+      expect(dispatcher.spliced).toBeGreaterThanOrEqual(1);
+      // The relay sees the peer (over the spliced loopback connection).
+      expect(p2p.node.libp2p.getConnections().some((c) => c.remotePeer.toString() === peer!.peerId)).toBe(
+        true,
+      );
+
+      // Meanwhile HTTP and Hono's own WebSocket routes keep working on the same port.
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      expect(await health.json()).toEqual({ ok: true });
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/ws/echo`);
+        ws.onopen = () => ws.send('hi');
+        ws.onmessage = (e) => {
+          resolve(String(e.data));
+          ws.close();
+        };
+        ws.onerror = () => reject(new Error('echo WebSocket failed'));
+      });
+      expect(echoed).toBe('echo:hi');
+    } finally {
+      await peer?.stop();
+    }
+  });
+
+  it('rejects upgrades to unknown paths without disturbing the server', async () => {
+    const outcome = await new Promise<string>((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/ws/nope`);
+      ws.onopen = () => resolve('open');
+      ws.onerror = () => resolve('error');
+    });
+    expect(outcome).toBe('error');
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+  });
+});
