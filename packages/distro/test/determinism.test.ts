@@ -5,7 +5,7 @@
 // Scaling, to fit CI (2 cores, software GPU at ~1 µs per parameter update): every round applies results to
 // a subset of the 75 tensors: the two 8.2 M-parameter matrices (embed_tokens, lm_head) once each (rounds 0
 // and 100), and in every round two of the 73 others: one in rotation, so all are covered at least twice, and
-// one at random. That is ~54 M parameter updates instead of 200 × 20 M (~65 s here on a loaded 2-core machine). Rounds use 1-4 peers, k ∈ {1,2,4,8},
+// one at random. That is ~54 M parameter updates instead of 200 × 20 M (65–130 s on a shared 2-core machine). Rounds use 1-4 peers, k ∈ {1,2,4,8},
 // 1-bit or float values, random lr and weight decay. A divergence in any update would persist to the hash.
 import { createHash } from 'node:crypto';
 import { parameterSpecs, PRESETS } from '@meshtrain/model';
