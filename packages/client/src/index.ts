@@ -4,3 +4,5 @@ export * from './convert.ts';
 export * from './param-hash.ts';
 export * from './client.ts';
 export * from './local-hub.ts';
+export * from './relay-link.ts';
+export * from './relay-http.ts';
