@@ -135,9 +135,12 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
   const host = options.host ?? '0.0.0.0';
   const rtcConfiguration = { iceServers: options.iceServers ?? [] };
   const listen = ['/p2p-circuit', '/webrtc'];
+  // WebRTC-direct is always available for dialling (relays and Node peers that listen on it); listening on
+  // it is opt-in because it needs a reachable UDP port.
   const transports: NonNullable<Libp2pOptions['transports']> = [
     webSockets(),
     webRTC({ rtcConfiguration }),
+    webRTCDirect({ rtcConfiguration }),
     circuitRelayTransport(),
   ];
   if (options.tcp ?? true) {
@@ -146,7 +149,6 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
   }
   if (options.ws ?? true) listen.push(`${ipPrefix(host)}/tcp/${options.wsPort ?? 0}/ws`);
   if (options.webrtcDirect ?? false) {
-    transports.push(webRTCDirect({ rtcConfiguration }));
     listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
   }
   const node = await MeshNode.create<NodePeerServices>(
