@@ -1,4 +1,7 @@
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +10,7 @@ import { createAdaptorServer, upgradeWebSocket, type WebSocketServerLike } from 
 import { createNodePeer, type NodePeer } from '@meshtrain/p2p';
 import {
   attachUpgradeDispatcher,
+  loadOrCreateNodeKey,
   startRelayP2P,
   type RelayP2P,
   type UpgradeDispatcher,
@@ -22,6 +26,7 @@ let server: Server;
 let port: number;
 let p2p: RelayP2P;
 let dispatcher: UpgradeDispatcher;
+let keyDir: string;
 const stops: Array<() => Promise<unknown>> = [];
 
 beforeAll(async () => {
@@ -40,7 +45,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as AddressInfo).port;
   stops.push(() => new Promise((resolve) => server.close(resolve)));
-  p2p = await startRelayP2P({ host: '127.0.0.1', publicPort: port });
+  keyDir = await mkdtemp(join(tmpdir(), 'relay-p2p-'));
+  p2p = await startRelayP2P({ host: '127.0.0.1', publicPort: port, keyFile: join(keyDir, 'libp2p.key') });
   stops.unshift(() => p2p.stop());
   dispatcher = attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
 });
@@ -48,6 +54,7 @@ beforeAll(async () => {
 afterAll(async () => {
   server.closeAllConnections();
   for (const stop of stops) await stop().catch(() => undefined);
+  await rm(keyDir, { recursive: true, force: true });
 });
 
 describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
@@ -91,6 +98,18 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
       expect(echoed).toBe('echo:hi');
     } finally {
       await peer?.stop();
+    }
+  });
+
+  it('keeps its PeerId in the key file across restarts', async () => {
+    const path = join(keyDir, 'libp2p.key');
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await loadOrCreateNodeKey(path)).toEqual(await loadOrCreateNodeKey(path));
+    const again = await startRelayP2P({ host: '127.0.0.1', publicPort: port, keyFile: path });
+    try {
+      expect(again.peerId).toBe(p2p.peerId);
+    } finally {
+      await again.stop();
     }
   });
 

@@ -149,6 +149,7 @@ export class DatasetStore {
   private readonly options: DatasetStoreOptions;
   /** Opened datasets by `dir|seqLen`; a promise so concurrent first requests prepare/open once. */
   private readonly opened = new Map<string, Promise<OpenDataset>>();
+  private readonly brown = new Map<TokenBytes, Promise<string>>();
 
   constructor(options: DatasetStoreOptions) {
     this.options = options;
@@ -177,11 +178,19 @@ export class DatasetStore {
     return ds;
   }
 
-  /** Prepares the Brown dataset now (the composition layer may call this at startup). */
+  /**
+   * Prepares the Brown dataset now (the composition layer may call this at startup so the first data
+   * request does not wait ~2 s). Memoised per token width: concurrent first requests prepare it once.
+   */
   async ensureDefault(tokenBytes: TokenBytes = 2): Promise<string> {
-    return await (this.options.prepareBrown ?? ((tb) => ensureBrown(this.options.datasetsDir, tb)))(
-      tokenBytes,
-    );
+    let p = this.brown.get(tokenBytes);
+    if (p === undefined) {
+      const prepare = this.options.prepareBrown ?? ((tb) => ensureBrown(this.options.datasetsDir, tb));
+      p = prepare(tokenBytes);
+      this.brown.set(tokenBytes, p);
+      p.catch(() => this.brown.delete(tokenBytes));
+    }
+    return await p;
   }
 
   private async resolve(

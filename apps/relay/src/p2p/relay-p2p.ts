@@ -8,7 +8,10 @@
 //   attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
 //   server.listen(PORT, BIND_HOST);
 //   … p2p.publicMultiaddrs → what clients dial (serve it in the run info) … await p2p.stop();
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { dirname } from 'node:path';
 import { createRelayNode, type RelayNode, type RelayNodeOptions } from '@meshtrain/p2p';
 
 export interface RelayP2POptions {
@@ -26,6 +29,11 @@ export interface RelayP2POptions {
    * WebRTC-direct address is not announced yet (needs `appendAnnounce` in packages/p2p): off by default.
    */
   webrtcDirect?: boolean;
+  /**
+   * File holding the node's 32-byte Ed25519 seed, created on first start (mode 0600). A stable PeerId
+   * keeps the relay multiaddrs peers have stored valid across restarts. Without it the id is random.
+   */
+  keyFile?: string;
   /** Anything else createRelayNode takes (identity seed, reservation limits, blob store, …). */
   node?: Omit<RelayNodeOptions, 'host' | 'port' | 'announce' | 'webrtcDirect'>;
 }
@@ -58,6 +66,23 @@ async function freeLoopbackPort(): Promise<number> {
   });
 }
 
+/** The seed in `path`, or a new random one written there (atomically, owner-only). */
+export async function loadOrCreateNodeKey(path: string): Promise<Uint8Array> {
+  try {
+    const seed = new Uint8Array(await readFile(path));
+    if (seed.length !== 32) throw new Error(`${path}: expected 32 bytes, found ${seed.length}`);
+    return seed;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const seed = new Uint8Array(randomBytes(32));
+  await mkdir(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  await writeFile(tmp, seed, { mode: 0o600 });
+  await rename(tmp, path);
+  return seed;
+}
+
 export async function startRelayP2P(options: RelayP2POptions): Promise<RelayP2P> {
   if (!Number.isInteger(options.publicPort) || options.publicPort < 1 || options.publicPort > 65535)
     throw new RangeError(`publicPort must be a TCP port, got ${options.publicPort}`);
@@ -66,8 +91,11 @@ export async function startRelayP2P(options: RelayP2POptions): Promise<RelayP2P>
       ? options.internalPort
       : await freeLoopbackPort();
   const announce = `${hostPrefix(options.host)}/tcp/${options.publicPort}/${options.secure === true ? 'tls/ws' : 'ws'}`;
+  const privateKeySeed =
+    options.keyFile === undefined ? options.node?.privateKeySeed : await loadOrCreateNodeKey(options.keyFile);
   const node = await createRelayNode({
     ...options.node,
+    ...(privateKeySeed === undefined ? {} : { privateKeySeed }),
     // libp2p's own HTTP server stays on loopback: only the dispatcher reaches it.
     host: '127.0.0.1',
     port: internalPort,
