@@ -142,6 +142,13 @@ describe('shards', () => {
     expect((await get(url, { 'If-None-Match': etag })).status).toBe(304);
   });
 
+  it('answers HEAD with the headers only', async () => {
+    const res = await app.request(url, { method: 'HEAD', headers: { Range: 'bytes=0-9' } });
+    expect(res.status).toBe(206);
+    expect(res.headers.get('Content-Length')).toBe('10');
+    expect((await res.arrayBuffer()).byteLength).toBe(0);
+  });
+
   it('serves single and suffix ranges', async () => {
     const res = await get(url, { Range: 'bytes=4-13' });
     expect(res.status).toBe(206);

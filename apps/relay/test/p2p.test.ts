@@ -2,8 +2,8 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
 import { createAdaptorServer, upgradeWebSocket, type WebSocketServerLike } from '@hono/node-server';
@@ -110,6 +110,29 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
       expect(again.peerId).toBe(p2p.peerId);
     } finally {
       await again.stop();
+    }
+  });
+
+  it('answers 502 when libp2p is not listening, and keeps serving', async () => {
+    const plain = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    const closed = createNetServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    attachUpgradeDispatcher(plain, { libp2pPort: deadPort });
+    const plainPort = (plain.address() as AddressInfo).port;
+    try {
+      const outcome = await new Promise<string>((resolve) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${plainPort}/`);
+        ws.onopen = () => resolve('open');
+        ws.onerror = () => resolve('error');
+      });
+      expect(outcome).toBe('error');
+      expect(await (await fetch(`http://127.0.0.1:${plainPort}/x`)).text()).toBe('ok');
+    } finally {
+      plain.closeAllConnections();
+      await new Promise((resolve) => plain.close(resolve));
     }
   });
 

@@ -17,7 +17,7 @@ import { createRelayNode, type RelayNode, type RelayNodeOptions } from '@meshtra
 export interface RelayP2POptions {
   /** The host peers dial: an IPv4/IPv6 literal or a DNS name. */
   host: string;
-  /** The public (Hono) port the dispatcher shares with libp2p. */
+  /** The port peers dial: Hono's public port (shared via the dispatcher), or a TLS proxy's in front of it. */
   publicPort: number;
   /** Announce `/tls/ws` (`wss`) because a TLS proxy terminates in front of the relay (default false). */
   secure?: boolean;
