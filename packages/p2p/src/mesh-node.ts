@@ -87,6 +87,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
   readonly checkpoints: CheckpointExchange;
   private readonly maxAnnouncementBytes: number;
   private readonly handlers = new Map<string, Set<AnnouncementHandler>>();
+  private readonly relays: Multiaddr[] = [];
   private readonly onMessage = (evt: CustomEvent<Message>): void => this.dispatch(evt.detail);
 
   private constructor(libp2p: Libp2p<S>, options: MeshNodeOptions) {
@@ -176,6 +177,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
       relayAddrs.map(async (addr) => {
         try {
           connected.push(await this.dial(addr, { attemptTimeoutMs: timeoutMs }));
+          this.relays.push(typeof addr === 'string' ? multiaddr(addr) : addr);
         } catch (err) {
           failures.push(err instanceof DialError ? err : new DialError(String(addr), err));
         }
@@ -183,6 +185,16 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     );
     if (relayAddrs.length > 0 && connected.length === 0) throw new RelayUnreachableError(failures);
     return connected;
+  }
+
+  /**
+   * Addresses that reach `peerId` through the relays we are connected to, for a peer we only know by id
+   * (e.g. the `from` of an announcement). With `webrtc` (default) dialling one signals over the relay and
+   * then upgrades to a direct WebRTC connection; without it the data stays on the relayed connection.
+   */
+  viaRelays(peerId: string, options: { webrtc?: boolean } = {}): Multiaddr[] {
+    const suffix = (options.webrtc ?? true) ? '/p2p-circuit/webrtc' : '/p2p-circuit';
+    return this.relays.map((r) => multiaddr(`${r.toString()}${suffix}/p2p/${peerId}`));
   }
 
   /** Resolves with the first own multiaddr matching `predicate`, waiting up to `timeoutMs`. */

@@ -48,6 +48,8 @@ export interface RelayNodeOptions extends MeshNodeOptions {
    * TLS proxy, or the public port when libp2p listens behind Hono's upgrade dispatcher (stack.md §6.5).
    */
   announce?: string[];
+  /** Addresses announced in addition to the listen addresses (e.g. the shared public port, keeping WebRTC-direct). */
+  appendAnnounce?: string[];
   /** Concurrent relay reservations (default 512). */
   maxReservations?: number;
   /**
@@ -79,7 +81,7 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
   }
   return await MeshNode.create<RelayServices>(
     {
-      addresses: { listen, announce: options.announce ?? [] },
+      addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
       connectionEncrypters: [noise()],
       streamMuxers: [yamux()],
@@ -122,6 +124,7 @@ export interface NodePeerOptions extends MeshNodeOptions {
    */
   iceServers?: RTCIceServer[];
   announce?: string[];
+  appendAnnounce?: string[];
   /** Throw RelayUnreachableError if no relay answers (default true). */
   requireRelay?: boolean;
   relayDialTimeoutMs?: number;
@@ -153,7 +156,7 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
   }
   const node = await MeshNode.create<NodePeerServices>(
     {
-      addresses: { listen, announce: options.announce ?? [] },
+      addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
       connectionEncrypters: [noise()],
       streamMuxers: [yamux()],

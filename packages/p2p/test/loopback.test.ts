@@ -162,7 +162,9 @@ describe('relay + Node peers on loopback', () => {
     const blob = bytesOf(512 * 1024, 2);
     const address = await p1.putBlob(blob);
     const fetcher = await peer({ tcp: false, ws: false });
-    const got = await fetcher.fetchBlob(address, [await p1.circuitAddress()]);
+    const [viaRelay] = fetcher.viaRelays(p1.peerId, { webrtc: false });
+    expect(viaRelay?.toString()).toBe((await p1.circuitAddress()).toString());
+    const got = await fetcher.fetchBlob(address, [viaRelay!]);
     expect(got.limited).toBe(true);
     expect(got.remoteAddr).toContain('/p2p-circuit');
     expect(sameBytes(got.bytes, blob)).toBe(true);

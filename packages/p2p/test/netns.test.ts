@@ -174,13 +174,14 @@ describe('WebRTC between network namespaces', () => {
         'fetcher',
         {
           relay: relay.ws,
-          target: server.webrtc,
+          peerId: server.peerId,
           address: server.address,
           relayWebrtcDirect: relay.webrtcDirect,
         },
         40_000,
       );
       console.log('[p2p netns]', JSON.stringify(fetched));
+      expect(fetched.target).toBe(server.webrtc);
       expect(fetched.bytes).toBe(BLOB_BYTES);
       expect(fetched.verified).toBe(true);
       expect(fetched.peer).toBe(server.peerId);
