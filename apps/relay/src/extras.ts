@@ -1,0 +1,197 @@
+// Composition of the relay's other services around the coordinator: the HTTP data provider, the checkpoint
+// store (with the upload check that ties it to the coordinator's majority parameter hash) and /metrics.
+// The modules themselves live in data/, checkpoints/ and metrics/; this file only wires them to the Relay.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Context } from 'hono';
+import { parseRunConfig, verify } from '@meshtrain/core';
+import type { RunConfig } from '@meshtrain/core';
+import type { MountedRoutes } from './app.ts';
+import {
+  checkpointRoutes,
+  CheckpointStore,
+  ensureInitialCheckpoint,
+  modelConfigForRun,
+} from './checkpoints/index.ts';
+import type { CheckpointUpload, UploadVerdict } from './checkpoints/index.ts';
+import { dataRoutes, DatasetStore } from './data/index.ts';
+import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
+import { ADMIN_WINDOW_MS, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP } from './middleware/admin-auth.ts';
+import type { Relay } from './relay.ts';
+import type { RunHost } from './run-host.ts';
+
+export const CHECKPOINT_SIGNATURE_TAG = 'meshtrain-checkpoint/v1';
+
+/**
+ * The string a client signs to upload a checkpoint (PROTOCOL.md): it binds the run, step, epoch, both files'
+ * SHA-256 and a timestamp, so an upload cannot be replayed for another run or with other bytes.
+ */
+export function checkpointCanonical(u: {
+  runId: string;
+  step: number;
+  epoch: number;
+  safetensorsSha256: string;
+  configSha256: string;
+  timestamp: string;
+}): string {
+  return [
+    CHECKPOINT_SIGNATURE_TAG,
+    u.runId,
+    u.step,
+    u.epoch,
+    u.safetensorsSha256,
+    u.configSha256,
+    u.timestamp,
+  ].join('\n');
+}
+
+function runConfigOf(host: RunHost): RunConfig | undefined {
+  try {
+    return parseRunConfig(host.toml).config;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The upload check: a signed request by a client of the run whose parameters hash to the epoch's majority. */
+export function verifyCheckpointUpload(relay: Relay, upload: CheckpointUpload, c: Context): UploadVerdict {
+  const host = relay.run(upload.runId);
+  if (!host) return { ok: false, status: 400, code: 'unknown_run', message: `no run '${upload.runId}'` };
+  const key = c.req.header(HEADER_KEY) ?? '';
+  const ts = c.req.header(HEADER_TIMESTAMP) ?? '';
+  const sig = c.req.header(HEADER_SIGNATURE) ?? '';
+  if (!/^[0-9a-f]{64}$/.test(key) || !/^[0-9]{1,16}$/.test(ts) || !/^[0-9a-f]{128}$/.test(sig))
+    return {
+      ok: false,
+      status: 401,
+      code: 'unauthenticated',
+      message: `sign the upload (${HEADER_KEY}, ${HEADER_TIMESTAMP}, ${HEADER_SIGNATURE})`,
+    };
+  if (Math.abs(relay.clock() - Number(ts)) > ADMIN_WINDOW_MS)
+    return {
+      ok: false,
+      status: 401,
+      code: 'unauthenticated',
+      message: 'timestamp outside the 5-minute window',
+    };
+  const message = new TextEncoder().encode(checkpointCanonical({ ...upload, timestamp: ts }));
+  if (!verify(Uint8Array.from(Buffer.from(key, 'hex')), message, Uint8Array.from(Buffer.from(sig, 'hex'))))
+    return { ok: false, status: 401, code: 'unauthenticated', message: 'upload signature does not verify' };
+  const s = host.state;
+  const inRun =
+    s.members.some((m) => m.id === key) ||
+    s.epoch.clients.some((cl) => cl.id === key && cl.state === 'Healthy');
+  if (!inRun)
+    return {
+      ok: false,
+      status: 403,
+      code: 'forbidden',
+      message: 'only clients of the run may upload checkpoints',
+    };
+  const majority = host.paramHashReport().find((e) => e.epoch === upload.epoch)?.majority ?? null;
+  if (majority === null)
+    return {
+      ok: false,
+      status: 409,
+      code: 'no_param_hash',
+      message: `no majority parameter hash for epoch ${upload.epoch} yet; send ParamHash first`,
+    };
+  if (majority !== upload.paramHash)
+    return {
+      ok: false,
+      status: 409,
+      code: 'param_hash_mismatch',
+      message: `the parameters hash to ${upload.paramHash.slice(0, 16)}…, the epoch's majority is ${majority.slice(0, 16)}…`,
+    };
+  return { ok: true, uploader: key };
+}
+
+/** Data, checkpoint and metrics routes, wired to `relay`. */
+export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes[] {
+  const metrics = new RelayMetrics();
+  for (const h of relay.runList()) metrics.observeCoordinator(h.state);
+  relay.changeListeners.add((host) => metrics.observeCoordinator(host.state));
+  relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
+  relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
+  relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
+
+  const datasets = new DatasetStore({ datasetsDir: join(dataDir, 'datasets') });
+  const checkpoints = new CheckpointStore({ dataDir });
+  // Every run starts from a stored checkpoint (seeded fresh weights at step 1) so joiners can download it.
+  const seed = (host: RunHost) => {
+    const run = runConfigOf(host);
+    if (!run) return;
+    ensureInitialCheckpoint(checkpoints, host.runId, run).catch((e: unknown) =>
+      relay.log.warn(`run ${host.runId}: no initial checkpoint: ${(e as Error).message}`),
+    );
+  };
+  for (const h of relay.runList()) seed(h);
+  const seeded = new Set(relay.runList().map((h) => h.runId));
+  relay.changeListeners.add((host) => {
+    if (!seeded.has(host.runId)) {
+      seeded.add(host.runId);
+      seed(host);
+    }
+  });
+  relay.runCreatedListeners.add((host) => {
+    seeded.add(host.runId);
+    metrics.observeCoordinator(host.state);
+    seed(host);
+  });
+
+  return [
+    { path: '/', app: metricsRoutes(metrics.registry) },
+    {
+      path: '/',
+      app: dataRoutes({
+        store: datasets,
+        runData: (runId) => {
+          const host = relay.run(runId);
+          const run = host && runConfigOf(host);
+          return run
+            ? { location: run.model.LLM.data_location, seqLen: run.model.LLM.max_seq_len }
+            : undefined;
+        },
+      }),
+    },
+    {
+      path: '/',
+      app: checkpointRoutes({
+        store: checkpoints,
+        runExists: (runId) => relay.run(runId) !== undefined,
+        verifyUpload: (upload, c) => verifyCheckpointUpload(relay, upload, c),
+        expectedConfig: (runId) => {
+          const host = relay.run(runId);
+          const run = host && runConfigOf(host);
+          try {
+            return run ? modelConfigForRun(run) : undefined;
+          } catch {
+            return undefined;
+          }
+        },
+      }),
+    },
+  ];
+}
+
+/**
+ * Starts the relay's libp2p node (circuit relay for browser peers) when the p2p module is present; returns
+ * its stop function. Loaded by path so the relay still starts while that module is being built.
+ */
+export async function startRelayP2PIfAvailable(
+  relay: Relay,
+  dataDir: string,
+): Promise<(() => Promise<void>) | undefined> {
+  const file = new URL('./p2p/index.ts', import.meta.url);
+  if (!existsSync(file)) {
+    relay.log.info('libp2p relay node not available in this build; peers use the relay path only');
+    return undefined;
+  }
+  const mod = (await import(pathToFileURL(file.pathname).href)) as {
+    startRelayP2P?: (opts: { dataDir: string }) => Promise<{ stop(): Promise<void> } | (() => Promise<void>)>;
+  };
+  if (typeof mod.startRelayP2P !== 'function') return undefined;
+  const node = await mod.startRelayP2P({ dataDir });
+  return typeof node === 'function' ? node : () => node.stop();
+}

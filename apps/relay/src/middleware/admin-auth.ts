@@ -1,0 +1,95 @@
+// Signed admin requests (PROTOCOL.md "Admin"). The middleware proves who signed the request and that it is
+// fresh; which key may do what (main authority, join authority, grantee) is the route's decision, because
+// it depends on the run. 401 = we don't know who you are; 403 = we know, and you may not.
+import { createHash } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import { publicKeyOf, sign, verify } from '@meshtrain/core';
+
+export const ADMIN_SIGNATURE_TAG = 'meshtrain-admin/v1';
+/** Timestamps further than this from the relay's clock (either way) are refused. */
+export const ADMIN_WINDOW_MS = 5 * 60 * 1000;
+export const HEADER_KEY = 'X-Meshtrain-Key';
+export const HEADER_TIMESTAMP = 'X-Meshtrain-Timestamp';
+export const HEADER_SIGNATURE = 'X-Meshtrain-Signature';
+
+const KEY_HEX = /^[0-9a-f]{64}$/;
+const SIG_HEX = /^[0-9a-f]{128}$/;
+const DIGITS = /^[0-9]{1,16}$/;
+
+export interface AdminEnv {
+  Variables: {
+    /** Public key (hex) that signed the request. */
+    signer: string;
+    /** The request body as text (already read to hash it). */
+    body: string;
+  };
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** The exact string an admin request's signature covers. `path` is the URL path plus query, as sent. */
+export function adminCanonical(method: string, path: string, timestamp: string, body: string): string {
+  return `${ADMIN_SIGNATURE_TAG}\n${method.toUpperCase()}\n${path}\n${timestamp}\n${sha256Hex(body)}`;
+}
+
+/** Headers for a signed admin request (for CLIs, the web admin console and tests). */
+export function signAdminRequest(
+  secretKey: Uint8Array,
+  method: string,
+  path: string,
+  body: string,
+  timestampMs: number,
+): Record<string, string> {
+  const ts = String(timestampMs);
+  const sig = sign(secretKey, new TextEncoder().encode(adminCanonical(method, path, ts, body)));
+  return {
+    [HEADER_KEY]: Buffer.from(publicKeyOf(secretKey)).toString('hex'),
+    [HEADER_TIMESTAMP]: ts,
+    [HEADER_SIGNATURE]: Buffer.from(sig).toString('hex'),
+  };
+}
+
+function unauthenticated(message: string): Response {
+  return Response.json({ error: { code: 'unauthenticated', message } }, { status: 401 });
+}
+
+/**
+ * Verifies the signature headers and puts the signer and body in the context. A signature is accepted once:
+ * replaying the exact request inside the window is refused too.
+ */
+export function adminAuth(clock: () => number = Date.now): MiddlewareHandler<AdminEnv> {
+  const seen = new Map<string, number>();
+  return async (c, next) => {
+    const key = c.req.header(HEADER_KEY);
+    const ts = c.req.header(HEADER_TIMESTAMP);
+    const sig = c.req.header(HEADER_SIGNATURE);
+    if (key === undefined || ts === undefined || sig === undefined)
+      return unauthenticated(
+        `sign the request: ${HEADER_KEY}, ${HEADER_TIMESTAMP} and ${HEADER_SIGNATURE} are required`,
+      );
+    if (!KEY_HEX.test(key)) return unauthenticated(`${HEADER_KEY} must be 64 lowercase hex digits`);
+    if (!DIGITS.test(ts)) return unauthenticated(`${HEADER_TIMESTAMP} must be unix milliseconds`);
+    if (!SIG_HEX.test(sig)) return unauthenticated(`${HEADER_SIGNATURE} must be 128 lowercase hex digits`);
+    const now = clock();
+    if (Math.abs(now - Number(ts)) > ADMIN_WINDOW_MS)
+      return unauthenticated('timestamp outside the 5-minute window; check the clock and sign again');
+    const body = await c.req.text();
+    const url = new URL(c.req.url);
+    const canonical = adminCanonical(c.req.method, url.pathname + url.search, ts, body);
+    const ok = verify(
+      Uint8Array.from(Buffer.from(key, 'hex')),
+      new TextEncoder().encode(canonical),
+      Uint8Array.from(Buffer.from(sig, 'hex')),
+    );
+    if (!ok)
+      return unauthenticated('signature does not verify for this key, method, path, timestamp and body');
+    for (const [s, until] of seen) if (until < now) seen.delete(s);
+    if (seen.has(sig)) return unauthenticated('this exact request was already accepted; sign a new one');
+    seen.set(sig, Number(ts) + ADMIN_WINDOW_MS);
+    c.set('signer', key);
+    c.set('body', body);
+    await next();
+  };
+}

@@ -1,0 +1,351 @@
+// The relay's runs and live sessions: loads every run from SQLite at start (resuming from its latest
+// snapshot), creates runs from TOML, ticks all of them on one timer, and fans state changes out to the
+// run's connected clients. HTTP and WebSocket route modules call into this; it knows nothing about Hono.
+import { randomBytes } from 'node:crypto';
+import {
+  coordinatorConfigOf,
+  createCoordinator,
+  CoordinatorError,
+  DEFAULT_WIRE_LIMITS,
+  parseRunConfig,
+  RunConfigError,
+} from '@meshtrain/core';
+import type {
+  ConfigIssue,
+  CoordinatorEffect,
+  CoordinatorState,
+  TickResult,
+  WireLimits,
+} from '@meshtrain/core';
+import { RunHost } from './run-host.ts';
+import type { Clock } from './run-host.ts';
+import type { RelayStore } from './store.ts';
+
+/** Grantee meaning "anyone" (psyche-spec §6: the all-zero public key). */
+export const PERMISSIONLESS = '0'.repeat(64);
+const KEY_HEX = /^[0-9a-f]{64}$/;
+const RUN_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** An admin/API failure with the HTTP status and the JSON error code the route returns. */
+export class RelayError extends Error {
+  readonly status: 400 | 401 | 403 | 404 | 409 | 500;
+  readonly code: string;
+  readonly issues: readonly ConfigIssue[] | undefined;
+  constructor(status: RelayError['status'], code: string, message: string, issues?: readonly ConfigIssue[]) {
+    super(message);
+    this.name = 'RelayError';
+    this.status = status;
+    this.code = code;
+    this.issues = issues;
+  }
+}
+
+/** What a live coordinator session exposes to the relay (implemented in session.ts). */
+export interface SessionHandle {
+  readonly identity: string;
+  /** Sends raw frame bytes; never throws (a dead socket just drops them). */
+  send(frame: Uint8Array): void;
+  /** Closes the transport with a WebSocket close code. */
+  close(code: number, reason: string): void;
+}
+
+export interface RelayLog {
+  info(msg: string): void;
+  warn(msg: string): void;
+}
+
+export interface RelayOptions {
+  store: RelayStore;
+  clock?: Clock;
+  limits?: WireLimits;
+  /** Coordinator tick period (Psyche's centralized server: 500 ms). */
+  tickMs?: number;
+  /** How long a dropped connection keeps its slot before it becomes a `leave` (default 10 s). */
+  graceMs?: number;
+  /** How long a new connection may take to send its Join (default 30 s). */
+  joinTimeoutMs?: number;
+  /** Keys allowed to create runs; empty/undefined = any signed request. */
+  adminKeys?: readonly string[];
+  log?: RelayLog;
+}
+
+export interface CreateRunOptions {
+  toml: string;
+  mainAuthority: string;
+  joinAuthority?: string;
+  paused?: boolean;
+  permissioned?: boolean;
+}
+
+const quietLog: RelayLog = { info: () => {}, warn: () => {} };
+
+function parseToml(toml: string) {
+  try {
+    return parseRunConfig(toml);
+  } catch (e) {
+    if (e instanceof RunConfigError) throw new RelayError(400, 'invalid_config', e.message, e.issues);
+    throw e;
+  }
+}
+
+export class Relay {
+  readonly store: RelayStore;
+  readonly clock: Clock;
+  readonly limits: WireLimits;
+  readonly tickMs: number;
+  readonly graceMs: number;
+  readonly joinTimeoutMs: number;
+  readonly adminKeys: ReadonlySet<string>;
+  readonly log: RelayLog;
+  private readonly hosts = new Map<string, RunHost>();
+  /** runId → identity → the one live session of that identity. */
+  private readonly sessions = new Map<string, Map<string, SessionHandle>>();
+  /** `${runId} ${identity}` → pending disconnect-leave timer. */
+  private readonly graceTimers = new Map<string, NodeJS.Timeout>();
+  private timer: NodeJS.Timeout | undefined;
+  /** Observers for metrics: frame bytes in/out and reported losses. Replace the functions to observe. */
+  readonly hooks: {
+    bytesIn: (n: number) => void;
+    bytesOut: (n: number) => void;
+    loss: (runId: string, loss: number) => void;
+  } = { bytesIn: () => {}, bytesOut: () => {}, loss: () => {} };
+  /** Called when a run is created (checkpoint seeding, metrics). */
+  readonly runCreatedListeners = new Set<(host: RunHost) => void>();
+  /** Called after every transition of any run (metrics, status pages). */
+  readonly changeListeners = new Set<(host: RunHost, effects: readonly CoordinatorEffect[]) => void>();
+
+  constructor(opts: RelayOptions) {
+    this.store = opts.store;
+    this.clock = opts.clock ?? Date.now;
+    this.limits = opts.limits ?? DEFAULT_WIRE_LIMITS;
+    this.tickMs = opts.tickMs ?? 500;
+    this.graceMs = opts.graceMs ?? 10_000;
+    this.joinTimeoutMs = opts.joinTimeoutMs ?? 30_000;
+    this.adminKeys = new Set(opts.adminKeys ?? []);
+    this.log = opts.log ?? quietLog;
+    for (const row of this.store.runs()) {
+      const snap = this.store.snapshot(row.run_id);
+      const toml = this.store.latestConfig(row.run_id);
+      if (!snap || toml === undefined) {
+        this.log.warn(`run ${row.run_id}: no snapshot or config in the database; skipped`);
+        continue;
+      }
+      this.hosts.set(
+        row.run_id,
+        this.makeHost(row, JSON.parse(snap.state) as CoordinatorState, snap.seq, toml),
+      );
+    }
+  }
+
+  private makeHost(row: RunHost['row'], state: CoordinatorState, seq: number, toml: string): RunHost {
+    return new RunHost({
+      row,
+      state,
+      seq,
+      toml,
+      store: this.store,
+      clock: this.clock,
+      limits: this.limits,
+      onChange: (host, effects) => this.changed(host, effects),
+    });
+  }
+
+  // --- runs ---------------------------------------------------------------------------------------
+
+  run(runId: string): RunHost | undefined {
+    return this.hosts.get(runId);
+  }
+
+  /** The run or a 404 RelayError. */
+  mustRun(runId: string): RunHost {
+    const h = this.hosts.get(runId);
+    if (!h) throw new RelayError(404, 'unknown_run', `no run '${runId}' on this relay`);
+    return h;
+  }
+
+  runList(): RunHost[] {
+    return [...this.hosts.values()];
+  }
+
+  createRun(opts: CreateRunOptions): RunHost {
+    if (!KEY_HEX.test(opts.mainAuthority))
+      throw new RelayError(400, 'bad_request', 'main authority must be 64 lowercase hex digits');
+    const joinAuthority = opts.joinAuthority ?? opts.mainAuthority;
+    if (!KEY_HEX.test(joinAuthority))
+      throw new RelayError(400, 'bad_request', 'join_authority must be 64 lowercase hex digits');
+    const parsed = parseToml(opts.toml);
+    const runId = parsed.config.run_id ?? `run-${randomBytes(6).toString('hex')}`;
+    // Run ids appear in URLs and file names: keep them to a URL-safe alphabet.
+    if (!RUN_ID.test(runId))
+      throw new RelayError(
+        400,
+        'bad_request',
+        'run_id may use only letters, digits, ".", "_" and "-" (1..64)',
+      );
+    if (this.hosts.has(runId) || this.store.run(runId))
+      throw new RelayError(409, 'run_exists', `a run '${runId}' already exists on this relay`);
+    const now = this.clock();
+    let state: CoordinatorState;
+    try {
+      state = createCoordinator({
+        run_id: runId,
+        run_seed: randomBytes(32).toString('hex'),
+        config: coordinatorConfigOf(parsed.config),
+        now: Math.floor(now / 1000),
+        start: opts.paused ? 'paused' : 'waiting',
+      });
+    } catch (e) {
+      if (e instanceof CoordinatorError) throw new RelayError(400, 'invalid_config', e.message);
+      throw e;
+    }
+    const row = {
+      run_id: runId,
+      main_authority: opts.mainAuthority,
+      join_authority: joinAuthority,
+      created_at: now,
+    };
+    this.store.transaction(() => {
+      this.store.insertRunRows(row, opts.toml, JSON.stringify(state));
+      if (!opts.permissioned) this.store.upsertGrant(runId, PERMISSIONLESS, joinAuthority, true, now);
+    });
+    const host = this.makeHost(row, state, 0, opts.toml);
+    this.hosts.set(runId, host);
+    this.log.info(`run ${runId} created (${state.run_state})`);
+    for (const l of this.runCreatedListeners) {
+      try {
+        l(host);
+      } catch (e) {
+        this.log.warn(`run-created listener failed: ${(e as Error).message}`);
+      }
+    }
+    return host;
+  }
+
+  /** Feeds an admin event (pause/resume) and turns a refusal into a 409 with core's code. */
+  adminEvent(host: RunHost, event: { type: 'pause' } | { type: 'resume' }): TickResult {
+    const r = host.apply(event);
+    if (r.error) throw new RelayError(409, r.error.code, r.error.message);
+    return r;
+  }
+
+  updateConfig(host: RunHost, toml: string): TickResult {
+    const parsed = parseToml(toml);
+    if (parsed.config.run_id !== undefined && parsed.config.run_id !== host.runId)
+      throw new RelayError(400, 'bad_request', `the TOML's run_id '${parsed.config.run_id}' is not this run`);
+    const at = this.clock();
+    const r = host.apply({ type: 'update_config', config: coordinatorConfigOf(parsed.config) }, () =>
+      this.store.insertConfig(host.runId, toml, at),
+    );
+    if (r.error) throw new RelayError(409, r.error.code, r.error.message);
+    host.toml = toml;
+    return r;
+  }
+
+  // --- permissions (psyche-spec §6) ---------------------------------------------------------------
+
+  /** Join allowed iff an active grant by the run's join authority is permissionless, names the key, or lists it as a delegate. */
+  mayJoin(host: RunHost, key: string): boolean {
+    return this.store.grantsAdmitting(host.runId, host.row.join_authority, key, PERMISSIONLESS) > 0;
+  }
+
+  // --- sessions -----------------------------------------------------------------------------------
+
+  /** Registers `session` as the identity's live connection; returns the one it replaces, if any. */
+  attach(runId: string, session: SessionHandle): SessionHandle | undefined {
+    let m = this.sessions.get(runId);
+    if (!m) {
+      m = new Map();
+      this.sessions.set(runId, m);
+    }
+    const old = m.get(session.identity);
+    m.set(session.identity, session);
+    this.cancelGrace(runId, session.identity);
+    return old === session ? undefined : old;
+  }
+
+  /** A session's transport closed. If it was the live one, start the grace period before `leave`. */
+  detach(runId: string, session: SessionHandle, left: boolean): void {
+    const m = this.sessions.get(runId);
+    if (!m || m.get(session.identity) !== session) return;
+    m.delete(session.identity);
+    if (left) return;
+    const key = `${runId} ${session.identity}`;
+    this.cancelGrace(runId, session.identity);
+    const t = setTimeout(() => {
+      this.graceTimers.delete(key);
+      const host = this.hosts.get(runId);
+      if (!host || this.sessions.get(runId)?.has(session.identity)) return;
+      // UnknownClient (already left, ejected, epoch over) is fine: there is nothing to withdraw.
+      try {
+        host.apply({ type: 'leave', id: session.identity });
+      } catch (e) {
+        this.log.warn(`run ${runId}: leave after disconnect failed: ${(e as Error).message}`);
+      }
+    }, this.graceMs);
+    t.unref();
+    this.graceTimers.set(key, t);
+  }
+
+  private cancelGrace(runId: string, identity: string): void {
+    const key = `${runId} ${identity}`;
+    const t = this.graceTimers.get(key);
+    if (t) {
+      clearTimeout(t);
+      this.graceTimers.delete(key);
+    }
+  }
+
+  sessionsOf(runId: string): SessionHandle[] {
+    return [...(this.sessions.get(runId)?.values() ?? [])];
+  }
+
+  /** Sends `frame` to every live session of the run except `except`. */
+  broadcast(runId: string, frame: Uint8Array, except?: SessionHandle): void {
+    for (const s of this.sessions.get(runId)?.values() ?? []) if (s !== except) s.send(frame);
+  }
+
+  private changed(host: RunHost, effects: readonly CoordinatorEffect[]): void {
+    const m = this.sessions.get(host.runId);
+    if (m && m.size > 0) {
+      const frame = host.snapshotFrame();
+      for (const s of m.values()) s.send(frame);
+    }
+    for (const l of this.changeListeners) {
+      try {
+        l(host, effects);
+      } catch (e) {
+        this.log.warn(`change listener failed: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  // --- timer --------------------------------------------------------------------------------------
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.tickAll(), this.tickMs);
+  }
+
+  /** One timer tick of every run; one run's failure (e.g. a write error) does not stop the others. */
+  tickAll(): void {
+    for (const host of this.hosts.values()) {
+      try {
+        host.timer();
+      } catch (e) {
+        this.log.warn(`run ${host.runId}: tick failed: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    for (const t of this.graceTimers.values()) clearTimeout(t);
+    this.graceTimers.clear();
+  }
+
+  /** Closes every session (e.g. at shutdown). */
+  closeAll(code: number, reason: string): void {
+    for (const m of this.sessions.values()) for (const s of [...m.values()]) s.close(code, reason);
+  }
+}

@@ -1,0 +1,123 @@
+// Admin routes (PROTOCOL.md "Admin"), mounted under /api/runs. Every route runs the signature middleware
+// first; the role check is per route: creating a run (anyone, or --admin-key holders), pause/resume/config
+// (the run's main authority), grants (its join authority), delegates (the grantee).
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { Context } from 'hono';
+import { adminAuth } from '../middleware/admin-auth.ts';
+import type { AdminEnv } from '../middleware/admin-auth.ts';
+import type { Relay } from '../relay.ts';
+import { RelayError } from '../relay.ts';
+import type { RunHost } from '../run-host.ts';
+import { errorBody, onRouteError } from './errors.ts';
+import { runSummary } from './runs.ts';
+
+const KEY_HEX = /^[0-9a-f]{64}$/;
+/** TOML and JSON bodies of admin requests are small; refuse anything bigger before reading it. */
+const MAX_ADMIN_BODY = 1024 * 1024;
+const MAX_DELEGATES = 1000;
+
+function forbidden(what: string): RelayError {
+  return new RelayError(403, 'forbidden', `only ${what} may do this`);
+}
+
+function jsonBody(c: Context<AdminEnv>): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(c.get('body'));
+  } catch {
+    throw new RelayError(400, 'bad_request', 'the body must be JSON');
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new RelayError(400, 'bad_request', 'the body must be a JSON object');
+  return v as Record<string, unknown>;
+}
+
+export function adminRoutes(relay: Relay): Hono<AdminEnv> {
+  const app = new Hono<AdminEnv>();
+  app.onError(onRouteError);
+  const limit = bodyLimit({
+    maxSize: MAX_ADMIN_BODY,
+    onError: (c) =>
+      c.json(errorBody('bad_request', `admin bodies are limited to ${MAX_ADMIN_BODY} bytes`), 413),
+  });
+  const auth = adminAuth(relay.clock);
+
+  const mainAuthority = (c: Context<AdminEnv>): RunHost => {
+    const host = relay.mustRun(c.req.param('id') ?? '');
+    if (c.get('signer') !== host.row.main_authority) throw forbidden("the run's main authority");
+    return host;
+  };
+
+  app.post('/', limit, auth, (c) => {
+    const signer = c.get('signer');
+    if (relay.adminKeys.size > 0 && !relay.adminKeys.has(signer)) throw forbidden("the relay's admin keys");
+    const joinAuthority = c.req.query('join_authority');
+    const host = relay.createRun({
+      toml: c.get('body'),
+      mainAuthority: signer,
+      ...(joinAuthority === undefined ? {} : { joinAuthority }),
+      paused: c.req.query('paused') === '1',
+      permissioned: c.req.query('permissioned') === '1',
+    });
+    return c.json({ run: runSummary(relay, host) }, 201);
+  });
+
+  app.post('/:id/pause', limit, auth, (c) => {
+    const host = mainAuthority(c);
+    relay.adminEvent(host, { type: 'pause' });
+    return c.json({ run: runSummary(relay, host) });
+  });
+
+  app.post('/:id/resume', limit, auth, (c) => {
+    const host = mainAuthority(c);
+    relay.adminEvent(host, { type: 'resume' });
+    return c.json({ run: runSummary(relay, host) });
+  });
+
+  app.put('/:id/config', limit, auth, (c) => {
+    const host = mainAuthority(c);
+    relay.updateConfig(host, c.get('body'));
+    return c.json({ run: runSummary(relay, host) });
+  });
+
+  app.post('/:id/grants', limit, auth, (c) => {
+    const host = relay.mustRun(c.req.param('id'));
+    if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
+    const body = jsonBody(c);
+    const { grantee, active } = body;
+    if (typeof grantee !== 'string' || !KEY_HEX.test(grantee))
+      throw new RelayError(
+        400,
+        'bad_request',
+        'grantee must be a public key as 64 lowercase hex digits (all zeros = anyone)',
+      );
+    if (typeof active !== 'boolean') throw new RelayError(400, 'bad_request', 'active must be true or false');
+    relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
+    return c.json({ grant: relay.store.grant(host.runId, grantee) });
+  });
+
+  app.post('/:id/grants/:grantee/delegates', limit, auth, (c) => {
+    const host = relay.mustRun(c.req.param('id'));
+    const grantee = c.req.param('grantee');
+    const grant = relay.store.grant(host.runId, grantee);
+    if (!grant)
+      throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
+    if (c.get('signer') !== grantee) throw forbidden('the grantee');
+    const { delegates } = jsonBody(c);
+    if (
+      !Array.isArray(delegates) ||
+      delegates.length > MAX_DELEGATES ||
+      !delegates.every((d): d is string => typeof d === 'string' && KEY_HEX.test(d))
+    )
+      throw new RelayError(
+        400,
+        'bad_request',
+        `delegates must be a list of at most ${MAX_DELEGATES} public keys (64 lowercase hex digits)`,
+      );
+    relay.store.setDelegates(host.runId, grantee, delegates);
+    return c.json({ grant: relay.store.grant(host.runId, grantee) });
+  });
+
+  return app;
+}

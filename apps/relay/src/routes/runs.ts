@@ -1,0 +1,103 @@
+// Public run routes under /api/runs: the list, one run in detail, and stored results by commitment (the
+// guaranteed delivery path for results whose P2P download failed).
+import { Hono } from 'hono';
+import { currentRound, parseRunConfig, RUN_STATE_NAMES } from '@meshtrain/core';
+import type { Relay } from '../relay.ts';
+import { PERMISSIONLESS, RelayError } from '../relay.ts';
+import type { RunHost } from '../run-host.ts';
+import { onRouteError } from './errors.ts';
+
+const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
+
+/** What lists and admin replies show about a run. */
+export function runSummary(relay: Relay, host: RunHost): Record<string, unknown> {
+  const s = host.state;
+  const round = currentRound(s);
+  const permissionless = relay.store.grant(host.runId, PERMISSIONLESS);
+  return {
+    run_id: host.runId,
+    run_state: s.run_state,
+    run_state_index: RUN_STATE_NAMES.indexOf(s.run_state),
+    pending_pause: s.pending_pause,
+    epoch: s.progress.epoch,
+    step: s.progress.step,
+    total_steps: s.config.total_steps,
+    round:
+      round === null
+        ? null
+        : {
+            height: round.height,
+            step: round.step,
+            witnesses: round.witnesses.length,
+            witness_count: round.witness_count,
+          },
+    members: s.members.length,
+    epoch_clients: s.epoch.clients.length,
+    healthy_clients: s.epoch.clients.filter((c) => c.state === 'Healthy').length,
+    connected: relay.sessionsOf(host.runId).length,
+    permissioned: !(permissionless?.active ?? false),
+    main_authority: host.row.main_authority,
+    join_authority: host.row.join_authority,
+    created_at: host.row.created_at,
+    seq: host.seq,
+    param_hash:
+      host.paramHash === undefined
+        ? null
+        : { epoch: host.paramHash.epoch, hash: Buffer.from(host.paramHash.hash).toString('hex') },
+  };
+}
+
+export function runsRoutes(relay: Relay): Hono {
+  const app = new Hono();
+  app.onError(onRouteError);
+
+  app.get('/', (c) => c.json({ runs: relay.runList().map((h) => runSummary(relay, h)) }));
+
+  app.get('/:id', (c) => {
+    const host = relay.mustRun(c.req.param('id'));
+    let parsed: unknown = null;
+    try {
+      parsed = parseRunConfig(host.toml).config;
+    } catch {
+      // Stored TOML always parsed when it was accepted; a core upgrade could change that. Show the text.
+    }
+    const connected = new Set(relay.sessionsOf(host.runId).map((s) => s.identity));
+    const epochState = new Map(host.state.epoch.clients.map((cl) => [cl.id, cl.state]));
+    return c.json({
+      run: runSummary(relay, host),
+      config: { toml: host.toml, parsed },
+      clients: relay.store.clients(host.runId).map((cl) => ({
+        ...cl,
+        connected: connected.has(cl.id),
+        member: host.state.members.some((m) => m.id === cl.id),
+        epoch_state: epochState.get(cl.id) ?? null,
+      })),
+      rounds: relay.store.rounds(host.runId, 50),
+      grants: relay.store.grants(host.runId),
+      param_hashes: host.paramHashReport(),
+      transitions: relay.store.transitions(host.runId, 20).map((t) => ({
+        seq: t.seq,
+        at: t.at,
+        event: JSON.parse(t.event) as unknown,
+        effects: JSON.parse(t.effects) as unknown,
+      })),
+      ...(c.req.query('state') === '1' ? { state: host.state } : {}),
+    });
+  });
+
+  app.get('/:id/results/:commitment', (c) => {
+    const host = relay.mustRun(c.req.param('id'));
+    const commitment = c.req.param('commitment').toLowerCase();
+    if (!COMMITMENT_HEX.test(commitment))
+      throw new RelayError(400, 'bad_request', 'the commitment is 64 hex digits');
+    const r = relay.store.result(host.runId, commitment);
+    if (!r)
+      throw new RelayError(404, 'unknown_result', `no stored result ${commitment.slice(0, 16)}… in this run`);
+    return c.body(new Uint8Array(r.frame), 200, {
+      'Content-Type': 'application/octet-stream',
+      'Cache-Control': 'public, max-age=31536000, immutable',
+    });
+  });
+
+  return app;
+}

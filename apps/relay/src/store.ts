@@ -1,0 +1,640 @@
+// The relay's one SQLite database (<data-dir>/relay.db, Node's built-in node:sqlite). Everything a restart
+// needs is here: runs and their configs, the latest coordinator snapshot of every run (written after every
+// transition, in the same transaction as its history row), clients, grants, round history, results,
+// metrics and parameter hashes. WAL with synchronous=NORMAL survives a killed process (not a power cut),
+// which is the failure the relay is built for: `kill -9` and restart resume every run.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import type { StatementSync } from 'node:sqlite';
+
+const SCHEMA_VERSION = 1;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY,
+  main_authority TEXT NOT NULL,
+  join_authority TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+-- Every config a run has had; the current one is the row with the largest id.
+CREATE TABLE IF NOT EXISTS configs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  toml TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS configs_run ON configs(run_id, id);
+-- The latest coordinator state per run: what a restart resumes from.
+CREATE TABLE IF NOT EXISTS snapshots (
+  run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+  seq INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+-- Transition history (bounded per run): the event that caused it, its effects and the state after it.
+CREATE TABLE IF NOT EXISTS transitions (
+  run_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  at INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  effects TEXT NOT NULL,
+  state TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS clients (
+  run_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  device_kind TEXT NOT NULL,
+  p2p_id TEXT NOT NULL,
+  first_seen INTEGER NOT NULL,
+  last_seen INTEGER NOT NULL,
+  points INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run_id, id)
+);
+CREATE TABLE IF NOT EXISTS grants (
+  run_id TEXT NOT NULL,
+  grantee TEXT NOT NULL,
+  grantor TEXT NOT NULL,
+  active INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, grantee)
+);
+CREATE TABLE IF NOT EXISTS delegates (
+  run_id TEXT NOT NULL,
+  grantee TEXT NOT NULL,
+  delegate TEXT NOT NULL,
+  PRIMARY KEY (run_id, grantee, delegate)
+);
+CREATE INDEX IF NOT EXISTS delegates_by_key ON delegates(run_id, delegate);
+CREATE TABLE IF NOT EXISTS rounds (
+  run_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  epoch INTEGER NOT NULL,
+  height INTEGER NOT NULL,
+  random_seed TEXT NOT NULL,
+  data_index INTEGER NOT NULL,
+  batch_size INTEGER NOT NULL,
+  training INTEGER NOT NULL,
+  clients INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  witnesses INTEGER,
+  quorum INTEGER,
+  quorum_reached INTEGER,
+  -- JSON [{batch:{start,end}, commitment: hex|null, votes}] once the next round's witnesses decided.
+  accepted TEXT,
+  loss REAL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS results (
+  run_id TEXT NOT NULL,
+  commitment TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  batch_start INTEGER NOT NULL,
+  batch_end INTEGER NOT NULL,
+  sender TEXT NOT NULL,
+  frame BLOB NOT NULL,
+  announce BLOB,
+  received_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, commitment)
+);
+CREATE INDEX IF NOT EXISTS results_step ON results(run_id, step);
+CREATE TABLE IF NOT EXISTS metrics (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  value REAL NOT NULL,
+  labels TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id, name, id);
+CREATE TABLE IF NOT EXISTS param_hashes (
+  run_id TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  client TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  reported_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, epoch, client)
+);
+`;
+
+/** Transition history rows kept per run (each holds a full state, so this bounds the database). */
+export const TRANSITION_HISTORY = 500;
+/** Metric samples kept per run and name. */
+export const METRIC_HISTORY = 5000;
+
+export interface RunRow {
+  run_id: string;
+  main_authority: string;
+  join_authority: string;
+  created_at: number;
+}
+
+export interface SnapshotRow {
+  run_id: string;
+  seq: number;
+  state: string;
+  updated_at: number;
+}
+
+export interface TransitionRow {
+  seq: number;
+  at: number;
+  event: string;
+  effects: string;
+}
+
+export interface ClientRow {
+  id: string;
+  device_kind: string;
+  p2p_id: string;
+  first_seen: number;
+  last_seen: number;
+  points: number;
+}
+
+export interface GrantRow {
+  grantee: string;
+  grantor: string;
+  active: boolean;
+  delegates: string[];
+  updated_at: number;
+}
+
+export interface RoundRow {
+  step: number;
+  epoch: number;
+  height: number;
+  random_seed: string;
+  data_index: number;
+  batch_size: number;
+  training: boolean;
+  clients: number;
+  started_at: number;
+  ended_at: number | null;
+  witnesses: number | null;
+  quorum: number | null;
+  quorum_reached: boolean | null;
+  accepted: unknown;
+  loss: number | null;
+}
+
+export interface ResultRow {
+  commitment: string;
+  step: number;
+  batch_start: number;
+  batch_end: number;
+  sender: string;
+  frame: Uint8Array;
+  announce: Uint8Array | null;
+}
+
+export interface ParamHashRow {
+  epoch: number;
+  client: string;
+  step: number;
+  hash: string;
+  reported_at: number;
+}
+
+type Row = Record<string, unknown>;
+
+function num(v: unknown): number {
+  return typeof v === 'bigint' ? Number(v) : (v as number);
+}
+
+export class RelayStore {
+  readonly db: DatabaseSync;
+  private readonly stmts = new Map<string, StatementSync>();
+
+  /** Opens (creating if needed) `<dataDir>/relay.db`; `:memory:` for tests that need no restart. */
+  constructor(dataDir: string | ':memory:') {
+    let path = ':memory:';
+    if (dataDir !== ':memory:') {
+      mkdirSync(dataDir, { recursive: true });
+      path = join(dataDir, 'relay.db');
+    }
+    this.db = new DatabaseSync(path);
+    this.db.exec('PRAGMA journal_mode = WAL');
+    this.db.exec('PRAGMA synchronous = NORMAL');
+    this.db.exec('PRAGMA foreign_keys = ON');
+    this.db.exec('PRAGMA busy_timeout = 5000');
+    this.db.exec(SCHEMA);
+    const v = this.q('SELECT value FROM meta WHERE key = ?').get('schema_version') as Row | undefined;
+    if (v === undefined) {
+      this.q('INSERT INTO meta(key, value) VALUES (?, ?)').run('schema_version', String(SCHEMA_VERSION));
+    } else if (Number(v.value) !== SCHEMA_VERSION) {
+      throw new Error(
+        `relay.db has schema version ${String(v.value)}; this relay speaks ${SCHEMA_VERSION}. Use another --data-dir.`,
+      );
+    }
+  }
+
+  private q(sql: string): StatementSync {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  /** Runs `fn` in one transaction (rolled back if it throws). */
+  transaction<T>(fn: () => T): T {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const out = fn();
+      this.db.exec('COMMIT');
+      return out;
+    } catch (e) {
+      this.db.exec('ROLLBACK');
+      throw e;
+    }
+  }
+
+  close(): void {
+    if (this.db.isOpen) this.db.close();
+  }
+
+  // --- runs and configs ---------------------------------------------------------------------------
+
+  /** The run, its first config and its initial snapshot (seq 0); call inside a transaction. */
+  insertRunRows(run: RunRow, toml: string, state: string): void {
+    this.q('INSERT INTO runs(run_id, main_authority, join_authority, created_at) VALUES (?, ?, ?, ?)').run(
+      run.run_id,
+      run.main_authority,
+      run.join_authority,
+      run.created_at,
+    );
+    this.q('INSERT INTO configs(run_id, toml, created_at) VALUES (?, ?, ?)').run(
+      run.run_id,
+      toml,
+      run.created_at,
+    );
+    this.q('INSERT INTO snapshots(run_id, seq, state, updated_at) VALUES (?, 0, ?, ?)').run(
+      run.run_id,
+      state,
+      run.created_at,
+    );
+  }
+
+  runs(): RunRow[] {
+    return (this.q('SELECT * FROM runs ORDER BY created_at, run_id').all() as Row[]).map((r) => ({
+      run_id: r.run_id as string,
+      main_authority: r.main_authority as string,
+      join_authority: r.join_authority as string,
+      created_at: num(r.created_at),
+    }));
+  }
+
+  run(runId: string): RunRow | undefined {
+    const r = this.q('SELECT * FROM runs WHERE run_id = ?').get(runId) as Row | undefined;
+    return r === undefined
+      ? undefined
+      : {
+          run_id: r.run_id as string,
+          main_authority: r.main_authority as string,
+          join_authority: r.join_authority as string,
+          created_at: num(r.created_at),
+        };
+  }
+
+  latestConfig(runId: string): string | undefined {
+    const r = this.q('SELECT toml FROM configs WHERE run_id = ? ORDER BY id DESC LIMIT 1').get(runId) as
+      Row | undefined;
+    return r?.toml as string | undefined;
+  }
+
+  insertConfig(runId: string, toml: string, at: number): void {
+    this.q('INSERT INTO configs(run_id, toml, created_at) VALUES (?, ?, ?)').run(runId, toml, at);
+  }
+
+  // --- coordinator snapshots ----------------------------------------------------------------------
+
+  snapshot(runId: string): SnapshotRow | undefined {
+    const r = this.q('SELECT * FROM snapshots WHERE run_id = ?').get(runId) as Row | undefined;
+    return r === undefined
+      ? undefined
+      : {
+          run_id: r.run_id as string,
+          seq: num(r.seq),
+          state: r.state as string,
+          updated_at: num(r.updated_at),
+        };
+  }
+
+  /** The latest snapshot plus its history row, in the caller's transaction. */
+  writeTransition(
+    runId: string,
+    seq: number,
+    at: number,
+    event: string,
+    effects: string,
+    state: string,
+  ): void {
+    this.q('UPDATE snapshots SET seq = ?, state = ?, updated_at = ? WHERE run_id = ?').run(
+      seq,
+      state,
+      at,
+      runId,
+    );
+    this.q(
+      'INSERT OR REPLACE INTO transitions(run_id, seq, at, event, effects, state) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(runId, seq, at, event, effects, state);
+    if (seq % 50 === 0) {
+      this.q('DELETE FROM transitions WHERE run_id = ? AND seq <= ?').run(runId, seq - TRANSITION_HISTORY);
+    }
+  }
+
+  transitions(runId: string, limit: number): TransitionRow[] {
+    return (
+      this.q(
+        'SELECT seq, at, event, effects FROM transitions WHERE run_id = ? ORDER BY seq DESC LIMIT ?',
+      ).all(runId, limit) as Row[]
+    ).map((r) => ({
+      seq: num(r.seq),
+      at: num(r.at),
+      event: r.event as string,
+      effects: r.effects as string,
+    }));
+  }
+
+  // --- clients ------------------------------------------------------------------------------------
+
+  touchClient(runId: string, id: string, deviceKind: string, p2pId: string, at: number): void {
+    this.q(
+      `INSERT INTO clients(run_id, id, device_kind, p2p_id, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT(run_id, id) DO UPDATE SET device_kind = excluded.device_kind, p2p_id = excluded.p2p_id,
+       last_seen = excluded.last_seen`,
+    ).run(runId, id, deviceKind, p2pId, at, at);
+  }
+
+  seenClient(runId: string, id: string, at: number): void {
+    this.q('UPDATE clients SET last_seen = ? WHERE run_id = ? AND id = ?').run(at, runId, id);
+  }
+
+  addPoints(runId: string, id: string, points: number): void {
+    this.q('UPDATE clients SET points = points + ? WHERE run_id = ? AND id = ?').run(points, runId, id);
+  }
+
+  clients(runId: string): ClientRow[] {
+    return (this.q('SELECT * FROM clients WHERE run_id = ? ORDER BY first_seen, id').all(runId) as Row[]).map(
+      (r) => ({
+        id: r.id as string,
+        device_kind: r.device_kind as string,
+        p2p_id: r.p2p_id as string,
+        first_seen: num(r.first_seen),
+        last_seen: num(r.last_seen),
+        points: num(r.points),
+      }),
+    );
+  }
+
+  // --- grants and delegates -----------------------------------------------------------------------
+
+  upsertGrant(runId: string, grantee: string, grantor: string, active: boolean, at: number): void {
+    this.q(
+      `INSERT INTO grants(run_id, grantee, grantor, active, updated_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT(run_id, grantee) DO UPDATE SET grantor = excluded.grantor, active = excluded.active,
+       updated_at = excluded.updated_at`,
+    ).run(runId, grantee, grantor, active ? 1 : 0, at);
+  }
+
+  grant(runId: string, grantee: string): GrantRow | undefined {
+    const r = this.q('SELECT * FROM grants WHERE run_id = ? AND grantee = ?').get(runId, grantee) as
+      Row | undefined;
+    return r === undefined ? undefined : this.grantRow(runId, r);
+  }
+
+  private grantRow(runId: string, r: Row): GrantRow {
+    const grantee = r.grantee as string;
+    const delegates = (
+      this.q('SELECT delegate FROM delegates WHERE run_id = ? AND grantee = ? ORDER BY delegate').all(
+        runId,
+        grantee,
+      ) as Row[]
+    ).map((d) => d.delegate as string);
+    return {
+      grantee,
+      grantor: r.grantor as string,
+      active: num(r.active) === 1,
+      delegates,
+      updated_at: num(r.updated_at),
+    };
+  }
+
+  grants(runId: string): GrantRow[] {
+    return (this.q('SELECT * FROM grants WHERE run_id = ? ORDER BY grantee').all(runId) as Row[]).map((r) =>
+      this.grantRow(runId, r),
+    );
+  }
+
+  setDelegates(runId: string, grantee: string, delegates: readonly string[]): void {
+    this.transaction(() => {
+      this.q('DELETE FROM delegates WHERE run_id = ? AND grantee = ?').run(runId, grantee);
+      const ins = this.q('INSERT OR IGNORE INTO delegates(run_id, grantee, delegate) VALUES (?, ?, ?)');
+      for (const d of delegates) ins.run(runId, grantee, d);
+    });
+  }
+
+  /**
+   * Active grants by `grantor` that could admit `key`: the permissionless one, one to `key` itself, or one
+   * whose delegates list `key`.
+   */
+  grantsAdmitting(runId: string, grantor: string, key: string, permissionless: string): number {
+    const r = this.q(
+      `SELECT COUNT(*) AS n FROM grants g WHERE g.run_id = ? AND g.grantor = ? AND g.active = 1 AND (
+         g.grantee = ? OR g.grantee = ? OR EXISTS (
+           SELECT 1 FROM delegates d WHERE d.run_id = g.run_id AND d.grantee = g.grantee AND d.delegate = ?))`,
+    ).get(runId, grantor, permissionless, key, key) as Row;
+    return num(r.n);
+  }
+
+  // --- rounds -------------------------------------------------------------------------------------
+
+  roundStarted(
+    runId: string,
+    r: Omit<RoundRow, 'ended_at' | 'witnesses' | 'quorum' | 'quorum_reached' | 'accepted' | 'loss'>,
+  ): void {
+    this.q(
+      `INSERT OR REPLACE INTO rounds(run_id, step, epoch, height, random_seed, data_index, batch_size, training,
+       clients, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      runId,
+      r.step,
+      r.epoch,
+      r.height,
+      r.random_seed,
+      r.data_index,
+      r.batch_size,
+      r.training ? 1 : 0,
+      r.clients,
+      r.started_at,
+    );
+  }
+
+  roundEnded(
+    runId: string,
+    step: number,
+    at: number,
+    witnesses: number,
+    quorum: number,
+    reached: boolean,
+  ): void {
+    this.q(
+      'UPDATE rounds SET ended_at = ?, witnesses = ?, quorum = ?, quorum_reached = ? WHERE run_id = ? AND step = ?',
+    ).run(at, witnesses, quorum, reached ? 1 : 0, runId, step);
+  }
+
+  roundAccepted(runId: string, step: number, accepted: unknown): void {
+    this.q('UPDATE rounds SET accepted = ? WHERE run_id = ? AND step = ?').run(
+      JSON.stringify(accepted),
+      runId,
+      step,
+    );
+  }
+
+  roundLoss(runId: string, step: number, loss: number): void {
+    this.q('UPDATE rounds SET loss = ? WHERE run_id = ? AND step = ?').run(loss, runId, step);
+  }
+
+  rounds(runId: string, limit: number): RoundRow[] {
+    return (
+      this.q('SELECT * FROM rounds WHERE run_id = ? ORDER BY step DESC LIMIT ?').all(runId, limit) as Row[]
+    ).map((r) => ({
+      step: num(r.step),
+      epoch: num(r.epoch),
+      height: num(r.height),
+      random_seed: r.random_seed as string,
+      data_index: num(r.data_index),
+      batch_size: num(r.batch_size),
+      training: num(r.training) === 1,
+      clients: num(r.clients),
+      started_at: num(r.started_at),
+      ended_at: r.ended_at === null ? null : num(r.ended_at),
+      witnesses: r.witnesses === null ? null : num(r.witnesses),
+      quorum: r.quorum === null ? null : num(r.quorum),
+      quorum_reached: r.quorum_reached === null ? null : num(r.quorum_reached) === 1,
+      accepted: r.accepted === null ? null : (JSON.parse(r.accepted as string) as unknown),
+      loss: r.loss === null ? null : num(r.loss),
+    }));
+  }
+
+  // --- results ------------------------------------------------------------------------------------
+
+  /** False when the commitment was already stored (the same result sent twice). */
+  insertResult(runId: string, r: Omit<ResultRow, 'announce'>, at: number): boolean {
+    const info = this.q(
+      `INSERT OR IGNORE INTO results(run_id, commitment, step, batch_start, batch_end, sender, frame, received_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(runId, r.commitment, r.step, r.batch_start, r.batch_end, r.sender, r.frame, at);
+    return num(info.changes) > 0;
+  }
+
+  setAnnounce(runId: string, commitment: string, announce: Uint8Array): void {
+    this.q('UPDATE results SET announce = ? WHERE run_id = ? AND commitment = ?').run(
+      announce,
+      runId,
+      commitment,
+    );
+  }
+
+  result(runId: string, commitment: string): ResultRow | undefined {
+    const r = this.q('SELECT * FROM results WHERE run_id = ? AND commitment = ?').get(runId, commitment) as
+      Row | undefined;
+    return r === undefined ? undefined : resultRow(r);
+  }
+
+  resultsForSteps(runId: string, steps: readonly number[]): ResultRow[] {
+    if (steps.length === 0) return [];
+    const out: ResultRow[] = [];
+    const st = this.q('SELECT * FROM results WHERE run_id = ? AND step = ? ORDER BY received_at, commitment');
+    for (const step of steps) for (const r of st.all(runId, step) as Row[]) out.push(resultRow(r));
+    return out;
+  }
+
+  /** Results older than the rounds anyone can still apply are dead weight. */
+  pruneResults(runId: string, belowStep: number): void {
+    this.q('DELETE FROM results WHERE run_id = ? AND step < ?').run(runId, belowStep);
+  }
+
+  // --- metrics ------------------------------------------------------------------------------------
+
+  addMetric(
+    runId: string,
+    at: number,
+    name: string,
+    value: number,
+    labels: Record<string, string> = {},
+  ): void {
+    const info = this.q('INSERT INTO metrics(run_id, at, name, value, labels) VALUES (?, ?, ?, ?, ?)').run(
+      runId,
+      at,
+      name,
+      value,
+      JSON.stringify(labels),
+    );
+    const id = num(info.lastInsertRowid);
+    if (id % 500 === 0) {
+      this.q(
+        `DELETE FROM metrics WHERE run_id = ? AND name = ? AND id <= (
+           SELECT id FROM metrics WHERE run_id = ? AND name = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+      ).run(runId, name, runId, name, METRIC_HISTORY);
+    }
+  }
+
+  metrics(runId: string, name: string, limit: number): Array<{ at: number; value: number; labels: unknown }> {
+    return (
+      this.q(
+        'SELECT at, value, labels FROM metrics WHERE run_id = ? AND name = ? ORDER BY id DESC LIMIT ?',
+      ).all(runId, name, limit) as Row[]
+    ).map((r) => ({ at: num(r.at), value: num(r.value), labels: JSON.parse(r.labels as string) as unknown }));
+  }
+
+  // --- parameter hashes ---------------------------------------------------------------------------
+
+  putParamHash(runId: string, row: ParamHashRow): void {
+    this.q(
+      `INSERT OR REPLACE INTO param_hashes(run_id, epoch, client, step, hash, reported_at)
+       VALUES (?, ?, ?, ?, ?, ?)`,
+    ).run(runId, row.epoch, row.client, row.step, row.hash, row.reported_at);
+  }
+
+  paramHashes(runId: string, epoch?: number): ParamHashRow[] {
+    const rows = (
+      epoch === undefined
+        ? this.q('SELECT * FROM param_hashes WHERE run_id = ? ORDER BY epoch, reported_at').all(runId)
+        : this.q('SELECT * FROM param_hashes WHERE run_id = ? AND epoch = ? ORDER BY reported_at').all(
+            runId,
+            epoch,
+          )
+    ) as Row[];
+    return rows.map((r) => ({
+      epoch: num(r.epoch),
+      client: r.client as string,
+      step: num(r.step),
+      hash: r.hash as string,
+      reported_at: num(r.reported_at),
+    }));
+  }
+
+  latestParamHashEpoch(runId: string): number | undefined {
+    const r = this.q('SELECT MAX(epoch) AS e FROM param_hashes WHERE run_id = ?').get(runId) as Row;
+    return r.e === null ? undefined : num(r.e);
+  }
+}
+
+function resultRow(r: Row): ResultRow {
+  return {
+    commitment: r.commitment as string,
+    step: num(r.step),
+    batch_start: num(r.batch_start),
+    batch_end: num(r.batch_end),
+    sender: r.sender as string,
+    frame: r.frame as Uint8Array,
+    announce: (r.announce as Uint8Array | null) ?? null,
+  };
+}

@@ -1,0 +1,363 @@
+// Shared by the relay tests: a fast run config, a WebSocket test client speaking the real wire protocol,
+// signed admin requests, and the scripted behaviour of an honest client (results, announces, witnesses).
+import {
+  BloomFilter,
+  bytesToHex,
+  currentRound,
+  DEFAULT_RUN_TOML,
+  decodeFrame,
+  encodeAnnounce,
+  encodeJoin,
+  encodeSignedResult,
+  encodeWitness,
+  identityFromSeed,
+  isWitness,
+  participantItem,
+  roundAssignments,
+  roundSelection,
+  rosterIndexOf,
+  signAnnounce,
+  signJoin,
+  signResult,
+  encodeTrainingResult,
+} from '@meshtrain/core';
+import type { CoordinatorState, Identity, TrainingResult, WireMessage } from '@meshtrain/core';
+import { signAdminRequest } from '../../src/middleware/admin-auth.ts';
+
+/** The embedded default run with timers short enough for tests (rounds end when witnesses are in). */
+export function fastRunToml(runId: string, overrides: Record<string, number | string> = {}): string {
+  const values: Record<string, number | string> = {
+    warmup_time: 20,
+    cooldown_time: 1,
+    max_round_train_time: 4,
+    round_witness_time: 1,
+    waiting_for_members_extra_time: 1,
+    min_clients: 2,
+    init_min_clients: 2,
+    global_batch_size_start: 4,
+    global_batch_size_end: 4,
+    total_steps: 40,
+    ...overrides,
+  };
+  let toml = DEFAULT_RUN_TOML.replace('run_id = "default"', `run_id = "${runId}"`);
+  for (const [k, v] of Object.entries(values)) {
+    const re = new RegExp(`^${k} = .*$`, 'm');
+    if (!re.test(toml)) throw new Error(`no key ${k} in the default TOML`);
+    toml = toml.replace(re, `${k} = ${typeof v === 'string' ? JSON.stringify(v) : v}`);
+  }
+  return toml;
+}
+
+export function identity(n: number): Identity {
+  const seed = new Uint8Array(32);
+  seed[0] = n & 0xff;
+  seed[1] = (n >> 8) & 0xff;
+  seed[31] = 0x5a;
+  return identityFromSeed(seed);
+}
+
+export function hexKey(id: Identity): string {
+  return bytesToHex(id.publicKey);
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A raw WebSocket client of the coordinator session: every frame it gets is decoded and queued. */
+export class TestClient {
+  readonly ws: WebSocket;
+  readonly received: WireMessage[] = [];
+  readonly id: Identity;
+  readonly runId: string;
+  challenge: Uint8Array | undefined;
+  state: CoordinatorState | undefined;
+  seq = -1;
+  closed: { code: number; reason: string } | undefined;
+  sent = 0;
+  private waiters: Array<() => void> = [];
+
+  private constructor(ws: WebSocket, runId: string, id: Identity) {
+    this.ws = ws;
+    this.runId = runId;
+    this.id = id;
+    ws.binaryType = 'arraybuffer';
+    ws.onmessage = (ev) => {
+      if (!(ev.data instanceof ArrayBuffer)) return;
+      const m = decodeFrame(new Uint8Array(ev.data));
+      if (m.kind === 'challenge') this.challenge = m.message.challenge;
+      if (m.kind === 'stateSnapshot' && m.message.seq > this.seq) {
+        this.seq = m.message.seq;
+        this.state = m.message.state;
+      }
+      this.received.push(m);
+      this.wake();
+    };
+    ws.onclose = (ev) => {
+      this.closed = { code: ev.code, reason: ev.reason };
+      this.wake();
+    };
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  static async open(baseUrl: string, runId: string, id: Identity): Promise<TestClient> {
+    const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(runId)}`);
+    const c = new TestClient(ws, runId, id);
+    await new Promise<void>((resolve, reject) => {
+      ws.onopen = () => resolve();
+      ws.onerror = () => reject(new Error('websocket failed to open'));
+    });
+    return c;
+  }
+
+  /** Opens, answers the challenge and waits for the Join's reply (Ack or ControlError). */
+  static async joined(baseUrl: string, runId: string, id: Identity, deviceKind = 'cpu'): Promise<TestClient> {
+    const c = await TestClient.open(baseUrl, runId, id);
+    const reply = await c.join(deviceKind);
+    if (reply.kind !== 'ack') throw new Error(`join refused: ${JSON.stringify(reply.message)}`);
+    await c.until(() => c.state !== undefined);
+    return c;
+  }
+
+  async join(deviceKind = 'cpu', runId = this.runId): Promise<WireMessage> {
+    await this.until(() => this.challenge !== undefined);
+    const join = signJoin(this.id.secretKey, {
+      runId,
+      p2pPeerId: `peer-${hexKey(this.id).slice(0, 8)}`,
+      deviceKind,
+      challenge: this.challenge!,
+    });
+    return this.request(encodeJoin(join));
+  }
+
+  /** Waits until `pred` holds (checked on every received frame and close), or throws after `ms`. */
+  async until(pred: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!pred()) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 200));
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  send(data: Uint8Array | string): number {
+    this.ws.send(typeof data === 'string' ? data : (data as Uint8Array<ArrayBuffer>));
+    return ++this.sent;
+  }
+
+  /** Sends and waits for the Ack / ControlError whose requestId is this frame's number. */
+  async request(data: Uint8Array | string, ms = 10_000): Promise<WireMessage> {
+    const n = this.send(data);
+    let reply: WireMessage | undefined;
+    await this.until(
+      () => {
+        reply = this.received.find(
+          (m) => (m.kind === 'ack' || m.kind === 'error') && m.message.requestId === n,
+        );
+        return reply !== undefined || this.closed !== undefined;
+      },
+      ms,
+      `reply to frame ${n}`,
+    );
+    if (!reply) throw new Error(`connection closed (${this.closed?.code}) before frame ${n} got a reply`);
+    return reply;
+  }
+
+  errors(): Array<{ requestId: number; code: string; message: string }> {
+    return this.received.flatMap((m) => (m.kind === 'error' ? [m.message] : []));
+  }
+
+  snapshots(): number {
+    return this.received.filter((m) => m.kind === 'stateSnapshot').length;
+  }
+
+  close(): void {
+    try {
+      this.ws.close();
+    } catch {
+      // already closed
+    }
+  }
+}
+
+/** Headers of a signed admin request. */
+export function adminHeaders(
+  id: Identity,
+  method: string,
+  path: string,
+  body = '',
+  timestamp = Date.now(),
+): Record<string, string> {
+  return signAdminRequest(id.secretKey, method, path, body, timestamp);
+}
+
+let tsBump = 0;
+/** A signed admin request against `base` (each call gets a fresh timestamp so none is a replay). */
+export async function admin(
+  base: string,
+  id: Identity,
+  method: string,
+  path: string,
+  body = '',
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const headers = adminHeaders(id, method, path, body, Date.now() + tsBump++);
+  const res = await fetch(`${base}${path}`, { method, headers, ...(body === '' ? {} : { body }) });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+/** A tiny but valid training result for `batch` of `step`. */
+export function tinyResult(
+  runId: string,
+  step: number,
+  batch: { start: number; end: number },
+): TrainingResult {
+  return {
+    runId,
+    step,
+    batch,
+    trainerNonce: step,
+    tensors: [
+      {
+        xshape: [1, 8],
+        totalk: 8,
+        indices: Uint8Array.from([3]),
+        values: { kind: 'f32', values: Float32Array.from([0.5]) },
+      },
+    ],
+  };
+}
+
+/** SignedResult frame plus the Announce frame for it. */
+export function resultFrames(
+  id: Identity,
+  result: TrainingResult,
+): { signed: Uint8Array; announce: Uint8Array; commitment: string } {
+  const envelope = signResult(id.secretKey, result);
+  const signed = encodeSignedResult({ envelope, result });
+  const frame = encodeTrainingResult(result);
+  const announce = signAnnounce(id.secretKey, {
+    runId: result.runId,
+    step: result.step,
+    batch: result.batch,
+    commitment: envelope.commitment,
+    size: frame.length,
+  });
+  return { signed, announce: encodeAnnounce(announce), commitment: bytesToHex(envelope.commitment) };
+}
+
+/**
+ * An honest scripted client: in Warmup it sends its warmup witness; in each training round it sends its
+ * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose blooms
+ * hold the results announced for the round once all of them arrived (or after a short wait).
+ */
+export class HonestClient {
+  readonly c: TestClient;
+  private doneWarmup = -1;
+  private doneResult = new Set<number>();
+  private doneWitness = new Set<number>();
+  private stopped = false;
+  readonly log: string[] = [];
+
+  constructor(c: TestClient) {
+    this.c = c;
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    while (!this.stopped && this.c.closed === undefined) {
+      try {
+        await this.step();
+      } catch (e) {
+        this.log.push((e as Error).message);
+      }
+      await sleep(50);
+    }
+  }
+
+  private async step(): Promise<void> {
+    const s = this.c.state;
+    if (!s) return;
+    const me = hexKey(this.c.id);
+    const myIndex = s.epoch.clients.findIndex((cl) => cl.id === me && cl.state === 'Healthy');
+    if (s.run_state === 'Warmup' && myIndex >= 0 && this.doneWarmup !== s.epoch.start_timestamp) {
+      this.doneWarmup = s.epoch.start_timestamp;
+      await this.c.request(encodeWitness(dummyWitness(0)));
+      return;
+    }
+    if (s.run_state !== 'RoundTrain') return;
+    const round = currentRound(s);
+    if (!round) return;
+    const idx = rosterIndexOf(s, round, me);
+    if (idx < 0) return;
+    const assignments = roundAssignments(s, round);
+    const mine = assignments.find((a) => a.id === me);
+    if (mine && !this.doneResult.has(round.step)) {
+      this.doneResult.add(round.step);
+      const f = resultFrames(this.c.id, tinyResult(s.run_id, round.step, mine.batch));
+      const r1 = await this.c.request(f.signed);
+      if (r1.kind === 'ack') await this.c.request(f.announce);
+      else this.log.push(`result refused: ${JSON.stringify(r1.message)}`);
+    }
+    if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
+      // Wait for the other trainers' announces (at most ~1 s) so the blooms attest real results.
+      const announced = this.c.received.flatMap((m) =>
+        m.kind === 'announce' && m.message.step === round.step ? [m.message] : [],
+      );
+      const others = assignments.filter((a) => a.id !== me).length;
+      const waited = this.waitedSince.get(round.step) ?? Date.now();
+      this.waitedSince.set(round.step, waited);
+      if (announced.length < others && Date.now() - waited < 1000) return;
+      this.doneWitness.add(round.step);
+      const items = [...announced.map((a) => a.commitment)];
+      const senders = [...announced.map((a) => a.from)];
+      if (mine) {
+        const f = resultFrames(this.c.id, tinyResult(s.run_id, round.step, mine.batch));
+        items.push(Uint8Array.from(Buffer.from(f.commitment, 'hex')));
+        senders.push(this.c.id.publicKey);
+      }
+      const n = Math.max(round.roster.length, 1);
+      const salt = Uint8Array.from([idx, round.step & 0xff]);
+      const fpr = s.config.bloom_false_positive_rate;
+      const broadcast = BloomFilter.forItems(n, fpr, salt);
+      for (const it of items) broadcast.add(it);
+      const participant = BloomFilter.forItems(n, fpr, salt);
+      for (const p of senders) participant.add(participantItem(p));
+      const reply = await this.c.request(
+        encodeWitness({
+          step: round.step,
+          proof: roundSelection(round).witnessProof(idx),
+          participantBloom: participant.toData(),
+          broadcastBloom: broadcast.toData(),
+          broadcastMerkle: new Uint8Array(32),
+          metadata: { loss: 5 - round.step * 0.01, tokensPerSec: 1000, bandwidth: 1e6 },
+        }),
+      );
+      if (reply.kind !== 'ack') this.log.push(`witness refused: ${JSON.stringify(reply.message)}`);
+    }
+  }
+
+  private readonly waitedSince = new Map<number, number>();
+}
+
+export function dummyWitness(step: number) {
+  const empty = { numBits: 64, numHashes: 1, salt: new Uint8Array(0), bits: new Uint8Array(8) };
+  return {
+    step,
+    proof: { position: 0, index: 0, witness: true },
+    participantBloom: empty,
+    broadcastBloom: empty,
+    broadcastMerkle: new Uint8Array(32),
+  };
+}
