@@ -113,6 +113,27 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
     }
   });
 
+  it('standalone mode (no publicPort): libp2p on its own port, key from the data dir', async () => {
+    const dataDir = join(keyDir, 'standalone');
+    const alone = await startRelayP2P({ dataDir });
+    let peer: NodePeer | undefined;
+    try {
+      expect((await stat(join(dataDir, 'libp2p.key'))).size).toBe(32);
+      expect(alone.publicMultiaddrs.length).toBeGreaterThan(0);
+      expect(alone.publicMultiaddrs.every((a) => a.startsWith('/ip4/127.0.0.1/'))).toBe(true);
+      peer = await createNodePeer({
+        relayAddrs: alone.publicMultiaddrs,
+        host: '127.0.0.1',
+        tcp: false,
+        ws: false,
+      });
+      expect((await peer.circuitAddress(10_000)).toString()).toContain(`/p2p/${alone.peerId}/p2p-circuit/`);
+    } finally {
+      await peer?.stop();
+      await alone.stop();
+    }
+  });
+
   it('answers 502 when libp2p is not listening, and keeps serving', async () => {
     const plain = createServer((_req, res) => res.end('ok'));
     await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));

@@ -1,27 +1,36 @@
-// The relay's libp2p node (circuit-relay-v2 server for browser peers, plus packages/p2p's protocols),
-// listening on loopback behind the public HTTP port (see upgrade-dispatcher.ts) and announcing the public
-// address, so one port serves HTTP, the coordinator WebSockets and libp2p.
+// The relay's libp2p node (circuit-relay-v2 server for browser peers, plus packages/p2p's protocols).
 //
-// Composition:
+// Shared-port mode (`publicPort` given; the production shape): libp2p listens on loopback behind the
+// public HTTP port (see upgrade-dispatcher.ts) and announces the public address, so one port serves HTTP,
+// the coordinator WebSockets and libp2p:
 //   const server = createAdaptorServer({ fetch: app.fetch, websocket: { server: wss } });
-//   const p2p = await startRelayP2P({ host: PUBLIC_HOST, publicPort: PORT });
+//   server.listen(PORT, BIND_HOST)  … once listening:
+//   const p2p = await startRelayP2P({ host: PUBLIC_HOST, publicPort: PORT, dataDir });
 //   attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
-//   server.listen(PORT, BIND_HOST);
 //   … p2p.publicMultiaddrs → what clients dial (serve it in the run info) … await p2p.stop();
+//
+// Standalone mode (no `publicPort`): libp2p listens on `host`:`internalPort` itself (its own port, its
+// own addresses announced), for setups that give libp2p a port of its own.
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createRelayNode, type RelayNode, type RelayNodeOptions } from '@meshtrain/p2p';
 
 export interface RelayP2POptions {
-  /** The host peers dial: an IPv4/IPv6 literal or a DNS name. */
-  host: string;
-  /** The port peers dial: Hono's public port (shared via the dispatcher), or a TLS proxy's in front of it. */
-  publicPort: number;
+  /**
+   * Shared-port mode: the host peers dial (IPv4/IPv6 literal or DNS name). Standalone mode: the interface
+   * libp2p binds (an IP literal). Default 127.0.0.1.
+   */
+  host?: string;
+  /**
+   * The port peers dial: Hono's public port (shared via the dispatcher), or a TLS proxy's in front of it.
+   * Absent: standalone mode.
+   */
+  publicPort?: number;
   /** Announce `/tls/ws` (`wss`) because a TLS proxy terminates in front of the relay (default false). */
   secure?: boolean;
-  /** Loopback port of libp2p's WebSockets listener (default: a free one). */
+  /** libp2p's WebSockets port: on loopback in shared-port mode, on `host` in standalone mode (default: free). */
   internalPort?: number;
   /**
    * Also listen on `/webrtc-direct` (default false). Its address carries a certificate hash known only
@@ -34,6 +43,8 @@ export interface RelayP2POptions {
    * keeps the relay multiaddrs peers have stored valid across restarts. Without it the id is random.
    */
   keyFile?: string;
+  /** The relay's data directory: `keyFile` defaults to `<dataDir>/libp2p.key`. */
+  dataDir?: string;
   /** Anything else createRelayNode takes (identity seed, reservation limits, blob store, …). */
   node?: Omit<RelayNodeOptions, 'host' | 'port' | 'announce' | 'webrtcDirect'>;
 }
@@ -41,7 +52,7 @@ export interface RelayP2POptions {
 export interface RelayP2P {
   node: RelayNode;
   peerId: string;
-  /** Port to splice libp2p upgrades to (`attachUpgradeDispatcher({ libp2pPort })`). */
+  /** Port to splice libp2p upgrades to (`attachUpgradeDispatcher({ libp2pPort })`); 0 in standalone mode. */
   internalPort: number;
   /** What peers dial, with `/p2p/<relay id>`. */
   publicMultiaddrs: string[];
@@ -83,24 +94,44 @@ export async function loadOrCreateNodeKey(path: string): Promise<Uint8Array> {
   return seed;
 }
 
-export async function startRelayP2P(options: RelayP2POptions): Promise<RelayP2P> {
+export async function startRelayP2P(options: RelayP2POptions = {}): Promise<RelayP2P> {
+  const keyFile =
+    options.keyFile ?? (options.dataDir === undefined ? undefined : join(options.dataDir, 'libp2p.key'));
+  const privateKeySeed =
+    keyFile === undefined ? options.node?.privateKeySeed : await loadOrCreateNodeKey(keyFile);
+  const common = {
+    ...options.node,
+    ...(privateKeySeed === undefined ? {} : { privateKeySeed }),
+    webrtcDirect: options.webrtcDirect ?? false,
+  };
+  const host = options.host ?? '127.0.0.1';
+
+  if (options.publicPort === undefined) {
+    const node = await createRelayNode({ ...common, host, port: options.internalPort ?? 0 });
+    return {
+      node,
+      peerId: node.peerId,
+      internalPort: 0,
+      publicMultiaddrs: node.multiaddrs().map((ma) => ma.toString()),
+      stop: async () => {
+        await node.stop();
+      },
+    };
+  }
+
   if (!Number.isInteger(options.publicPort) || options.publicPort < 1 || options.publicPort > 65535)
     throw new RangeError(`publicPort must be a TCP port, got ${options.publicPort}`);
   const internalPort =
     options.internalPort !== undefined && options.internalPort !== 0
       ? options.internalPort
       : await freeLoopbackPort();
-  const announce = `${hostPrefix(options.host)}/tcp/${options.publicPort}/${options.secure === true ? 'tls/ws' : 'ws'}`;
-  const privateKeySeed =
-    options.keyFile === undefined ? options.node?.privateKeySeed : await loadOrCreateNodeKey(options.keyFile);
+  const announce = `${hostPrefix(host)}/tcp/${options.publicPort}/${options.secure === true ? 'tls/ws' : 'ws'}`;
   const node = await createRelayNode({
-    ...options.node,
-    ...(privateKeySeed === undefined ? {} : { privateKeySeed }),
+    ...common,
     // libp2p's own HTTP server stays on loopback: only the dispatcher reaches it.
     host: '127.0.0.1',
     port: internalPort,
     announce: [announce],
-    webrtcDirect: options.webrtcDirect ?? false,
   });
   const peerId = node.peerId;
   return {
