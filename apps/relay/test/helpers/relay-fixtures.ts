@@ -16,6 +16,7 @@ import {
   roundAssignments,
   roundSelection,
   rosterIndexOf,
+  roundAtHeight,
   signAnnounce,
   signJoin,
   signResult,
@@ -311,19 +312,25 @@ export class HonestClient {
       else this.log.push(`result refused: ${JSON.stringify(r1.message)}`);
     }
     if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
-      // Wait for the other trainers' announces (at most ~1 s) so the blooms attest real results.
-      const announced = this.c.received.flatMap((m) =>
-        m.kind === 'announce' && m.message.step === round.step ? [m.message] : [],
-      );
-      const others = assignments.filter((a) => a.id !== me).length;
+      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold what
+      // this client received for the previous round, its own result included. Wait (≤ 1 s) for stragglers.
+      const prev = roundAtHeight(s, round.height - 1);
+      const prevAssignments = prev ? roundAssignments(s, prev) : [];
+      const announced = prev
+        ? this.c.received.flatMap((m) =>
+            m.kind === 'announce' && m.message.step === prev.step ? [m.message] : [],
+          )
+        : [];
+      const others = prevAssignments.filter((a) => a.id !== me).length;
       const waited = this.waitedSince.get(round.step) ?? Date.now();
       this.waitedSince.set(round.step, waited);
       if (announced.length < others && Date.now() - waited < 1000) return;
       this.doneWitness.add(round.step);
-      const items = [...announced.map((a) => a.commitment)];
-      const senders = [...announced.map((a) => a.from)];
-      if (mine) {
-        const f = resultFrames(this.c.id, tinyResult(s.run_id, round.step, mine.batch));
+      const items = announced.map((a) => a.commitment);
+      const senders = announced.map((a) => a.from);
+      const minePrev = prevAssignments.find((a) => a.id === me);
+      if (prev && minePrev) {
+        const f = resultFrames(this.c.id, tinyResult(s.run_id, prev.step, minePrev.batch));
         items.push(Uint8Array.from(Buffer.from(f.commitment, 'hex')));
         senders.push(this.c.id.publicKey);
       }
