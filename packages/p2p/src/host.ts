@@ -58,7 +58,9 @@ export async function openProtocolStream(
   let connection: Connection | undefined;
   if (peer !== undefined) {
     const open = host.getConnections(peer).filter((c) => c.status === 'open');
-    connection = open.find((c) => c.limits === undefined) ?? (allowLimited ? open[0] : undefined);
+    connection = open.find((c) => c.limits === undefined);
+    // Reuse a relayed connection only when the caller gave no address to try for a direct one.
+    if (connection === undefined && allowLimited && isPeerId(target)) connection = open[0];
   }
   if (connection === undefined) {
     try {
