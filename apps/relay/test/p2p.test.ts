@@ -63,6 +63,10 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
     expect(p2p.internalPort).not.toBe(port);
   });
 
+  it('refuses WebRTC-direct in shared-port mode (it would bind loopback)', async () => {
+    await expect(startRelayP2P({ publicPort: port, webrtcDirect: true })).rejects.toThrow(/standalone/);
+  });
+
   it('lets a Node peer reserve a circuit-relay slot through the shared port', async () => {
     let peer: NodePeer | undefined;
     try {

@@ -33,9 +33,10 @@ export interface RelayP2POptions {
   /** libp2p's WebSockets port: on loopback in shared-port mode, on `host` in standalone mode (default: free). */
   internalPort?: number;
   /**
-   * Also listen on `/webrtc-direct` (default false). Its address carries a certificate hash known only
-   * after start, and createRelayNode's `announce` replaces all listen addresses, so with port sharing the
-   * WebRTC-direct address is not announced yet (needs `appendAnnounce` in packages/p2p): off by default.
+   * Also listen on `/udp/0/webrtc-direct` (default false). Standalone mode only: createRelayNode binds it
+   * on the same host as WebSockets, which in shared-port mode is loopback (useless to remote peers, and
+   * ICE gathers no loopback candidates). Shared-port WebRTC-direct needs a separate UDP host in
+   * packages/p2p plus an announce list of [public ws, webrtc-direct with its runtime certhash].
    */
   webrtcDirect?: boolean;
   /**
@@ -119,6 +120,10 @@ export async function startRelayP2P(options: RelayP2POptions = {}): Promise<Rela
     };
   }
 
+  if (options.webrtcDirect === true)
+    throw new RangeError(
+      'webrtcDirect works only in standalone mode (no publicPort): shared-port mode binds libp2p on loopback',
+    );
   if (!Number.isInteger(options.publicPort) || options.publicPort < 1 || options.publicPort > 65535)
     throw new RangeError(`publicPort must be a TCP port, got ${options.publicPort}`);
   const internalPort =
