@@ -56,6 +56,7 @@ beforeAll(async () => {
     dataDir: ':memory:',
     tickMs: 20,
     graceMs: 200,
+    joinTimeoutMs: 1500,
     clock: () => now,
     limits: { maxFrameBytes: 64 * 1024 },
   });
@@ -147,6 +148,30 @@ describe('join', () => {
     await second.until(() => second.snapshots() > before);
     // Still one member for the identity.
     expect(second.state!.members.filter((m) => m.id === hexKey(identity(15)))).toHaveLength(1);
+  });
+});
+
+describe('disconnects', () => {
+  const memberIds = (c: TestClient) => c.state!.members.map((m) => m.id);
+
+  it('a dropped connection is a leave only after the grace period; a quick reconnect keeps the slot', async () => {
+    const watcher = await joined(50);
+    const quick = await joined(51);
+    quick.close();
+    const back = await joined(51);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(memberIds(back)).toContain(hexKey(identity(51)));
+
+    const gone = await joined(52);
+    gone.close();
+    await watcher.until(() => !memberIds(watcher).includes(hexKey(identity(52))), 5000, 'the leave');
+    expect(memberIds(watcher)).toContain(hexKey(identity(51)));
+  });
+
+  it('a connection that never joins is closed with 4008', async () => {
+    const c = await opened(53);
+    await c.until(() => c.closed !== undefined, 5000, 'join timeout');
+    expect(c.closed!.code).toBe(4008);
   });
 });
 
