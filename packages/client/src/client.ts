@@ -24,6 +24,7 @@ import {
   currentRound,
   decodeSignedResult,
   encodeSignedResult,
+  encodeTrainingResult,
   hexToBytes,
   isHealthy,
   loadBloom,
@@ -655,7 +656,8 @@ export class Client {
       step: result.step,
       batch: result.batch,
       commitment,
-      size: frame.length,
+      // The size of the TrainingResult frame the commitment covers (what P2P blob fetches return).
+      size: encodeTrainingResult(result).length,
     });
     await this.o.link.submitResult(frame, announce);
     await this.o.peers?.publish(announce, frame).catch((e: unknown) => {
@@ -772,15 +774,34 @@ export class Client {
     const hash = parameterHash(params);
     this.paramsStep = s.progress.step;
     this.emit({ type: 'paramHash', epoch: s.progress.epoch, step: s.progress.step, hash: bytesToHex(hash) });
-    await this.o.link.reportParamHash(s.progress.epoch, s.progress.step, hash);
+    try {
+      await this.o.link.reportParamHash(s.progress.epoch, s.progress.step, hash);
+    } catch (e) {
+      // The relay compares hashes; being in the minority means this replica diverged.
+      if (/param_hash_mismatch/.test((e as Error).message)) throw new ResyncNeeded((e as Error).message);
+      this.emit({ type: 'warning', message: `parameter hash report failed: ${(e as Error).message}` });
+    }
     const ck: Checkpoint = { step: s.progress.step, epoch: s.progress.epoch, paramHash: hash, params };
     await this.o.peers?.shareCheckpoint?.(ck).catch(() => {});
     // One uploader per epoch: the first Healthy client of the epoch.
     const first = s.epoch.clients.find((c) => c.state === 'Healthy');
-    if (first?.id === this.id)
-      await this.o.checkpoints.upload?.(ck).catch((e: unknown) => {
-        this.emit({ type: 'warning', message: `checkpoint upload failed: ${(e as Error).message}` });
-      });
+    if (first?.id === this.id && this.o.checkpoints.upload) void this.upload(ck);
+  }
+
+  /** In the background: the relay keeps an upload only once the epoch's majority hash exists. */
+  private async upload(ck: Checkpoint): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.o.checkpoints.upload?.(ck);
+        return;
+      } catch (e) {
+        if (attempt >= 10) {
+          this.emit({ type: 'warning', message: `checkpoint upload failed: ${(e as Error).message}` });
+          return;
+        }
+        await sleep(500 * attempt);
+      }
+    }
   }
 
   private async beginResync(reason: string): Promise<void> {

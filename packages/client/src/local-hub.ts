@@ -7,6 +7,7 @@ import {
   coordinatorConfigOf,
   createCoordinator,
   decodeSignedResult,
+  encodeTrainingResult,
   publicKeyOf,
   roundAssignments,
   tick,
@@ -136,7 +137,15 @@ export class LocalHub {
             ),
         );
         if (!ok) throw new Error('not the assignee of that batch');
-        if (bytesToHex(announce.commitment) !== bytesToHex(commitment)) throw new Error('announce ≠ result');
+        // The relay's checks: the announce names this result (commitment, step, batch, TrainingResult size).
+        if (
+          bytesToHex(announce.commitment) !== bytesToHex(commitment) ||
+          announce.step !== signed.result.step ||
+          announce.batch.start !== signed.result.batch.start ||
+          announce.batch.end !== signed.result.batch.end ||
+          announce.size !== encodeTrainingResult(signed.result).length
+        )
+          throw new Error('the announce does not match the result');
         this.frames.set(bytesToHex(commitment), frame);
         for (const other of this.links.values()) {
           if (other.id === from || !other.connected) continue;

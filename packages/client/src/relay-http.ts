@@ -72,8 +72,8 @@ interface Summary {
 
 /**
  * Checkpoints from the relay's store. Uploads are multipart (`model.safetensors`, `config.json`, `step`,
- * `epoch`) signed by the client: X-Meshtrain-Key / -Timestamp / -Signature, the signature being Ed25519
- * over "meshtrain-checkpoint/v1\n" + runId + "\n" + step + "\n" + timestamp + "\n" + sha256hex(safetensors).
+ * `epoch`) signed by the client: X-Meshtrain-Key / -Timestamp / -Signature (Ed25519 over the canonical
+ * string below).
  */
 export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & { bytes: number } {
   const root = o.relayUrl.replace(/\/+$/, '');
@@ -104,8 +104,17 @@ export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & 
     async upload(ck: Checkpoint): Promise<void> {
       const enc = encodeCheckpoint(o.model, ck.params);
       const timestamp = String(Date.now());
-      const digest = bytesToHex(sha256(enc.safetensors));
-      const message = `meshtrain-checkpoint/v1\n${o.runId}\n${ck.step}\n${timestamp}\n${digest}`;
+      // The relay's canonical upload string (apps/relay extras.ts checkpointCanonical): run, step, epoch,
+      // both files' SHA-256 and the timestamp, so an upload cannot be replayed with other bytes.
+      const message = [
+        'meshtrain-checkpoint/v1',
+        o.runId,
+        ck.step,
+        ck.epoch,
+        bytesToHex(sha256(enc.safetensors)),
+        bytesToHex(sha256(utf8Bytes(enc.configJson))),
+        timestamp,
+      ].join('\n');
       const form = new FormData();
       form.set('model.safetensors', new Blob([enc.safetensors as BlobPart]), 'model.safetensors');
       form.set('config.json', new Blob([enc.configJson]), 'config.json');
