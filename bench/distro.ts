@@ -20,7 +20,7 @@ import {
   type TensorResult,
 } from '../packages/distro/src/index.ts';
 import { parameterCount, parameterSpecs, PRESETS, type PresetName } from '../packages/model/src/index.ts';
-import { dawnDevice } from '../apps/node-trainer/src/distro/dawn.ts';
+import { dawnDevice } from '@meshtrain/distro/node';
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);

@@ -19,7 +19,7 @@ import {
   type DistroTensor,
   type TensorResult,
 } from '../src/index.ts';
-import { dawnDevice, type Dawn } from './dawn.ts';
+import { dawnDevice, type Dawn } from '../src/node/index.ts';
 import { rng } from './rng.ts';
 
 const ROUNDS = Number(process.env.MESHTRAIN_DETERMINISM_ROUNDS ?? 200);

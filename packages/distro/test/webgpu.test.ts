@@ -13,7 +13,7 @@ import {
   type TensorResult,
 } from '../src/index.ts';
 import { INT64 } from '../src/gpu/wgsl.ts';
-import { dawnDevice, type Dawn } from './dawn.ts';
+import { dawnDevice, type Dawn } from '../src/node/index.ts';
 import { bitsOf, fromBits } from './reference.ts';
 import { rng } from './rng.ts';
 

@@ -1,7 +1,7 @@
 // `--backend cpu|webgpu` → a DistroBackend (webgpu on Dawn; SwiftShader where no GPU driver is set up).
 import { createCpuBackend, createWebGpuBackend, type DistroBackend } from '@meshtrain/distro';
 import { CliError } from '../command.ts';
-import { dawnDevice } from './dawn.ts';
+import { dawnDevice } from '@meshtrain/distro/node';
 
 export async function openBackend(
   name: string | undefined,

@@ -1,5 +1,5 @@
-// A Dawn GPUDevice in Node (npm `webgpu`) for the DisTrO backend; SwiftShader's Vulkan ICD when no GPU driver
-// is configured. Resolves to undefined when no adapter is available.
+// A Dawn GPUDevice in Node (npm `webgpu`): what node-trainer, tests and benches run DisTrO on. SwiftShader's Vulkan ICD
+// is used when no GPU driver is configured. Node-only, hence its own entry point (`@meshtrain/distro/node`).
 import { existsSync } from 'node:fs';
 import { create, globals } from 'webgpu';
 
