@@ -1,9 +1,8 @@
 // Composition of the relay's other services around the coordinator: the HTTP data provider, the checkpoint
 // store (with the upload check that ties it to the coordinator's majority parameter hash) and /metrics.
 // The modules themselves live in data/, checkpoints/ and metrics/; this file only wires them to the Relay.
-import { existsSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Context } from 'hono';
 import { parseRunConfig, verify } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
@@ -17,6 +16,7 @@ import {
 import type { CheckpointUpload, UploadVerdict } from './checkpoints/index.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
+import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
 import { ADMIN_WINDOW_MS, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP } from './middleware/admin-auth.ts';
 import type { Relay } from './relay.ts';
 import type { RunHost } from './run-host.ts';
@@ -176,22 +176,28 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
 }
 
 /**
- * Starts the relay's libp2p node (circuit relay for browser peers) when the p2p module is present; returns
- * its stop function. Loaded by path so the relay still starts while that module is being built.
+ * Starts the relay's libp2p node (circuit relay v2 for browser peers) behind the relay's own HTTP port: the
+ * upgrade dispatcher splices `GET /` WebSocket upgrades to libp2p and leaves `/ws/…` to Hono (stack.md
+ * §6.5). `publicHost` is what peers dial. Returns the node's multiaddrs and its stop function.
  */
-export async function startRelayP2PIfAvailable(
+export async function startP2P(
   relay: Relay,
-  dataDir: string,
-): Promise<(() => Promise<void>) | undefined> {
-  const file = new URL('./p2p/index.ts', import.meta.url);
-  if (!existsSync(file)) {
-    relay.log.info('libp2p relay node not available in this build; peers use the relay path only');
-    return undefined;
-  }
-  const mod = (await import(pathToFileURL(file.pathname).href)) as {
-    startRelayP2P?: (opts: { dataDir: string }) => Promise<{ stop(): Promise<void> } | (() => Promise<void>)>;
+  server: Server,
+  opts: { publicHost: string; publicPort: number; dataDir: string },
+): Promise<{ multiaddrs: string[]; stop: () => Promise<void> }> {
+  const p2p = await startRelayP2P({
+    host: opts.publicHost,
+    publicPort: opts.publicPort,
+    dataDir: opts.dataDir,
+  });
+  const dispatcher = attachUpgradeDispatcher(server, { libp2pPort: p2p.internalPort });
+  relay.p2pMultiaddrs = p2p.publicMultiaddrs;
+  return {
+    multiaddrs: p2p.publicMultiaddrs,
+    stop: async () => {
+      dispatcher.detach();
+      relay.p2pMultiaddrs = [];
+      await p2p.stop();
+    },
   };
-  if (typeof mod.startRelayP2P !== 'function') return undefined;
-  const node = await mod.startRelayP2P({ dataDir });
-  return typeof node === 'function' ? node : () => node.stop();
 }

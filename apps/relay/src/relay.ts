@@ -109,6 +109,8 @@ export class Relay {
     bytesOut: (n: number) => void;
     loss: (runId: string, loss: number) => void;
   } = { bytesIn: () => {}, bytesOut: () => {}, loss: () => {} };
+  /** The relay's libp2p multiaddrs (with /p2p/<id>) while its libp2p node runs; shown in the run API. */
+  p2pMultiaddrs: string[] = [];
   /** Called when a run is created (checkpoint seeding, metrics). */
   readonly runCreatedListeners = new Set<(host: RunHost) => void>();
   /** Called after every transition of any run (metrics, status pages). */

@@ -16,7 +16,7 @@ const children: ChildProcess[] = [];
 let clients: HonestClient[] = [];
 
 /** Starts the real bin and resolves with its URL once it prints it. */
-function startRelay(): Promise<{ child: ChildProcess; url: string }> {
+function startRelay(p2p = false): Promise<{ child: ChildProcess; url: string; out: () => string }> {
   const child = spawn(
     process.execPath,
     [
@@ -28,7 +28,7 @@ function startRelay(): Promise<{ child: ChildProcess; url: string }> {
       '0',
       '--data-dir',
       join(dir, 'data'),
-      '--no-p2p',
+      ...(p2p ? [] : ['--no-p2p']),
       '--tick-ms',
       '100',
       '--grace-ms',
@@ -45,7 +45,7 @@ function startRelay(): Promise<{ child: ChildProcess; url: string }> {
       const m = /listening on (http:\/\/[^\s]+)/.exec(out);
       if (m) {
         clearTimeout(t);
-        resolve({ child, url: m[1]! });
+        resolve({ child, url: m[1]!, out: () => out });
       }
     };
     child.stdout!.on('data', onData);
@@ -107,7 +107,9 @@ describe('relay restart', () => {
     await new Promise<void>((r) => first.child.once('exit', () => r()));
     stopClients();
 
-    const second = await startRelay();
+    // The second start also runs the libp2p node behind the same port: coordinator WebSockets still work.
+    const second = await startRelay(true);
+    expect(second.out()).toMatch(/libp2p \/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws\/p2p\/12D3Koo/);
     const resumed = (await (await fetch(`${second.url}/api/runs/${RUN}`)).json()) as {
       run: { step: number; seq: number; epoch: number; run_state: string };
     };

@@ -8,12 +8,12 @@ import { DEFAULT_RUN_TOML, parseRunConfig, RunConfigError } from '@meshtrain/cor
 import { CliError, type Command } from '../command.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
-import { defaultExtraRoutes, startRelayP2PIfAvailable } from '../extras.ts';
+import { defaultExtraRoutes, startP2P } from '../extras.ts';
 import { startRelayServer } from '../server.ts';
 
 const USAGE =
   '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
-  '[--max-frame-bytes N] [--admin-key HEX]... [--no-p2p]';
+  '[--max-frame-bytes N] [--admin-key HEX]... [--public-host NAME] [--no-p2p]';
 
 function intFlag(name: string, v: string | undefined, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
@@ -49,6 +49,7 @@ const command: Command = {
           'max-frame-bytes': { type: 'string' },
           'admin-key': { type: 'string', multiple: true },
           'no-p2p': { type: 'boolean' },
+          'public-host': { type: 'string' },
         },
         strict: true,
         allowPositionals: false,
@@ -111,7 +112,20 @@ const command: Command = {
       }
     }
 
-    const stopP2P = values['no-p2p'] ? undefined : await startRelayP2PIfAvailable(relay, dataDir);
+    let stopP2P: (() => Promise<void>) | undefined;
+    if (!values['no-p2p']) {
+      // Peers dial the public host; a wildcard bind address is not dialable, so announce loopback unless told.
+      const bind = values.host ?? '127.0.0.1';
+      const publicHost = values['public-host'] ?? (bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind);
+      try {
+        const p2p = await startP2P(relay, running.server, { publicHost, publicPort: running.port, dataDir });
+        stopP2P = p2p.stop;
+        for (const a of p2p.multiaddrs) console.log(`meshtrain-relay: libp2p ${a}`);
+      } catch (e) {
+        // The coordinator and HTTP paths work without libp2p (the relay is the guaranteed delivery path).
+        console.error(`meshtrain-relay: warning: libp2p node not started: ${(e as Error).message}`);
+      }
+    }
 
     const wsUrl = url.replace(/^http/, 'ws');
     console.log(`meshtrain-relay: listening on ${url} (data dir ${dataDir})`);

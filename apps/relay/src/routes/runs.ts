@@ -51,7 +51,9 @@ export function runsRoutes(relay: Relay): Hono {
   const app = new Hono();
   app.onError(onRouteError);
 
-  app.get('/', (c) => c.json({ runs: relay.runList().map((h) => runSummary(relay, h)) }));
+  app.get('/', (c) =>
+    c.json({ runs: relay.runList().map((h) => runSummary(relay, h)), p2p_multiaddrs: relay.p2pMultiaddrs }),
+  );
 
   app.get('/:id', (c) => {
     const host = relay.mustRun(c.req.param('id'));
@@ -65,6 +67,7 @@ export function runsRoutes(relay: Relay): Hono {
     const epochState = new Map(host.state.epoch.clients.map((cl) => [cl.id, cl.state]));
     return c.json({
       run: runSummary(relay, host),
+      p2p_multiaddrs: relay.p2pMultiaddrs,
       config: { toml: host.toml, parsed },
       clients: relay.store.clients(host.runId).map((cl) => ({
         ...cl,
