@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   encodeAck,
+  encodeHealthCheck,
   encodeJoin,
   encodeLeave,
   encodeParamHash,
@@ -328,6 +329,12 @@ describe('results', () => {
     const missing = await fetch(`${relay.url}/api/runs/${RUN2}/results/${'0'.repeat(64)}`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('unknown_result');
+    // HealthCheck frames become health_check events; core's refusal comes back with its own code.
+    const hc = encodeHealthCheck({
+      step: round.step,
+      reports: [{ clientIndex: 0, committeeProof: { committee: 'Trainer', position: 0, index: 0 } }],
+    });
+    expect(await me.request(hc)).toMatchObject({ kind: 'error', message: { code: 'TooEarly' } });
     // A Leave frame is a coordinator leave; the connection then refuses a second Join.
     expect((await other.request(encodeLeave({ runId: RUN2, reason: 'done' }))).kind).toBe('ack');
     expect(await other.join('cpu', RUN2)).toMatchObject({
