@@ -271,15 +271,20 @@ export class Relay {
     if (!m || m.get(session.identity) !== session) return;
     m.delete(session.identity);
     if (left) return;
-    const key = `${runId} ${session.identity}`;
-    this.cancelGrace(runId, session.identity);
+    this.scheduleLeave(runId, session.identity);
+  }
+
+  /** After the grace period, `leave` for `identity` unless it has a live session again by then. */
+  private scheduleLeave(runId: string, identity: string): void {
+    const key = `${runId} ${identity}`;
+    this.cancelGrace(runId, identity);
     const t = setTimeout(() => {
       this.graceTimers.delete(key);
       const host = this.hosts.get(runId);
-      if (!host || this.sessions.get(runId)?.has(session.identity)) return;
+      if (!host || this.sessions.get(runId)?.has(identity)) return;
       // UnknownClient (already left, ejected, epoch over) is fine: there is nothing to withdraw.
       try {
-        host.apply({ type: 'leave', id: session.identity });
+        host.apply({ type: 'leave', id: identity });
       } catch (e) {
         this.log.warn(`run ${runId}: leave after disconnect failed: ${(e as Error).message}`);
       }
@@ -326,6 +331,13 @@ export class Relay {
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => this.tickAll(), this.tickMs);
+    // A restart dropped every connection at once: treat each member as disconnected just now, so those that
+    // do not come back within the grace period leave, exactly as after a dropped WebSocket.
+    for (const host of this.hosts.values()) {
+      const ids = new Set(host.state.members.map((m) => m.id));
+      for (const c of host.state.epoch.clients) if (c.state === 'Healthy') ids.add(c.id);
+      for (const id of ids) if (!this.sessions.get(host.runId)?.has(id)) this.scheduleLeave(host.runId, id);
+    }
   }
 
   /** One timer tick of every run; one run's failure (e.g. a write error) does not stop the others. */

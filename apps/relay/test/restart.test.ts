@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { fastRunToml, HonestClient, identity, TestClient } from './helpers/relay-fixtures.ts';
+import { startRelayServer } from '../src/server.ts';
+import { fastRunToml, hexKey, HonestClient, identity, TestClient } from './helpers/relay-fixtures.ts';
 
 const BIN = fileURLToPath(new URL('../bin/meshtrain-relay.mjs', import.meta.url));
 const RUN = 'restart';
@@ -136,5 +137,31 @@ describe('relay restart', () => {
     second.child.kill('SIGTERM');
     const code = await new Promise<number | null>((r) => second.child.once('exit', (c) => r(c)));
     expect(code).toBe(0);
+  });
+
+  it('after a restart, members that do not reconnect within the grace period leave', async () => {
+    const data = join(dir, 'grace');
+    const first = await startRelayServer({ dataDir: data, tickMs: 50, graceMs: 300 });
+    first.relay.createRun({
+      toml: fastRunToml('grace', { init_min_clients: 5 }),
+      mainAuthority: hexKey(identity(310)),
+    });
+    const stays = await TestClient.joined(first.url, 'grace', identity(311));
+    const gone = await TestClient.joined(first.url, 'grace', identity(312));
+    expect(stays.state!.members).toHaveLength(2);
+    stays.close();
+    gone.close();
+    await first.close();
+
+    const second = await startRelayServer({ dataDir: data, tickMs: 50, graceMs: 300 });
+    try {
+      expect(second.relay.run('grace')!.state.members).toHaveLength(2);
+      const back = await TestClient.joined(second.url, 'grace', identity(311));
+      await back.until(() => back.state!.members.length === 1, 5000, 'the absent member to leave');
+      expect(back.state!.members.map((m) => m.id)).toEqual([hexKey(identity(311))]);
+      back.close();
+    } finally {
+      await second.close();
+    }
   });
 });
