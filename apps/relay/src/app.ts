@@ -17,10 +17,11 @@ export interface MountedRoutes {
 export function createRelayApp(relay: Relay, extra: readonly MountedRoutes[] = []): Hono {
   const app = new Hono();
   app.onError(onRouteError);
+  // Extra modules first: their paths (…/data, …/checkpoint) are more specific than /api/runs/:id, and the
+  // web app's routes (web/static.ts) must come before the plain status page at `/`.
+  for (const m of extra) app.route(m.path, m.app);
   app.route('/', statusRoutes(relay));
   app.route('/', wsRoutes(relay));
-  // Extra modules first: their paths (…/data, …/checkpoint) are more specific than /api/runs/:id.
-  for (const m of extra) app.route(m.path, m.app);
   app.route('/api/runs', runsRoutes(relay));
   app.route('/api/runs', adminRoutes(relay));
   app.notFound((c) => c.json(errorBody('not_found', `no route ${c.req.method} ${c.req.path}`), 404));

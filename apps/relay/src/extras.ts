@@ -20,6 +20,7 @@ import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
 import { ADMIN_WINDOW_MS, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP } from './middleware/admin-auth.ts';
 import type { Relay } from './relay.ts';
 import type { RunHost } from './run-host.ts';
+import { webRoutes } from './web/static.ts';
 
 export const CHECKPOINT_SIGNATURE_TAG = 'meshtrain-checkpoint/v1';
 
@@ -141,6 +142,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
   });
 
   return [
+    { path: '/', app: webRoutes() }, // the web app (apps/web/dist) when built; else `/` stays the status page
     { path: '/', app: metricsRoutes(metrics.registry) },
     {
       path: '/',

@@ -1,0 +1,102 @@
+// The typed messages between the page and the training worker. The page never touches the GPU, the model or
+// the coordinator session directly: everything goes through these messages, in both directions.
+
+/** What the page tells the worker about the run it should contribute to. */
+export interface RunTarget {
+  runId: string;
+  /** http(s)://host:port of the relay (the page's origin). */
+  relayUrl: string;
+  /** `[meshtrain].preset` of the run (model shape), if the run names one. */
+  preset: string | null;
+  /** `[model.LLM].max_seq_len`. */
+  seqLen: number;
+  /** `[meshtrain].micro_batch_size`: the most sequences the run wants per forward/backward pass. */
+  microBatchSize: number;
+}
+
+/** How much of this machine the volunteer gives. */
+export interface Throttle {
+  /** Share of wall time spent training, 0.1..1 (the worker sleeps in between steps to honour it). */
+  share: number;
+  /** Only train while the tab is visible. */
+  onlyWhenVisible: boolean;
+}
+
+export type PageToWorker =
+  | { type: 'start'; run: RunTarget; secretKeyHex: string; throttle: Throttle; visible: boolean }
+  | { type: 'pause' }
+  | { type: 'resume' }
+  | { type: 'throttle'; throttle: Throttle }
+  | { type: 'visibility'; visible: boolean }
+  | { type: 'generate'; prompt: string; maxTokens: number }
+  | { type: 'stop' };
+
+export interface AdapterSummary {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** Software adapter (e.g. SwiftShader): works, but far slower than a real GPU. */
+  isFallbackAdapter: boolean;
+}
+
+/** What the device probe found, and the micro-batch it chose within the adapter's limits. */
+export interface DeviceProbe {
+  adapter: AdapterSummary;
+  limits: {
+    maxBufferSize: number;
+    maxStorageBufferBindingSize: number;
+    maxComputeWorkgroupSizeX: number;
+    maxComputeInvocationsPerWorkgroup: number;
+    maxStorageBuffersPerShaderStage: number;
+  };
+  features: string[];
+  /** Sequences per train-step call on this device (≤ the run's micro_batch_size). */
+  microBatch: number;
+  /** Why that micro-batch: which limit bound it. */
+  microBatchReason: string;
+}
+
+export type TrainerPhase =
+  | 'idle'
+  | 'probing'
+  | 'no-webgpu'
+  | 'ready'
+  | 'connecting'
+  | 'training'
+  | 'paused'
+  | 'throttled'
+  | 'stopped'
+  | 'error';
+
+/** Counters the worker keeps for the volunteer page. */
+export interface TrainerStats {
+  /** Rounds this tab trained in (its assigned batches). */
+  batches: number;
+  bytesSent: number;
+  bytesReceived: number;
+  /** Bytes of uncompressed gradients the sent results stand for (for the compression ratio); 0 until training. */
+  rawGradientBytes: number;
+  /** (step, loss) of this tab's own batches. */
+  losses: { step: number; loss: number }[];
+}
+
+export interface TrainerStatus {
+  phase: TrainerPhase;
+  /** One sentence for the volunteer: what the worker is doing or why it is not. */
+  message: string;
+  /** This tab's coordinator identity (public key hex), once known. */
+  clientId: string | null;
+  stats: TrainerStats;
+}
+
+export type WorkerToPage =
+  | { type: 'status'; status: TrainerStatus }
+  | { type: 'probe'; probe: DeviceProbe }
+  | { type: 'log'; line: string }
+  | { type: 'generated'; prompt: string; text: string }
+  | { type: 'error'; where: string; message: string };
+
+export function emptyStats(): TrainerStats {
+  return { batches: 0, bytesSent: 0, bytesReceived: 0, rawGradientBytes: 0, losses: [] };
+}
