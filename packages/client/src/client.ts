@@ -321,16 +321,29 @@ export class Client {
         return;
       case 'RoundTrain':
       case 'RoundWitness':
-        if (!this.inEpoch(s) || this.desynced || this.paramsStep !== s.epoch.start_step) return;
+        if (!this.inEpoch(s) || this.desynced) return;
+        if (this.paramsStep !== s.epoch.start_step) return this.leaveEpoch(s);
         this.resetEpoch(s);
         await this.round(s);
         return;
       case 'Cooldown':
-        if (!this.inEpoch(s) || this.desynced || this.paramsStep !== s.epoch.start_step) return;
+        if (!this.inEpoch(s) || this.desynced) return;
+        if (this.paramsStep !== s.epoch.start_step) return this.leaveEpoch(s);
         this.resetEpoch(s);
         await this.cooldown(s);
         return;
     }
+  }
+
+  /**
+   * In the epoch's roster without its parameters (a restart inside the relay's reconnect grace keeps the
+   * slot): a member that cannot train or witness would only cost the others a timeout, so leave now and
+   * come back, with the checkpoint, in the next epoch.
+   */
+  private async leaveEpoch(s: CoordinatorState): Promise<void> {
+    await this.beginResync(
+      `in epoch ${s.progress.epoch} (started at step ${s.epoch.start_step}) without its parameters; rejoining for the next epoch`,
+    );
   }
 
   /** Called while no new state arrived: witnesses may now have everything they wait for. */

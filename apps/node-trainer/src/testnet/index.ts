@@ -1,0 +1,394 @@
+// A local testnet, like Psyche's: one relay and N `node-trainer train` processes on loopback, optionally
+// killing K random trainers every SEC seconds (SIGKILL, then a restart with the same identity). Everything
+// is a real child process talking over real sockets; this module only launches, watches and summarises.
+//
+// Sources of the summary: the trainers' JSON event lines (losses, result sizes, per-epoch parameter hashes,
+// held-out evaluations) and the relay's HTTP API (round history with witness quorum, majority hashes).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { parameterCount, PRESETS, type PresetName } from '@meshtrain/model';
+
+export interface TestnetOptions {
+  numClients: number;
+  /** The run's total_steps (coordinator rounds, drain rounds included, as in Psyche). */
+  steps: number;
+  preset: PresetName;
+  randomKillNum: number;
+  randomKillInterval: number;
+  /** Keep the temp directory (logs, relay database) instead of deleting it. */
+  keep: boolean;
+  log: (line: string) => void;
+  /** Give up after this many seconds. */
+  timeoutSeconds: number;
+  seed: number;
+}
+
+export interface TestnetResult {
+  completed: boolean;
+  run_state: string;
+  steps_completed: number;
+  training_rounds: number;
+  clients: number;
+  preset: string;
+  parameters: number;
+  loss_first: number | null;
+  loss_last: number | null;
+  train_loss_first: number | null;
+  train_loss_last: number | null;
+  epochs: number;
+  param_hash_reports: number;
+  param_hash_mismatches: number;
+  quorum_failures: number;
+  rounds_observed: number;
+  bytes_sent_per_step: number;
+  ratio_vs_fp32: number;
+  kills: number;
+  restarts: number;
+  rejoined_with_checkpoint: number;
+  resyncs: number;
+  errors: number;
+  seconds: number;
+  logs: string | null;
+}
+
+const nodeTrainerBin = fileURLToPath(new URL('../../bin/node-trainer.mjs', import.meta.url));
+function relayBin(): string {
+  const fromEnv = process.env.MESHTRAIN_RELAY_BIN;
+  if (fromEnv) return fromEnv;
+  // The workspace layout (apps/relay next to apps/node-trainer): the relay is a sibling app, not a dependency.
+  return fileURLToPath(new URL('../../../relay/bin/meshtrain-relay.mjs', import.meta.url));
+}
+
+/** The testnet's run: Psyche keys with short timers, the micro or tiny preset on the Brown corpus. */
+export function testnetToml(
+  o: Pick<
+    TestnetOptions,
+    'numClients' | 'steps' | 'preset' | 'randomKillNum' | 'randomKillInterval' | 'seed'
+  >,
+): string {
+  const cfg = PRESETS[o.preset];
+  const seqLen = Math.min(64, cfg.max_position_embeddings);
+  const perClient = 4;
+  const batch = perClient * o.numClients;
+  // Killed trainers come back at the next epoch, so with kills an epoch lasts about two kill intervals.
+  const epochTime = o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000;
+  // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
+  const warmupTime = Math.min(60, epochTime - 10);
+  return `run_id = "testnet"
+
+[config]
+warmup_time = ${warmupTime}
+cooldown_time = 3
+epoch_time = ${epochTime}
+max_round_train_time = 20
+round_witness_time = 1
+waiting_for_members_extra_time = 2
+min_clients = 1
+init_min_clients = ${o.numClients}
+verification_percent = 0
+witness_nodes = 0
+global_batch_size_start = ${batch}
+global_batch_size_end = ${batch}
+global_batch_size_warmup_tokens = 0
+total_steps = ${o.steps}
+
+[model.LLM]
+architecture = "HfLlama"
+data_type = "Pretraining"
+max_seq_len = ${seqLen}
+cold_start_warmup_steps = 0
+checkpoint = "Ephemeral"
+
+[model.LLM.data_location.Relay]
+dataset = "brown"
+token_size_in_bytes = "TwoBytes"
+
+[model.LLM.lr_schedule.Cosine]
+base_lr = 3.0e-3
+warmup_steps = ${Math.max(1, Math.min(5, Math.floor(o.steps / 8)))}
+warmup_init_lr = 0.0
+total_steps = ${o.steps}
+final_lr = 3.0e-4
+
+[model.LLM.optimizer.Distro]
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_chunk = 64
+compression_topk = 8
+quantize_1bit = true
+
+[meshtrain]
+preset = "${o.preset}"
+seed = ${o.seed}
+micro_batch_size = ${perClient}
+`;
+}
+
+interface Trainer {
+  index: number;
+  identity: string;
+  child: ChildProcess | null;
+  restarts: number;
+  exited: Promise<void>;
+}
+
+interface TrainerEvent {
+  type: string;
+  [k: string]: unknown;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
+  const started = Date.now();
+  const dir = await mkdtemp(join(tmpdir(), 'meshtrain-testnet-'));
+  await mkdir(join(dir, 'logs'), { recursive: true });
+  const configPath = join(dir, 'run.toml');
+  await writeFile(configPath, testnetToml(o));
+  if (!existsSync(relayBin())) throw new Error(`relay not found at ${relayBin()} (set MESHTRAIN_RELAY_BIN)`);
+
+  const children = new Set<ChildProcess>();
+  const events: { trainer: number; e: TrainerEvent }[] = [];
+  let kills = 0;
+  let restarts = 0;
+  let stopping = false;
+
+  try {
+    // --- relay ------------------------------------------------------------------------------------------
+    const relay = spawn(
+      process.execPath,
+      [
+        relayBin(),
+        'run',
+        '--config',
+        configPath,
+        '--port',
+        '0',
+        '--data-dir',
+        join(dir, 'relay'),
+        '--grace-ms',
+        '2000',
+        '--no-p2p',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    children.add(relay);
+    const relayLog = createWriteStream(join(dir, 'logs', 'relay.log'));
+    relay.stderr?.pipe(relayLog);
+    const url = await new Promise<string>((resolve, reject) => {
+      const rl = createInterface({ input: relay.stdout as NodeJS.ReadableStream });
+      const timer = setTimeout(() => reject(new Error('the relay did not start within 60 s')), 60_000);
+      rl.on('line', (line) => {
+        relayLog.write(`${line}\n`);
+        const m = /listening on (http:\/\/\S+)/.exec(line);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1] as string);
+        }
+      });
+      relay.once('exit', (code) =>
+        reject(new Error(`the relay exited (${code}) before listening; see ${dir}/logs/relay.log`)),
+      );
+    });
+    o.log(`relay on ${url} (data dir ${join(dir, 'relay')})`);
+
+    // --- trainers ---------------------------------------------------------------------------------------
+    const start = (t: Trainer) => {
+      const child = spawn(
+        process.execPath,
+        [
+          nodeTrainerBin,
+          'train',
+          '--relay',
+          url,
+          '--run-id',
+          'testnet',
+          '--device',
+          'cpu',
+          '--identity',
+          t.identity,
+          '--log',
+          'json',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      children.add(child);
+      t.child = child;
+      const log = createWriteStream(join(dir, 'logs', `trainer-${t.index}.log`), { flags: 'a' });
+      child.stderr?.pipe(log);
+      createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+        log.write(`${line}\n`);
+        try {
+          const e = JSON.parse(line) as TrainerEvent;
+          events.push({ trainer: t.index, e });
+          if (e.type === 'trained')
+            o.log(`trainer ${t.index}: step ${String(e.step)} loss ${Number(e.loss).toFixed(4)}`);
+          else if (e.type === 'eval')
+            o.log(
+              `trainer ${t.index}: held-out loss ${Number(e.val_loss).toFixed(4)} at step ${String(e.step)}`,
+            );
+          else if (e.type === 'paramHash')
+            o.log(`trainer ${t.index}: epoch ${String(e.epoch)} hash ${String(e.hash).slice(0, 16)}…`);
+          else if (e.type === 'resync' || e.type === 'error')
+            o.log(`trainer ${t.index}: ${e.type}: ${String(e.reason ?? e.message).split('\n')[0]}`);
+          else if (e.type === 'model' && e.source === 'checkpoint')
+            o.log(`trainer ${t.index}: loaded the checkpoint of step ${String(e.step)}, hash verified`);
+        } catch {
+          // Not a JSON line: already in the log file.
+        }
+      });
+      t.exited = new Promise<void>((resolve) =>
+        child.once('exit', () => {
+          children.delete(child);
+          resolve();
+        }),
+      );
+    };
+    const trainers: Trainer[] = [];
+    for (let i = 0; i < o.numClients; i++) {
+      const identity = join(dir, `trainer-${i}.key`);
+      await writeFile(identity, `${(i + 1).toString(16).padStart(2, '0').repeat(32)}\n`, { mode: 0o600 });
+      const t: Trainer = { index: i, identity, child: null, restarts: 0, exited: Promise.resolve() };
+      trainers.push(t);
+      start(t);
+    }
+
+    // --- chaos --------------------------------------------------------------------------------------------
+    let rng = o.seed * 2654435761 + 1;
+    const random = () => {
+      rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0;
+      return rng / 2 ** 32;
+    };
+    const chaos = (async () => {
+      if (o.randomKillNum <= 0) return;
+      for (;;) {
+        await sleep(o.randomKillInterval * 1000);
+        if (stopping) return;
+        const alive = trainers.filter((t) => t.child && t.child.exitCode === null);
+        const victims: Trainer[] = [];
+        while (victims.length < Math.min(o.randomKillNum, alive.length)) {
+          const v = alive[Math.floor(random() * alive.length)] as Trainer;
+          if (!victims.includes(v)) victims.push(v);
+        }
+        for (const v of victims) {
+          o.log(`chaos: killing trainer ${v.index} (SIGKILL)`);
+          v.child?.kill('SIGKILL');
+          kills++;
+          await v.exited;
+        }
+        await sleep(1000);
+        if (stopping) return;
+        for (const v of victims) {
+          o.log(`chaos: restarting trainer ${v.index}`);
+          v.restarts++;
+          restarts++;
+          start(v);
+        }
+      }
+    })();
+
+    // --- wait for the run to finish -------------------------------------------------------------------------
+    const api = `${url}/api/runs/testnet`;
+    let runState = 'unknown';
+    let progressStep = 0;
+    const deadline = started + o.timeoutSeconds * 1000;
+    for (;;) {
+      await sleep(1000);
+      try {
+        const r = (await (await fetch(api)).json()) as { run: { run_state: string; step: number } };
+        runState = r.run.run_state;
+        progressStep = r.run.step;
+      } catch {
+        // The relay is busy or restarting; ask again.
+      }
+      if (runState === 'Finished' || Date.now() > deadline) break;
+      if (trainers.every((t) => t.child?.exitCode !== null) && o.randomKillNum === 0) break;
+    }
+    stopping = true;
+    // Trainers exit by themselves once the run is Finished; give them a moment to write their last events.
+    await Promise.race([Promise.all(trainers.map((t) => t.exited)), sleep(15_000)]);
+
+    let detail: {
+      rounds?: { training: boolean; quorum_reached: boolean }[];
+      param_hashes?: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
+    } = {};
+    try {
+      detail = (await (await fetch(api)).json()) as typeof detail;
+    } catch {
+      // Summarise from the trainers alone.
+    }
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.race([chaos, sleep(100)]);
+    await sleep(500);
+    for (const c of children) c.kill('SIGKILL');
+    relayLog.end();
+
+    // --- summary ----------------------------------------------------------------------------------------------
+    const of = (type: string) => events.filter((x) => x.e.type === type);
+    const evals = of('eval').filter((x) => typeof x.e.val_loss === 'number');
+    const byStep = (a: { e: TrainerEvent }, b: { e: TrainerEvent }) => Number(a.e.step) - Number(b.e.step);
+    const evalsSorted = [...evals].sort(byStep);
+    const trained = of('trained');
+    const trainedSorted = [...trained].sort(byStep);
+    // Hashes: every trainer's report per epoch-end step, compared with that step's majority.
+    const hashes = new Map<number, Map<number, string>>();
+    for (const x of of('paramHash')) {
+      const m = hashes.get(Number(x.e.step)) ?? new Map<number, string>();
+      m.set(x.trainer, String(x.e.hash));
+      hashes.set(Number(x.e.step), m);
+    }
+    let mismatches = 0;
+    let reports = 0;
+    for (const m of hashes.values()) {
+      const counts = new Map<string, number>();
+      for (const h of m.values()) counts.set(h, (counts.get(h) ?? 0) + 1);
+      const majority = Math.max(...counts.values());
+      reports += m.size;
+      mismatches += m.size - majority;
+    }
+    const relayMismatches = (detail.param_hashes ?? []).reduce((n, e) => n + e.mismatched.length, 0);
+    const rounds = detail.rounds ?? [];
+    const bytes = trained.map((x) => Number(x.e.bytes));
+    const meanBytes = bytes.length ? bytes.reduce((a, b) => a + b, 0) / bytes.length : 0;
+    const params = parameterCount(PRESETS[o.preset]);
+    const result: TestnetResult = {
+      completed: runState === 'Finished' && progressStep - 1 >= o.steps,
+      run_state: runState,
+      // Coordinator steps (rounds) up to total_steps; the two drain rounds after it only apply the last results.
+      steps_completed: Math.min(o.steps, Math.max(0, progressStep - 1)),
+      training_rounds: new Set(trained.map((x) => Number(x.e.step))).size,
+      clients: o.numClients,
+      preset: o.preset,
+      parameters: params,
+      loss_first: evalsSorted.length ? Number(evalsSorted[0]!.e.val_loss) : null,
+      loss_last: evalsSorted.length ? Number(evalsSorted.at(-1)!.e.val_loss) : null,
+      train_loss_first: trainedSorted.length ? Number(trainedSorted[0]!.e.loss) : null,
+      train_loss_last: trainedSorted.length ? Number(trainedSorted.at(-1)!.e.loss) : null,
+      epochs: hashes.size,
+      param_hash_reports: reports,
+      param_hash_mismatches: Math.max(mismatches, relayMismatches),
+      quorum_failures: rounds.filter((r) => !r.quorum_reached).length,
+      rounds_observed: rounds.length,
+      bytes_sent_per_step: Math.round(meanBytes),
+      ratio_vs_fp32: meanBytes > 0 ? Number(((params * 4) / meanBytes).toFixed(1)) : 0,
+      kills,
+      restarts,
+      rejoined_with_checkpoint: of('model').filter((x) => x.e.source === 'checkpoint').length,
+      resyncs: of('resync').length,
+      errors: of('error').length,
+      seconds: Math.round((Date.now() - started) / 1000),
+      logs: o.keep ? dir : null,
+    };
+    if (!o.keep) await rm(dir, { recursive: true, force: true });
+    return result;
+  } finally {
+    // Whatever happened, leave no process behind.
+    for (const c of children) c.kill('SIGKILL');
+  }
+}
