@@ -132,10 +132,15 @@ export class Relay {
         this.log.warn(`run ${row.run_id}: no snapshot or config in the database; skipped`);
         continue;
       }
-      this.hosts.set(
-        row.run_id,
-        this.makeHost(row, JSON.parse(snap.state) as CoordinatorState, snap.seq, toml),
-      );
+      let state: CoordinatorState;
+      try {
+        state = JSON.parse(snap.state) as CoordinatorState;
+      } catch (e) {
+        // Only a damaged database gets here; keep serving the other runs and say which one is missing.
+        this.log.warn(`run ${row.run_id}: unreadable snapshot (${(e as Error).message}); skipped`);
+        continue;
+      }
+      this.hosts.set(row.run_id, this.makeHost(row, state, snap.seq, toml));
     }
   }
 
