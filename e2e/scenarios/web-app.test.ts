@@ -1,0 +1,166 @@
+// e2e for apps/web served by the real relay (issue 6, scenarios b, d, e):
+//  b. a run created, paused, reconfigured and resumed through the admin console in a real browser, every
+//     change checked through the relay's public API;
+//  d. a browser without WebGPU opens `/` and gets the explanation, with no errors on its console;
+//  e. screenshots of the volunteer page and the admin console under e2e/artifacts/web/.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { DEFAULT_RUN_TOML } from '@meshtrain/core';
+import { collectConsole, launchChromium, screenshot, writeArtifact } from '../lib/index.ts';
+import type { ConsoleLog, LaunchedChromium } from '../lib/index.ts';
+import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
+import type { RelayProcess } from './support/relay-process.ts';
+
+interface RunSummaryJson {
+  run_id: string;
+  run_state: string;
+  main_authority: string;
+  step: number;
+}
+interface RunDetailJson {
+  run: RunSummaryJson;
+  config: { toml: string };
+}
+
+let relay: RelayProcess;
+const browsers: LaunchedChromium[] = [];
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+});
+
+afterAll(async () => {
+  for (const b of browsers) await b.close();
+  if (relay) {
+    await writeArtifact('web/relay.log', relay.output());
+    await relay.stop();
+  }
+});
+
+async function open(webgpu: boolean, path: string): Promise<{ page: Page; log: ConsoleLog }> {
+  const browser = await launchChromium({ webgpu });
+  browsers.push(browser);
+  const page = await browser.newPage();
+  const log = collectConsole(page);
+  await page.goto(`${relay.url}${path}`);
+  return { page, log };
+}
+
+describe('web app on the relay', () => {
+  it('serves the app for its client routes and keeps the API beside it', async () => {
+    for (const path of ['/', '/admin', '/runs/default']) {
+      const res = await fetch(`${relay.url}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(await res.text(), path).toContain('<div id="app">');
+    }
+    expect(
+      (await relayJson<{ runs: RunSummaryJson[] }>(relay, '/api/runs')).runs.map((r) => r.run_id),
+    ).toContain('default');
+  });
+
+  it('(d) explains how to get WebGPU when the browser has none, without console errors', async () => {
+    const { page, log } = await open(false, '/');
+    const help = page.getByTestId('webgpu-help');
+    await help.waitFor({ state: 'visible', timeout: 30_000 });
+    const text = await help.innerText();
+    expect(text).toContain('WebGPU is not available');
+    expect(text).toMatch(/chrome:\/\/flags|edge:\/\/flags/);
+    expect(text).toContain('hardware acceleration');
+    expect(text).toContain('Vulkan');
+    // The run is still shown, and the contribute button is there but disabled.
+    await page.getByTestId('run-phase').waitFor({ timeout: 30_000 });
+    const button = page.getByRole('button', { name: 'Contribute my GPU' });
+    expect(await button.isDisabled()).toBe(true);
+    await screenshot(page, 'web/volunteer-no-webgpu');
+    await writeArtifact('web/volunteer-no-webgpu.console.log', log.dump());
+    expect(log.errors()).toEqual([]);
+  });
+
+  it('(e) volunteer page with WebGPU: probes the GPU in the worker and shows the live run', async () => {
+    const { page, log } = await open(true, '/');
+    await page.getByTestId('run-phase').waitFor({ timeout: 30_000 });
+    const button = page.getByRole('button', { name: 'Contribute my GPU' });
+    await expect.poll(() => button.isEnabled(), { timeout: 30_000 }).toBe(true);
+    await button.click();
+    const status = page.getByTestId('trainer-status');
+    await expect.poll(() => status.innerText(), { timeout: 60_000 }).toMatch(/^\s*ready/);
+    await page.getByText('Your device').click();
+    await page
+      .getByText(/micro-batch/)
+      .first()
+      .waitFor();
+    await screenshot(page, 'web/volunteer');
+    await writeArtifact('web/volunteer.console.log', log.dump());
+    expect(log.pageErrors).toEqual([]);
+    expect(log.gpuErrors()).toEqual([]);
+  });
+
+  it('(b) creates, pauses, reconfigures and resumes a run from the admin console', async () => {
+    const { page, log } = await open(false, '/admin');
+    const keyText = page.getByTestId('admin-public-key');
+    await keyText.waitFor({ timeout: 30_000 });
+    const adminKey = (await keyText.innerText()).trim();
+    expect(adminKey).toMatch(/^[0-9a-f]{64}$/);
+    expect(adminKey).not.toBe(relay.relayKey);
+
+    // Core's validation runs in the page as the user types, with key paths.
+    const editor = page.locator('#create-toml');
+    const create = page.getByRole('button', { name: 'Create run' });
+    const runId = 'e2e-admin';
+    const toml = DEFAULT_RUN_TOML.replace('run_id = "default"', `run_id = "${runId}"`);
+    await editor.fill(toml.replace('witness_nodes = 0', 'witnes_nodes = 0'));
+    const check = page.locator('#create-toml-check');
+    await expect.poll(() => check.innerText()).toContain('config.witnes_nodes');
+    expect(await check.innerText()).toContain('did you mean witness_nodes');
+    expect(await create.isDisabled()).toBe(true);
+    await editor.fill(toml);
+    await expect.poll(() => check.innerText()).toContain('Valid');
+
+    await create.click();
+    const created = await waitFor('the run to exist on the relay', async () => {
+      const runs = (await relayJson<{ runs: RunSummaryJson[] }>(relay, '/api/runs')).runs;
+      return runs.find((r) => r.run_id === runId);
+    });
+    expect(created.main_authority).toBe(adminKey);
+    await page.getByText(`POST /api/runs → 201`).waitFor();
+
+    // Pause: the relay's state changes.
+    await page.getByRole('button', { name: 'Pause run' }).click();
+    await waitFor('the run to be paused', async () => {
+      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      return d.run.run_state === 'Paused' ? d : undefined;
+    });
+    await expect
+      .poll(() => page.getByTestId('run-phase').innerText(), { timeout: 10_000 })
+      .toContain('Paused');
+
+    // Update the config while paused.
+    await page.getByRole('button', { name: 'Edit config…' }).click();
+    const edit = page.locator('#edit-toml');
+    await edit.fill(toml.replace('max_round_train_time = 15', 'max_round_train_time = 20'));
+    await page.getByRole('button', { name: 'Save config' }).click();
+    await waitFor('the new config on the relay', async () => {
+      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      return d.config.toml.includes('max_round_train_time = 20') ? d : undefined;
+    });
+
+    // Resume.
+    await page.getByRole('button', { name: 'Resume run' }).click();
+    const resumed = await waitFor('the run to leave Paused', async () => {
+      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      return d.run.run_state !== 'Paused' ? d : undefined;
+    });
+    expect(resumed.run.run_state).not.toBe('Paused');
+
+    // A run owned by another key (the relay's default run) cannot be paused from this console.
+    await page.locator('tr[data-run="default"]').getByRole('button').click();
+    await expect.poll(() => page.getByText('Another key owns this run').isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Pause run' }).isDisabled()).toBe(true);
+    await page.locator(`tr[data-run="${runId}"]`).getByRole('button').click();
+    await page.getByTestId('run-phase').waitFor();
+
+    await screenshot(page, 'web/admin');
+    await writeArtifact('web/admin.console.log', log.dump());
+    expect(log.pageErrors).toEqual([]);
+  });
+});
