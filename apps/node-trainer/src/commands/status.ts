@@ -1,0 +1,118 @@
+// node-trainer status: a run's state from the relay's HTTP API — round progress, witness quorum of recent
+// rounds, clients, and the epoch parameter hashes (majority and mismatching clients).
+import { CliError, type Command } from '../command.ts';
+import { parseFlags } from '../options/index.ts';
+
+interface RunSummary {
+  run_id: string;
+  run_state: string;
+  epoch: number;
+  step: number;
+  total_steps: number;
+  round: { height: number; step: number; witnesses: number; witness_count: number } | null;
+  members: number;
+  epoch_clients: number;
+  healthy_clients: number;
+  connected: number;
+  param_hash: { epoch: number; hash: string } | null;
+}
+
+interface RoundRow {
+  step: number;
+  epoch: number;
+  training: boolean;
+  witnesses: number;
+  quorum: number;
+  quorum_reached: boolean | null;
+  accepted: unknown[] | null;
+  loss: number | null;
+}
+
+interface RunDetail {
+  run: RunSummary;
+  rounds?: RoundRow[];
+  param_hashes?: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
+}
+
+async function getJson<T>(url: string): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url);
+  } catch (e) {
+    throw new CliError(`cannot reach ${url}: ${(e as Error).message}`);
+  }
+  if (res.status === 404) throw new CliError(`${url}: not found (GET /api/runs lists the runs)`);
+  if (!res.ok) throw new CliError(`${url}: HTTP ${res.status}`);
+  return (await res.json()) as T;
+}
+
+function describe(d: RunDetail): string[] {
+  const r = d.run;
+  const lines: string[] = [];
+  const pct = r.total_steps > 0 ? Math.min(100, ((r.step - 1) / r.total_steps) * 100) : 0;
+  lines.push(
+    `run ${r.run_id}: ${r.run_state}, epoch ${r.epoch}, step ${r.step}/${r.total_steps} (${pct.toFixed(0)}%)`,
+  );
+  if (r.round)
+    lines.push(
+      `  round ${r.round.height} (step ${r.round.step}): ${r.round.witnesses} of ${r.round.witness_count} witnesses submitted`,
+    );
+  lines.push(
+    `  clients: ${r.healthy_clients} healthy of ${r.epoch_clients} in the epoch, ${r.members} registered, ${r.connected} connected`,
+  );
+  const rounds = d.rounds ?? [];
+  if (rounds.length > 0) {
+    const done = rounds.filter((x) => x.quorum_reached !== null);
+    const failed = done.filter((x) => x.quorum_reached === false);
+    lines.push(
+      `  witness quorum: ${done.length - failed.length}/${done.length} recent rounds reached it` +
+        (failed.length ? ` (missed at steps ${failed.map((x) => x.step).join(', ')})` : ''),
+    );
+    const withLoss = rounds.filter((x) => typeof x.loss === 'number');
+    if (withLoss.length)
+      lines.push(
+        `  latest reported loss ${(withLoss[0]?.loss as number).toFixed(4)} (step ${withLoss[0]?.step})`,
+      );
+  }
+  for (const h of d.param_hashes ?? [])
+    lines.push(
+      `  epoch ${h.epoch} parameter hash ${h.majority?.slice(0, 16) ?? '—'}… from ${h.reports} reports` +
+        (h.mismatched.length
+          ? `; MISMATCHED: ${h.mismatched.map((m) => m.slice(0, 12)).join(', ')}`
+          : ', all equal'),
+    );
+  return lines;
+}
+
+const command: Command = {
+  summary: "show a relay's runs: round progress, witness quorum, clients, parameter hashes",
+  usage: '--relay URL [--run-id ID] [--json]',
+  async run(argv) {
+    const { values } = parseFlags(argv, {
+      relay: { type: 'string' },
+      'run-id': { type: 'string' },
+      json: { type: 'boolean' },
+    });
+    if (!values.relay) throw new CliError('--relay URL is required');
+    const base = `${values.relay.replace(/\/+$/, '')}/api/runs`;
+    const ids = values['run-id']
+      ? [values['run-id']]
+      : (await getJson<{ runs: RunSummary[] }>(base)).runs.map((r) => r.run_id);
+    const details = await Promise.all(
+      ids.map((id) => getJson<RunDetail>(`${base}/${encodeURIComponent(id)}`)),
+    );
+    if (values.json) {
+      console.log(
+        JSON.stringify({
+          runs: details.map((d) => ({ ...d.run, rounds: d.rounds, param_hashes: d.param_hashes })),
+        }),
+      );
+      return 0;
+    }
+    if (details.length === 0) console.log('no runs on this relay');
+    for (const d of details) console.log(describe(d).join('\n'));
+    return 0;
+  },
+};
+
+export default command;
