@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { relayDataSource } from '@meshtrain/client';
 import { parsePrometheus, valueOf } from '../src/net/prometheus.ts';
 import { testnetToml } from '../src/testnet/index.ts';
 
@@ -81,6 +82,21 @@ describe('status and metrics', () => {
     const human = await cli(['metrics', '--relay', url, '--interval', '0']);
     expect(human.stdout).toMatch(/^bandwidth {2}in .*, out /m);
     expect(human.stdout).toMatch(/run testnet: WaitingForMembers, epoch 0, step 1 \(round 0\)/);
+  });
+
+  it("reads the relay's samples, wrapping ids past the end of the split", async () => {
+    const manifest = (await (await fetch(`${url}/api/runs/testnet/data/manifest`)).json()) as {
+      samples: { train: number };
+      sample_tokens: number;
+    };
+    const n = manifest.samples.train;
+    const w = manifest.sample_tokens;
+    const data = relayDataSource(url, 'testnet', 3);
+    const first = await data.samples(0, 4);
+    expect(first).toHaveLength(5 * w);
+    const across = await data.samples(n - 2, n + 1);
+    const last = await data.samples(n - 2, n - 1);
+    expect([...across]).toEqual([...last, ...first.subarray(0, 2 * w)]);
   });
 
   it('refuses a relay that is not there with a clear message', async () => {

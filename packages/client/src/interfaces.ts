@@ -21,8 +21,11 @@ export interface TrainingBackend {
   loadParams(params: ParameterMap): Promise<void>;
   /** `tokens`: `rows × (seqLen + 1)` ids, int32. */
   trainStep(tokens: Int32Array, rows: number): Promise<TrainStepOutput>;
-  /** Loss only (held-out evaluation); optional. */
-  evalLoss?(tokens: Int32Array, rows: number): Promise<number>;
+  /**
+   * Loss only (held-out evaluation), optional. With `params` it evaluates those without replacing what
+   * `loadParams` loaded, so an evaluation can never change the parameters a concurrent train step uses.
+   */
+  evalLoss?(tokens: Int32Array, rows: number, params?: ParameterMap): Promise<number>;
   dispose?(): Promise<void>;
 }
 

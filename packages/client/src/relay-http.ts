@@ -18,31 +18,54 @@ async function ok(res: Response, what: string): Promise<Response> {
   throw new Error(`${what}: HTTP ${res.status} ${detail}`);
 }
 
-/** Samples from the relay's data provider, in requests of at most `maxPerRequest` samples. */
+/**
+ * Samples from the relay's data provider, in requests of at most `maxPerRequest` samples. Sample ids past
+ * the end of the training split wrap around (id mod count), as a local shard does, so a run longer than its
+ * dataset keeps going over it again instead of failing.
+ */
 export function relayDataSource(
   relayUrl: string,
   runId: string,
   maxPerRequest = 512,
 ): DataSource & { bytes: number } {
+  let count: Promise<number> | null = null;
+  const samplesInSplit = async (): Promise<number> => {
+    const res = await ok(await fetch(`${base(relayUrl, runId)}/data/manifest`), 'data manifest');
+    const m = (await res.json()) as { samples?: { train?: number } };
+    const n = m.samples?.train ?? 0;
+    if (!(n > 0)) throw new Error("the run's dataset has no training samples");
+    return n;
+  };
+  const range = async (s: number, e: number): Promise<Int32Array> => {
+    const res = await ok(
+      await fetch(`${base(relayUrl, runId)}/data/samples?start=${s}&end=${e}`),
+      'data samples',
+    );
+    const buf = new Uint8Array(await res.arrayBuffer());
+    src.bytes += buf.length;
+    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    const out = new Int32Array(buf.length / 4);
+    for (let i = 0; i < out.length; i++) out[i] = view.getInt32(4 * i, true);
+    return out;
+  };
   const src = {
     bytes: 0,
     async samples(start: number, end: number): Promise<Int32Array> {
+      count ??= samplesInSplit().catch((e: unknown) => {
+        count = null;
+        throw e;
+      });
+      const n = await count;
       const parts: Int32Array[] = [];
-      for (let s = start; s <= end; s += maxPerRequest) {
-        const e = Math.min(end, s + maxPerRequest - 1);
-        const res = await ok(
-          await fetch(`${base(relayUrl, runId)}/data/samples?start=${s}&end=${e}`),
-          'data samples',
-        );
-        const buf = new Uint8Array(await res.arrayBuffer());
-        src.bytes += buf.length;
-        const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-        const out = new Int32Array(buf.length / 4);
-        for (let i = 0; i < out.length; i++) out[i] = view.getInt32(4 * i, true);
-        parts.push(out);
+      // Contiguous runs of wrapped ids, each at most maxPerRequest long.
+      for (let id = start; id <= end;) {
+        const s = id % n;
+        const len = Math.min(end - id + 1, n - s, maxPerRequest);
+        parts.push(await range(s, s + len - 1));
+        id += len;
       }
       if (parts.length === 1) return parts[0] as Int32Array;
-      const all = new Int32Array(parts.reduce((n, p) => n + p.length, 0));
+      const all = new Int32Array(parts.reduce((k, p) => k + p.length, 0));
       let o = 0;
       for (const p of parts) {
         all.set(p, o);

@@ -62,12 +62,12 @@ export class OrtTrainingBackend implements TrainingBackend {
     this.params = params;
   }
 
-  private feeds(graph: BuiltGraph, tokens: Int32Array): Record<string, ort.Tensor> {
+  private feeds(graph: BuiltGraph, tokens: Int32Array, params = this.params): Record<string, ort.Tensor> {
     const out: Record<string, ort.Tensor> = {};
     for (const input of graph.inputs) {
       if (input.name === 'tokens') out.tokens = new ort.Tensor('int32', tokens, input.shape);
       else {
-        const data = this.params.get(input.name);
+        const data = params.get(input.name);
         if (!data) throw new Error(`train step wants parameter ${input.name}, which was not loaded`);
         out[input.name] = new ort.Tensor('float32', data, input.shape);
       }
@@ -87,9 +87,9 @@ export class OrtTrainingBackend implements TrainingBackend {
     return { loss: Number((out.loss as ort.Tensor).data[0]), grads };
   }
 
-  async evalLoss(tokens: Int32Array, rows: number): Promise<number> {
+  async evalLoss(tokens: Int32Array, rows: number, params?: ParameterMap): Promise<number> {
     const { graph, session } = await this.step(rows, false);
-    const out = await session.run(this.feeds(graph, tokens));
+    const out = await session.run(this.feeds(graph, tokens, params));
     return Number((out.loss as ort.Tensor).data[0]);
   }
 

@@ -202,13 +202,12 @@ const command: Command = {
           const step = e.step;
           evaluating = evaluating.then(async () => {
             const params = await client.parameters();
-            await backend.loadParams(params);
             let sum = 0;
             let rows = 0;
             for (let r = 0; r < ev.rows; r += backend.maxRows) {
               const n = Math.min(backend.maxRows, ev.rows - r);
               const w = seqLen + 1;
-              sum += (await backend.evalLoss(ev.tokens.subarray(r * w, (r + n) * w), n)) * n;
+              sum += (await backend.evalLoss(ev.tokens.subarray(r * w, (r + n) * w), n, params)) * n;
               rows += n;
             }
             lastEval = sum / rows;
