@@ -64,6 +64,8 @@ export interface RelayOptions {
   graceMs?: number;
   /** How long a new connection may take to send its Join (default 30 s). */
   joinTimeoutMs?: number;
+  /** Least time between two StateSnapshot broadcasts of one run (default 100 ms; the latest state wins). */
+  snapshotIntervalMs?: number;
   /** Keys allowed to create runs; empty/undefined = any signed request. */
   adminKeys?: readonly string[];
   log?: RelayLog;
@@ -95,6 +97,7 @@ export class Relay {
   readonly tickMs: number;
   readonly graceMs: number;
   readonly joinTimeoutMs: number;
+  readonly snapshotIntervalMs: number;
   readonly adminKeys: ReadonlySet<string>;
   readonly log: RelayLog;
   private readonly hosts = new Map<string, RunHost>();
@@ -103,6 +106,11 @@ export class Relay {
   /** `${runId} ${identity}` → pending disconnect-leave timer. */
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private timer: NodeJS.Timeout | undefined;
+  private readonly pendingBroadcasts = new Set<string>();
+  /** performance.now() of each run's last broadcast (monotonic: independent of the injectable clock). */
+  private readonly lastBroadcast = new Map<string, number>();
+  /** The snapshot seq each session was last sent, so a coalesced broadcast skips those already current. */
+  private readonly sentSeq = new WeakMap<SessionHandle, number>();
   /** Observers for metrics: frame bytes in/out and reported losses. Replace the functions to observe. */
   readonly hooks: {
     bytesIn: (n: number) => void;
@@ -123,6 +131,7 @@ export class Relay {
     this.tickMs = opts.tickMs ?? 500;
     this.graceMs = opts.graceMs ?? 10_000;
     this.joinTimeoutMs = opts.joinTimeoutMs ?? 30_000;
+    this.snapshotIntervalMs = opts.snapshotIntervalMs ?? 100;
     this.adminKeys = new Set(opts.adminKeys ?? []);
     this.log = opts.log ?? quietLog;
     for (const row of this.store.runs()) {
@@ -317,10 +326,16 @@ export class Relay {
   }
 
   private changed(host: RunHost, effects: readonly CoordinatorEffect[]): void {
-    const m = this.sessions.get(host.runId);
-    if (m && m.size > 0) {
-      const frame = host.snapshotFrame();
-      for (const s of m.values()) s.send(frame);
+    // Snapshots are throttled per run: at most one full-state broadcast per snapshotIntervalMs, carrying the
+    // latest state. Broadcasting every transition would be quadratic in the clients when many of them act
+    // at once (N joins at a run's start = N broadcasts of a state that grows with N). A change after a quiet
+    // period goes out right away (next event-loop turn); during a burst the trailing one carries the rest.
+    if (!this.pendingBroadcasts.has(host.runId)) {
+      this.pendingBroadcasts.add(host.runId);
+      const wait =
+        (this.lastBroadcast.get(host.runId) ?? -Infinity) + this.snapshotIntervalMs - performance.now();
+      if (wait <= 0) setImmediate(() => this.flushBroadcast(host));
+      else setTimeout(() => this.flushBroadcast(host), wait).unref();
     }
     for (const l of this.changeListeners) {
       try {
@@ -329,6 +344,26 @@ export class Relay {
         this.log.warn(`change listener failed: ${(e as Error).message}`);
       }
     }
+  }
+
+  private flushBroadcast(host: RunHost): void {
+    this.pendingBroadcasts.delete(host.runId);
+    this.lastBroadcast.set(host.runId, performance.now());
+    const m = this.sessions.get(host.runId);
+    if (!m || m.size === 0 || this.hosts.get(host.runId) !== host) return;
+    let frame: Uint8Array | undefined;
+    for (const s of m.values()) {
+      if ((this.sentSeq.get(s) ?? -1) >= host.seq) continue;
+      frame ??= host.snapshotFrame();
+      s.send(frame);
+      this.sentSeq.set(s, host.seq);
+    }
+  }
+
+  /** Sends the run's current state to one session (after its join). */
+  sendSnapshot(session: SessionHandle, host: RunHost): void {
+    session.send(host.snapshotFrame());
+    this.sentSeq.set(session, host.seq);
   }
 
   // --- timer --------------------------------------------------------------------------------------

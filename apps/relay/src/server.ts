@@ -24,6 +24,8 @@ export interface RelayServerOptions {
   tickMs?: number;
   graceMs?: number;
   joinTimeoutMs?: number;
+  /** Least time between two StateSnapshot broadcasts of one run (default 100 ms). */
+  snapshotIntervalMs?: number;
   limits?: Partial<WireLimits>;
   adminKeys?: readonly string[];
   clock?: Clock;
@@ -53,6 +55,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     ...(opts.tickMs !== undefined ? { tickMs: opts.tickMs } : {}),
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.joinTimeoutMs !== undefined ? { joinTimeoutMs: opts.joinTimeoutMs } : {}),
+    ...(opts.snapshotIntervalMs !== undefined ? { snapshotIntervalMs: opts.snapshotIntervalMs } : {}),
     ...(opts.adminKeys ? { adminKeys: opts.adminKeys } : {}),
     ...(opts.log ? { log: opts.log } : {}),
   });

@@ -271,7 +271,7 @@ export class CoordinatorSession implements SessionHandle {
     // The Ack goes out first (onMessage sends it after handle returns), then the state: queue them after it.
     queueMicrotask(() => {
       if (this.closed) return;
-      this.send(host.snapshotFrame());
+      this.relay.sendSnapshot(this, host);
       for (const r of this.relay.store.resultsForSteps(this.runId, host.storedRoundSteps()))
         if (r.announce !== null && r.sender !== this.id) this.send(r.announce);
     });

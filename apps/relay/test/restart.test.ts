@@ -148,7 +148,7 @@ describe('relay restart', () => {
     });
     const stays = await TestClient.joined(first.url, 'grace', identity(311));
     const gone = await TestClient.joined(first.url, 'grace', identity(312));
-    expect(stays.state!.members).toHaveLength(2);
+    await stays.until(() => stays.state!.members.length === 2, 5000, 'both members');
     stays.close();
     gone.close();
     await first.close();
