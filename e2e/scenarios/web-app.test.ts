@@ -1,13 +1,19 @@
-// e2e for apps/web served by the real relay (issue 6, scenarios b, d, e):
+// e2e for apps/web served by the real relay (issue 6, scenarios b, d, e, and a one-tab part of a):
+//  - a browser tab with WebGPU (SwiftShader) clicks "Contribute my GPU" and trains the relay's `micro` run in
+//    its worker: the relay's step advances, the round losses fall, the tab is listed with points;
 //  b. a run created, paused, reconfigured and resumed through the admin console in a real browser, every
 //     change checked through the relay's public API;
 //  d. a browser without WebGPU opens `/` and gets the explanation, with no errors on its console;
-//  e. screenshots of the volunteer page and the admin console under e2e/artifacts/web/.
+//  e. screenshots of the volunteer page mid-training and of the admin console under e2e/artifacts/web/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { DEFAULT_RUN_TOML } from '@meshtrain/core';
 import { collectConsole, launchChromium, screenshot, writeArtifact } from '../lib/index.ts';
 import type { ConsoleLog, LaunchedChromium } from '../lib/index.ts';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { microRunToml } from './support/micro-run.ts';
 import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
 import type { RelayProcess } from './support/relay-process.ts';
 
@@ -20,13 +26,21 @@ interface RunSummaryJson {
 interface RunDetailJson {
   run: RunSummaryJson;
   config: { toml: string };
+  clients: { id: string; device_kind: string; points: number; connected: boolean }[];
+  rounds: { step: number; loss: number | null }[];
 }
+
+/** Steps the in-tab training must reach (the run has more, so the tab is still training for the screenshots). */
+const TRAIN_STEPS = 8;
 
 let relay: RelayProcess;
 const browsers: LaunchedChromium[] = [];
 
 beforeAll(async () => {
-  relay = await startRelayProcess();
+  // The relay's one run at startup is `default` on the micro preset: SwiftShader trains it in seconds a step.
+  const config = join(tmpdir(), `meshtrain-e2e-web-${process.pid}.toml`);
+  await writeFile(config, microRunToml({ runId: 'default', steps: 200, clients: 1 }));
+  relay = await startRelayProcess({ args: ['--config', config] });
 });
 
 afterAll(async () => {
@@ -76,23 +90,50 @@ describe('web app on the relay', () => {
     expect(log.errors()).toEqual([]);
   });
 
-  it('(e) volunteer page with WebGPU: probes the GPU in the worker and shows the live run', async () => {
+  it('(e) a volunteer tab with WebGPU trains the run in its worker: steps advance, loss falls', async () => {
     const { page, log } = await open(true, '/');
     await page.getByTestId('run-phase').waitFor({ timeout: 30_000 });
     const button = page.getByRole('button', { name: 'Contribute my GPU' });
     await expect.poll(() => button.isEnabled(), { timeout: 30_000 }).toBe(true);
+    const t0 = Date.now();
     await button.click();
     const status = page.getByTestId('trainer-status');
-    await expect.poll(() => status.innerText(), { timeout: 60_000 }).toMatch(/^\s*ready/);
+    await expect.poll(() => status.innerText(), { timeout: 60_000 }).toMatch(/training/);
+
+    const trained = await waitFor(
+      `the relay's run to reach step ${TRAIN_STEPS} with this tab training`,
+      async () => {
+        const d = await relayJson<RunDetailJson>(relay, '/api/runs/default');
+        return d.run.step >= TRAIN_STEPS ? d : undefined;
+      },
+      150_000,
+    );
+    const seconds = (Date.now() - t0) / 1000;
+    const losses = trained.rounds
+      .filter((r) => r.loss !== null)
+      .sort((a, b) => a.step - b.step)
+      .map((r) => r.loss as number);
+    await writeArtifact(
+      'web/volunteer-training.json',
+      JSON.stringify({ seconds, step: trained.run.step, losses, clients: trained.clients }, null, 2),
+    );
+    expect(losses.length).toBeGreaterThanOrEqual(TRAIN_STEPS - 2);
+    const head = losses.slice(0, 2).reduce((a, b) => a + b, 0) / 2;
+    const tail = losses.slice(-2).reduce((a, b) => a + b, 0) / 2;
+    expect(tail).toBeLessThan(head);
+    const me = trained.clients.find((c) => c.device_kind.startsWith('browser webgpu'));
+    expect(me, JSON.stringify(trained.clients)).toBeDefined();
+    expect(me!.connected).toBe(true);
+    await expect
+      .poll(async () => Number(await page.getByTestId('my-batches').innerText()))
+      .toBeGreaterThan(0);
+
     await page.getByText('Your device').click();
-    await page
-      .getByText(/micro-batch/)
-      .first()
-      .waitFor();
     await screenshot(page, 'web/volunteer');
     await writeArtifact('web/volunteer.console.log', log.dump());
     expect(log.pageErrors).toEqual([]);
     expect(log.gpuErrors()).toEqual([]);
+    expect(log.errors()).toEqual([]);
   });
 
   it('(b) creates, pauses, reconfigures and resumes a run from the admin console', async () => {
@@ -152,12 +193,18 @@ describe('web app on the relay', () => {
     });
     expect(resumed.run.run_state).not.toBe('Paused');
 
-    // A run owned by another key (the relay's default run) cannot be paused from this console.
+    // A run owned by another key (the relay's default run, which the volunteer tab is training) can be watched
+    // but not paused from this console.
     await page.locator('tr[data-run="default"]').getByRole('button').click();
     await expect.poll(() => page.getByText('Another key owns this run').isVisible()).toBe(true);
     expect(await page.getByRole('button', { name: 'Pause run' }).isDisabled()).toBe(true);
-    await page.locator(`tr[data-run="${runId}"]`).getByRole('button').click();
-    await page.getByTestId('run-phase').waitFor();
+    await page
+      .getByRole('table', { name: 'Clients' })
+      .getByText('browser webgpu')
+      .waitFor({ timeout: 10_000 });
+    await page.getByRole('table', { name: 'Rounds and witness quorum' }).waitFor();
+    // Let the bandwidth chart collect a few samples of /metrics.
+    await page.waitForTimeout(7000);
 
     await screenshot(page, 'web/admin');
     await writeArtifact('web/admin.console.log', log.dump());

@@ -1,8 +1,9 @@
 // Serves the web app's build (apps/web/dist) from the relay: its assets, and index.html for the app's
 // client-side routes (`/`, `/runs/:id`, `/admin`). When the build is missing, every route here passes on, so
 // `/` falls back to the relay's plain status page (routes/status.ts) and nothing else changes.
-import { existsSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { createReadStream, existsSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Hono } from 'hono';
@@ -45,9 +46,10 @@ export function webRoutes(opts: WebRoutesOptions = {}): Hono {
       'Cache-Control': cache,
       'X-Content-Type-Options': 'nosniff',
     };
-    if (c.req.method === 'HEAD')
-      return c.body(null, 200, { ...headers, 'Content-Length': String(info.size) });
-    return c.body(new Uint8Array(await readFile(file)), 200, headers);
+    const sized = { ...headers, 'Content-Length': String(info.size) };
+    if (c.req.method === 'HEAD') return c.body(null, 200, sized);
+    // Streamed: the build includes onnxruntime-web's 27 MB wasm.
+    return c.body(Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>, 200, sized);
   };
 
   // index.html may change with every build: always revalidate. Hashed assets never change.

@@ -49,6 +49,7 @@ export interface RoundRecord {
   batch_size: number;
   training: boolean;
   clients: number;
+  /** Unix seconds (the coordinator's clock), unlike the other timestamps (ms). */
   started_at: number;
   ended_at: number | null;
   witnesses: number | null;

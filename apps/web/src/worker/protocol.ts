@@ -75,7 +75,9 @@ export interface TrainerStats {
   batches: number;
   bytesSent: number;
   bytesReceived: number;
-  /** Bytes of uncompressed gradients the sent results stand for (for the compression ratio); 0 until training. */
+  /** Bytes of the results (DisTrO-compressed updates) this tab produced. */
+  resultBytes: number;
+  /** Bytes of the fp32 gradients those results stand for (compression ratio = raw / result bytes). */
   rawGradientBytes: number;
   /** (step, loss) of this tab's own batches. */
   losses: { step: number; loss: number }[];
@@ -98,5 +100,5 @@ export type WorkerToPage =
   | { type: 'error'; where: string; message: string };
 
 export function emptyStats(): TrainerStats {
-  return { batches: 0, bytesSent: 0, bytesReceived: 0, rawGradientBytes: 0, losses: [] };
+  return { batches: 0, bytesSent: 0, bytesReceived: 0, resultBytes: 0, rawGradientBytes: 0, losses: [] };
 }

@@ -1,7 +1,14 @@
-// The training worker. Today it probes the GPU (adapter limits → micro-batch size) and keeps the volunteer's
-// controls (pause, throttle, visibility) in one place; the coordinator session and the train step
-// (packages/client on onnxruntime-web's WebGPU EP) plug in behind the same messages.
-import { bytesToHex, hexToBytes, publicKeyOf } from '@meshtrain/core';
+// The training worker: probes the GPU (adapter limits → micro-batch), then runs @meshtrain/client in this
+// worker — coordinator session over the relay's WebSocket (RelayLink), data and checkpoints over its HTTP
+// API, the train step on onnxruntime-web's WebGPU EP, DisTrO on the client's CPU reference. The page only
+// sees the typed messages of protocol.ts.
+import { Client, RelayLink, relayCheckpoints, relayDataSource } from '@meshtrain/client';
+import type { ClientEvent } from '@meshtrain/client';
+import { bytesToHex, hexToBytes, parseRunConfig, publicKeyOf } from '@meshtrain/core';
+import type { CoordinatorState, RunConfig } from '@meshtrain/core';
+import { createCpuBackend } from '@meshtrain/distro';
+import { ByteTokenizer, initParameters, parameterCount, PRESETS } from '@meshtrain/model';
+import type { LlamaConfig } from '@meshtrain/model';
 import { probeDevice } from './device-probe.ts';
 import { emptyStats } from './protocol.ts';
 import type {
@@ -12,6 +19,7 @@ import type {
   TrainerStatus,
   WorkerToPage,
 } from './protocol.ts';
+import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 
 interface WorkerScope {
   postMessage(message: WorkerToPage): void;
@@ -19,41 +27,175 @@ interface WorkerScope {
 }
 const scope = self as unknown as WorkerScope;
 
-const NOT_WIRED =
-  'Training in the tab is not switched on in this build yet: the GPU was probed and this tab follows the run. ' +
-  'Your browser will start training as soon as the in-tab trainer ships.';
-
 const status: TrainerStatus = { phase: 'idle', message: 'Not started.', clientId: null, stats: emptyStats() };
 let run: RunTarget | null = null;
+let runConfig: RunConfig | null = null;
+let model: LlamaConfig | null = null;
+let secretKey: Uint8Array | null = null;
 let throttle: Throttle = { share: 1, onlyWhenVisible: false };
 let visible = true;
 let userPaused = false;
-let deviceReady = false;
+let device: GPUDevice | null = null;
+let backend: WebGpuTrainingBackend | null = null;
+let adapterName = 'WebGPU';
+let session: { link: RelayLink; client: Client; done: Promise<void> } | null = null;
+let lastState: CoordinatorState | null = null;
+let lastStepMs = 0;
 
 function post(m: WorkerToPage): void {
   scope.postMessage(m);
 }
-
+function log(line: string): void {
+  post({ type: 'log', line });
+}
+function publish(): void {
+  if (session) {
+    status.stats.bytesSent = session.link.stats.bytesSent;
+    status.stats.bytesReceived = session.link.stats.bytesReceived;
+  }
+  post({ type: 'status', status: structuredClone(status) });
+}
 function setPhase(phase: TrainerPhase, message: string): void {
   status.phase = phase;
   status.message = message;
-  post({ type: 'status', status: structuredClone(status) });
+  publish();
 }
 
-/** The phase the controls imply once the device is ready. */
-function settle(): void {
-  if (!deviceReady) return;
-  if (userPaused) setPhase('paused', 'Paused: this tab does no work until you resume.');
-  else if (throttle.onlyWhenVisible && !visible)
+function modelOf(rc: RunConfig): LlamaConfig {
+  return { ...PRESETS[rc.meshtrain.preset ?? 'tiny'], ...(rc.meshtrain.model ?? {}) } as LlamaConfig;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The throttle: rest in proportion to the last step's time so training takes `share` of wall time. */
+async function gate(): Promise<void> {
+  if (throttle.share < 1 && lastStepMs > 0) await sleep(lastStepMs * (1 / throttle.share - 1));
+}
+
+function describeState(s: CoordinatorState | null): string {
+  if (!s) return 'connecting to the run…';
+  return `${s.run_state}, epoch ${s.progress.epoch}, step ${s.progress.step}/${s.config.total_steps}`;
+}
+
+function onClientEvent(e: ClientEvent): void {
+  switch (e.type) {
+    case 'trained':
+      status.stats.batches++;
+      status.stats.losses = [...status.stats.losses.slice(-499), { step: e.step, loss: e.loss }];
+      status.stats.resultBytes += e.bytes;
+      status.stats.rawGradientBytes = model ? parameterCount(model) * 4 * status.stats.batches : 0;
+      log(
+        `trained step ${e.step}: loss ${e.loss.toFixed(4)}, result ${e.bytes} B, ${e.seconds.toFixed(1)} s`,
+      );
+      break;
+    case 'phase':
+      if (status.phase === 'connecting' || status.phase === 'training')
+        setPhase('training', `Contributing: ${e.phase.toLowerCase()} (${describeState(lastState)}).`);
+      return;
+    case 'model':
+      log(
+        `model ${e.source === 'init' ? 'initialised from the run seed' : e.source === 'checkpoint' ? 'loaded from a checkpoint' : 'kept'} at step ${e.step} (hash ${e.hash.slice(0, 16)}…)`,
+      );
+      break;
+    case 'applied':
+      break;
+    case 'paramHash':
+      log(`epoch ${e.epoch} parameter hash ${e.hash.slice(0, 16)}…`);
+      break;
+    case 'resync':
+      log(`re-syncing: ${e.reason}`);
+      break;
+    case 'warning':
+      log(`warning: ${e.message}`);
+      break;
+    case 'error':
+      post({ type: 'error', where: 'client', message: e.message.split('\n')[0] ?? e.message });
+      break;
+    default:
+      return;
+  }
+  publish();
+}
+
+async function join(): Promise<void> {
+  if (!run || !runConfig || !model || !secretKey || !backend) return;
+  if (session) return;
+  const optimizer = runConfig.model.LLM.optimizer;
+  if (!('Distro' in optimizer))
+    throw new Error('this run does not use DisTrO; browser tabs train DisTrO runs only');
+  const link = new RelayLink({
+    relayUrl: run.relayUrl,
+    runId: run.runId,
+    secretKey,
+    deviceKind: `browser webgpu (${adapterName})`,
+    onLog: log,
+  });
+  link.onState((s) => {
+    lastState = s;
+    if (status.phase === 'training') {
+      status.message = `Contributing: ${describeState(s)}.`;
+      publish();
+    }
+  });
+  link.onNotice = (code, message) => log(`relay notice ${code}: ${message}`);
+  const client = new Client({
+    run: runConfig,
+    runId: run.runId,
+    secretKey,
+    link,
+    backend,
+    distro: createCpuBackend({ chunk: optimizer.Distro.compression_chunk }),
+    data: relayDataSource(run.relayUrl, run.runId),
+    initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
+    checkpoints: relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey }),
+    onEvent: onClientEvent,
+  });
+  client.setShapes(backend.shapes);
+  setPhase('connecting', 'Joining the run…');
+  await link.connect();
+  setPhase('training', `Contributing: ${describeState(lastState)}.`);
+  const done = client.run().then(
+    () => {
+      if (session?.client === client) {
+        session = null;
+        link.close();
+        if (lastState?.run_state === 'Finished') setPhase('stopped', 'The run finished. Thank you!');
+      }
+    },
+    (e: unknown) => {
+      post({ type: 'error', where: 'client', message: e instanceof Error ? e.message : String(e) });
+    },
+  );
+  session = { link, client, done };
+}
+
+function leave(): void {
+  if (!session) return;
+  session.client.stop();
+  session.link.close();
+  session = null;
+}
+
+/** Applies the volunteer's controls: join when allowed, leave when paused or hidden-and-visible-only. */
+async function settle(): Promise<void> {
+  if (!backend) return;
+  if (userPaused) {
+    leave();
+    setPhase('paused', 'Paused: this tab left the run and does no work until you resume.');
+  } else if (throttle.onlyWhenVisible && !visible) {
+    leave();
     setPhase('throttled', 'Waiting: you asked to contribute only while this tab is visible.');
-  else setPhase('ready', NOT_WIRED);
+  } else if (!session) {
+    await join();
+  } else publish();
 }
 
 async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void> {
   run = m.run;
   throttle = m.throttle;
   visible = m.visible;
-  status.clientId = bytesToHex(publicKeyOf(hexToBytes(m.secretKeyHex, 32)));
+  secretKey = hexToBytes(m.secretKeyHex, 32);
+  status.clientId = bytesToHex(publicKeyOf(secretKey));
   setPhase('probing', 'Checking your GPU…');
   const outcome = await probeDevice(run);
   if (!outcome.ok) {
@@ -61,15 +203,55 @@ async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void>
     return;
   }
   post({ type: 'probe', probe: outcome.probe });
-  post({
-    type: 'log',
-    line: `GPU: ${outcome.probe.adapter.description || outcome.probe.adapter.vendor || 'unnamed adapter'}; micro-batch ${outcome.probe.microBatch} (${outcome.probe.microBatchReason})`,
+  const a = outcome.probe.adapter;
+  adapterName =
+    [a.vendor, a.architecture, a.description].filter((s) => s !== '').join(' ') || 'unnamed adapter';
+  log(`GPU: ${adapterName}; micro-batch ${outcome.probe.microBatch} (${outcome.probe.microBatchReason})`);
+
+  const res = await fetch(`${run.relayUrl}/api/runs/${encodeURIComponent(run.runId)}`);
+  if (!res.ok) throw new Error(`GET /api/runs/${run.runId}: HTTP ${res.status}`);
+  const body = (await res.json()) as { config?: { toml?: string } };
+  if (!body.config?.toml) throw new Error('the relay sent no config for this run');
+  runConfig = parseRunConfig(body.config.toml).config;
+  model = modelOf(runConfig);
+  device = await createTrainingDevice(outcome.adapter);
+  device.addEventListener('uncapturederror', (ev) =>
+    post({ type: 'error', where: 'webgpu', message: (ev as GPUUncapturedErrorEvent).error.message }),
+  );
+  void device.lost.then((info) => {
+    if (info.reason !== 'destroyed') {
+      leave();
+      setPhase('error', `The GPU device was lost (${info.message}). Reload the page to start again.`);
+    }
   });
-  deviceReady = true;
-  settle();
+  backend = new WebGpuTrainingBackend({
+    config: model,
+    seqLen: runConfig.model.LLM.max_seq_len,
+    device,
+    maxRows: outcome.probe.microBatch,
+    description: `onnxruntime-web webgpu (${adapterName})`,
+    gate,
+    onStepTime: (ms) => (lastStepMs = ms),
+  });
+  log(
+    `model: ${parameterCount(model).toLocaleString('en-US')} parameters, ${runConfig.meshtrain.preset ?? 'custom'} preset`,
+  );
+  await settle();
 }
 
-function handle(m: PageToWorker): Promise<void> | void {
+async function generateText(prompt: string, maxTokens: number): Promise<void> {
+  if (!backend || !session || !runConfig)
+    throw new Error('start contributing first: the model lives in the training worker');
+  const params = await session.client.parameters();
+  if (params.size === 0)
+    throw new Error('this tab has not loaded the model yet (it does so at the next warmup)');
+  const tok = new ByteTokenizer();
+  const window = Math.min(runConfig.model.LLM.max_seq_len, 64);
+  const ids = await backend.generate(params, [...tok.encode(prompt)], maxTokens, window, 32);
+  post({ type: 'generated', prompt, text: tok.decode(ids) });
+}
+
+async function handle(m: PageToWorker): Promise<void> {
   switch (m.type) {
     case 'start':
       return start(m);
@@ -86,26 +268,26 @@ function handle(m: PageToWorker): Promise<void> | void {
       visible = m.visible;
       return settle();
     case 'generate':
-      post({
-        type: 'error',
-        where: 'generate',
-        message:
-          'this tab holds no model parameters yet: "try the model" works once the tab has trained or loaded a checkpoint',
-      });
-      return;
+      return generateText(m.prompt, m.maxTokens);
     case 'stop':
-      deviceReady = false;
+      leave();
+      await backend?.dispose();
+      backend = null;
+      device?.destroy();
+      device = null;
       setPhase('stopped', 'Stopped.');
       return;
   }
 }
 
 scope.addEventListener('message', (e) => {
-  Promise.resolve()
-    .then(() => handle(e.data))
-    .catch((err: unknown) => {
-      const message = err instanceof Error ? err.message : String(err);
-      post({ type: 'error', where: e.data.type, message });
-      setPhase('error', `Something went wrong: ${message}`);
-    });
+  handle(e.data).catch((err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    post({ type: 'error', where: e.data.type, message });
+    if (e.data.type !== 'generate') setPhase('error', `Something went wrong: ${message}`);
+  });
 });
+
+setInterval(() => {
+  if (session) publish();
+}, 1000);
