@@ -168,7 +168,7 @@ export class CoordinatorSession implements SessionHandle {
         if (e instanceof WireError) throw new Refusal(`wire_${e.code}`, e.message);
         throw e;
       }
-      this.handle(m, bytes, requestId);
+      this.handle(m, bytes);
       this.badInRow = 0;
       this.send(encodeAck({ requestId }, this.relay.limits));
     } catch (e) {
@@ -187,13 +187,11 @@ export class CoordinatorSession implements SessionHandle {
     }
   }
 
-  private handle(m: WireMessage, bytes: Uint8Array, requestId: number): void {
+  private handle(m: WireMessage, bytes: Uint8Array): void {
     const host = this.host;
     if (!host) throw new Refusal('unknown_run', `no run '${this.runId}'`);
     if (!this.joined) {
       if (m.kind !== 'join') throw new Refusal('not_joined', 'send a Join answering the Challenge first');
-      if (this.left)
-        throw new Refusal('unexpected_frame', 'this connection left the run; reconnect to join again');
       this.join(host, m.message);
       return;
     }
@@ -208,6 +206,8 @@ export class CoordinatorSession implements SessionHandle {
       case 'healthCheck':
         return this.healthCheck(host, m.message);
       case 'leave':
+        // The connection stays open (replies, snapshots) but is done with the run: its close is not a
+        // second leave, and joining again takes a new connection (a new challenge).
         this.checkRun(m.message.runId);
         this.coordinator(host, { type: 'leave', id: this.id });
         this.left = true;
@@ -215,7 +215,6 @@ export class CoordinatorSession implements SessionHandle {
       case 'paramHash':
         return this.paramHash(host, m.message);
       default:
-        void requestId;
         throw new Refusal(
           'unexpected_frame',
           `clients do not send ${m.kind} frames${m.kind === 'join' ? ' twice' : ''}`,
