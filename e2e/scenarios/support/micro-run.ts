@@ -1,14 +1,23 @@
 // A run small enough for WebGPU on SwiftShader (≈0.35 GFLOP/s): the `micro` preset (~100k parameters), 32
 // tokens per sequence, 2 sequences per client per round, generous round timers.
-export function microRunToml(o: { runId: string; steps: number; clients: number }): string {
+export function microRunToml(o: {
+  runId: string;
+  steps: number;
+  /** Clients the first epoch waits for (init_min_clients); each trains 2 sequences per round. */
+  clients: number;
+  /** Seconds per epoch: epoch ends are where clients report parameter hashes and upload checkpoints. */
+  epochTime?: number;
+}): string {
   const batch = 2 * o.clients;
+  // Warmup (model load: session creation on SwiftShader takes seconds) and a round's training must fit in an epoch.
+  const slow = o.epochTime === undefined ? 60 : Math.min(60, Math.floor(o.epochTime / 2));
   return `run_id = "${o.runId}"
 
 [config]
-warmup_time = 60
+warmup_time = ${slow}
 cooldown_time = 3
-epoch_time = 100000
-max_round_train_time = 60
+epoch_time = ${o.epochTime ?? 100000}
+max_round_train_time = ${slow}
 round_witness_time = 1
 waiting_for_members_extra_time = 2
 min_clients = 1
