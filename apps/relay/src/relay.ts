@@ -66,6 +66,8 @@ export interface RelayOptions {
   joinTimeoutMs?: number;
   /** Least time between two StateSnapshot broadcasts of one run (default 100 ms; the latest state wins). */
   snapshotIntervalMs?: number;
+  /** Frames one connection may send per second on average (bursts of twice that; default 100). */
+  maxFramesPerSecond?: number;
   /** Keys allowed to create runs; empty/undefined = any signed request. */
   adminKeys?: readonly string[];
   log?: RelayLog;
@@ -98,6 +100,7 @@ export class Relay {
   readonly graceMs: number;
   readonly joinTimeoutMs: number;
   readonly snapshotIntervalMs: number;
+  readonly maxFramesPerSecond: number;
   readonly adminKeys: ReadonlySet<string>;
   readonly log: RelayLog;
   private readonly hosts = new Map<string, RunHost>();
@@ -132,6 +135,7 @@ export class Relay {
     this.graceMs = opts.graceMs ?? 10_000;
     this.joinTimeoutMs = opts.joinTimeoutMs ?? 30_000;
     this.snapshotIntervalMs = opts.snapshotIntervalMs ?? 100;
+    this.maxFramesPerSecond = opts.maxFramesPerSecond ?? 100;
     this.adminKeys = new Set(opts.adminKeys ?? []);
     this.log = opts.log ?? quietLog;
     for (const row of this.store.runs()) {

@@ -26,6 +26,8 @@ export interface RelayServerOptions {
   joinTimeoutMs?: number;
   /** Least time between two StateSnapshot broadcasts of one run (default 100 ms). */
   snapshotIntervalMs?: number;
+  /** Frames per second one connection may send on average (default 100, bursts of twice that). */
+  maxFramesPerSecond?: number;
   limits?: Partial<WireLimits>;
   adminKeys?: readonly string[];
   clock?: Clock;
@@ -56,6 +58,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.joinTimeoutMs !== undefined ? { joinTimeoutMs: opts.joinTimeoutMs } : {}),
     ...(opts.snapshotIntervalMs !== undefined ? { snapshotIntervalMs: opts.snapshotIntervalMs } : {}),
+    ...(opts.maxFramesPerSecond !== undefined ? { maxFramesPerSecond: opts.maxFramesPerSecond } : {}),
     ...(opts.adminKeys ? { adminKeys: opts.adminKeys } : {}),
     ...(opts.log ? { log: opts.log } : {}),
   });

@@ -77,11 +77,27 @@ export class CoordinatorSession implements SessionHandle {
   private left = false;
   private closed = false;
   private joinTimer: NodeJS.Timeout | undefined;
+  /** Token bucket for frames (refilled at relay.maxFramesPerSecond, holding up to twice that). */
+  private tokens: number;
+  private tokensAt = performance.now();
 
   constructor(relay: Relay, runId: string, transport: Transport) {
     this.relay = relay;
     this.runId = runId;
     this.transport = transport;
+    this.tokens = 2 * relay.maxFramesPerSecond;
+  }
+
+  /** One frame's worth of budget. An honest client sends a handful of frames per round; a flood from one
+   * connection must not starve the others on the relay's single thread. */
+  private takeToken(): boolean {
+    const now = performance.now();
+    const rate = this.relay.maxFramesPerSecond;
+    this.tokens = Math.min(2 * rate, this.tokens + ((now - this.tokensAt) / 1000) * rate);
+    this.tokensAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
   }
 
   get identity(): string {
@@ -154,6 +170,11 @@ export class CoordinatorSession implements SessionHandle {
     this.frameNo++;
     const requestId = this.frameNo > U32_MAX ? 0 : this.frameNo;
     try {
+      if (!this.takeToken())
+        throw new Refusal(
+          'rate_limited',
+          `more than ${this.relay.maxFramesPerSecond} frames per second; slow down`,
+        );
       if (typeof data === 'string')
         throw new Refusal(
           'text_frame',
