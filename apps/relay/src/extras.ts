@@ -116,6 +116,28 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
   relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
   relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
   relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
+  // Replicas whose parameters diverged (DESIGN.md numerics contract): visible on /metrics, not only in the API.
+  const mismatches = metrics.registry.gauge(
+    'meshtrain_param_hash_mismatches',
+    "Clients whose parameter hash differs from the majority of the run's latest reported epoch.",
+    ['run'],
+  );
+  const reports = metrics.registry.gauge(
+    'meshtrain_param_hash_reports',
+    "Clients that reported a parameter hash for the run's latest reported epoch.",
+    ['run'],
+  );
+  for (const h of relay.runList()) {
+    const last = h.paramHashReport().at(-1);
+    if (last) {
+      mismatches.set({ run: h.runId }, last.mismatched.length);
+      reports.set({ run: h.runId }, last.reports);
+    }
+  }
+  relay.hooks.paramHash = (runId, _epoch, n, bad) => {
+    mismatches.set({ run: runId }, bad);
+    reports.set({ run: runId }, n);
+  };
 
   const datasets = new DatasetStore({ datasetsDir: join(dataDir, 'datasets') });
   const checkpoints = new CheckpointStore({ dataDir });

@@ -119,7 +119,9 @@ export class Relay {
     bytesIn: (n: number) => void;
     bytesOut: (n: number) => void;
     loss: (runId: string, loss: number) => void;
-  } = { bytesIn: () => {}, bytesOut: () => {}, loss: () => {} };
+    /** After every ParamHash report: the epoch's reporters and how many differ from its majority. */
+    paramHash: (runId: string, epoch: number, reports: number, mismatched: number) => void;
+  } = { bytesIn: () => {}, bytesOut: () => {}, loss: () => {}, paramHash: () => {} };
   /** The relay's libp2p multiaddrs (with /p2p/<id>) while its libp2p node runs; shown in the run API. */
   p2pMultiaddrs: string[] = [];
   /** Called when a run is created (checkpoint seeding, metrics). */

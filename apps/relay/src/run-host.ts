@@ -23,6 +23,8 @@ export interface ParamHashOutcome {
   majority: string | undefined;
   /** Clients whose report for the epoch differs from the majority. */
   mismatched: string[];
+  /** Clients that reported for the epoch. */
+  reports: number;
 }
 
 /** Fresh shell entropy for core's round seeds (core itself never draws randomness). */
@@ -262,7 +264,7 @@ export class RunHost {
     }
     const mismatched =
       majority === undefined ? [] : rows.filter((r) => r.hash !== majority).map((r) => r.client);
-    return { majority, mismatched };
+    return { majority, mismatched, reports: rows.length };
   }
 
   /** Every epoch's reports with its majority and the clients that differ from it. */

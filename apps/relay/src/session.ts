@@ -400,6 +400,7 @@ export class CoordinatorSession implements SessionHandle {
     const hash = bytesToHex(p.hash);
     const before = new Set(host.paramHashReport().find((e) => e.epoch === p.epoch)?.mismatched ?? []);
     const out = host.reportParamHash(this.id, p.epoch, p.step, hash);
+    this.relay.hooks.paramHash(this.runId, p.epoch, out.reports, out.mismatched.length);
     // Tell clients that just became the minority (not this one: it gets the reply below).
     for (const client of out.mismatched) {
       if (client === this.id || before.has(client)) continue;

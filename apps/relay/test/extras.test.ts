@@ -135,6 +135,9 @@ describe('composed services', () => {
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 1, step: 9, hash: right }))).kind).toBe(
       'ack',
     );
+    const metricsText = await (await fetch(`${relay.url}/metrics`)).text();
+    expect(metricsText).toMatch(/meshtrain_param_hash_reports\{run="extras"\} 1/);
+    expect(metricsText).toMatch(/meshtrain_param_hash_mismatches\{run="extras"\} 0/);
     const r4 = await post(signedUpload(member, { step: 9, epoch: 1, weights, configText }));
     expect(r4.status).toBe(201);
     expect(((await r4.json()) as { step: number }).step).toBe(9);
