@@ -12,7 +12,24 @@ export interface StoredKey {
   createdAt: number;
 }
 
-export type MeshtrainDb = Dexie & { keys: EntityTable<StoredKey, 'role'> };
+/**
+ * A run's parameters at an epoch boundary, kept by the training worker so a reload rejoins without
+ * downloading the checkpoint again. `step` is the step the next epoch starts at (core's `progress.step`).
+ */
+export interface StoredCheckpoint {
+  runId: string;
+  step: number;
+  epoch: number;
+  /** SHA-256 of the parameters (client's parameterHash), hex. */
+  paramHash: string;
+  params: Map<string, Float32Array>;
+  savedAt: number;
+}
+
+export type MeshtrainDb = Dexie & {
+  keys: EntityTable<StoredKey, 'role'>;
+  checkpoints: Dexie.Table<StoredCheckpoint, [string, number]>;
+};
 
 let db: MeshtrainDb | undefined;
 
@@ -20,6 +37,7 @@ export function meshtrainDb(): MeshtrainDb {
   if (!db) {
     db = new Dexie('meshtrain') as MeshtrainDb;
     db.version(1).stores({ keys: 'role' });
+    db.version(2).stores({ keys: 'role', checkpoints: '[runId+step], runId' });
   }
   return db;
 }

@@ -79,6 +79,9 @@ export interface TrainerStats {
   resultBytes: number;
   /** Bytes of the fp32 gradients those results stand for (compression ratio = raw / result bytes). */
   rawGradientBytes: number;
+  /** Checkpoint bytes this tab downloaded from the relay, and checkpoints it took from its own cache. */
+  checkpointDownloadedBytes: number;
+  checkpointCacheHits: number;
   /** (step, loss) of this tab's own batches. */
   losses: { step: number; loss: number }[];
 }
@@ -100,5 +103,14 @@ export type WorkerToPage =
   | { type: 'error'; where: string; message: string };
 
 export function emptyStats(): TrainerStats {
-  return { batches: 0, bytesSent: 0, bytesReceived: 0, resultBytes: 0, rawGradientBytes: 0, losses: [] };
+  return {
+    batches: 0,
+    bytesSent: 0,
+    bytesReceived: 0,
+    resultBytes: 0,
+    rawGradientBytes: 0,
+    checkpointDownloadedBytes: 0,
+    checkpointCacheHits: 0,
+    losses: [],
+  };
 }

@@ -19,6 +19,8 @@ import type {
   TrainerStatus,
   WorkerToPage,
 } from './protocol.ts';
+import { cachedCheckpoints } from './checkpoint-cache.ts';
+import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 
 interface WorkerScope {
@@ -38,7 +40,13 @@ let userPaused = false;
 let device: GPUDevice | null = null;
 let backend: WebGpuTrainingBackend | null = null;
 let adapterName = 'WebGPU';
-let session: { link: RelayLink; client: Client; done: Promise<void> } | null = null;
+let session: {
+  link: RelayLink;
+  client: Client;
+  checkpoints: CachedCheckpoints;
+  done: Promise<void>;
+} | null = null;
+let joining: Promise<void> | null = null;
 let lastState: CoordinatorState | null = null;
 let lastStepMs = 0;
 
@@ -48,10 +56,16 @@ function post(m: WorkerToPage): void {
 function log(line: string): void {
   post({ type: 'log', line });
 }
+/** Counters of sessions that ended (pause/resume starts a new one), so the page sees totals. */
+const previous = { bytesSent: 0, bytesReceived: 0, checkpointDownloadedBytes: 0, checkpointCacheHits: 0 };
+
 function publish(): void {
   if (session) {
-    status.stats.bytesSent = session.link.stats.bytesSent;
-    status.stats.bytesReceived = session.link.stats.bytesReceived;
+    status.stats.bytesSent = previous.bytesSent + session.link.stats.bytesSent;
+    status.stats.bytesReceived = previous.bytesReceived + session.link.stats.bytesReceived;
+    status.stats.checkpointDownloadedBytes =
+      previous.checkpointDownloadedBytes + session.checkpoints.stats.downloadedBytes;
+    status.stats.checkpointCacheHits = previous.checkpointCacheHits + session.checkpoints.stats.cacheHits;
   }
   post({ type: 'status', status: structuredClone(status) });
 }
@@ -99,9 +113,25 @@ function onClientEvent(e: ClientEvent): void {
       break;
     case 'applied':
       break;
-    case 'paramHash':
+    case 'paramHash': {
       log(`epoch ${e.epoch} parameter hash ${e.hash.slice(0, 16)}…`);
+      // Keep these parameters in IndexedDB: the next epoch starts from them, so a reload needs no download.
+      const s = session;
+      if (s)
+        void s.client
+          .parameters()
+          .then((params) =>
+            s.checkpoints.save({ step: e.step, epoch: e.epoch, paramHash: hexToBytes(e.hash), params }),
+          )
+          .catch((err: unknown) =>
+            post({
+              type: 'error',
+              where: 'cache',
+              message: `could not cache the checkpoint: ${String(err)}`,
+            }),
+          );
       break;
+    }
     case 'resync':
       log(`re-syncing: ${e.reason}`);
       break;
@@ -138,6 +168,10 @@ async function join(): Promise<void> {
     }
   });
   link.onNotice = (code, message) => log(`relay notice ${code}: ${message}`);
+  const checkpoints = cachedCheckpoints(
+    relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey }),
+    { relayUrl: run.relayUrl, runId: run.runId, log },
+  );
   const client = new Client({
     run: runConfig,
     runId: run.runId,
@@ -147,7 +181,7 @@ async function join(): Promise<void> {
     distro: createCpuBackend({ chunk: optimizer.Distro.compression_chunk }),
     data: relayDataSource(run.relayUrl, run.runId),
     initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
-    checkpoints: relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey }),
+    checkpoints,
     onEvent: onClientEvent,
   });
   client.setShapes(backend.shapes);
@@ -166,11 +200,16 @@ async function join(): Promise<void> {
       post({ type: 'error', where: 'client', message: e instanceof Error ? e.message : String(e) });
     },
   );
-  session = { link, client, done };
+  session = { link, client, checkpoints, done };
 }
 
 function leave(): void {
   if (!session) return;
+  publish();
+  previous.bytesSent = status.stats.bytesSent;
+  previous.bytesReceived = status.stats.bytesReceived;
+  previous.checkpointDownloadedBytes = status.stats.checkpointDownloadedBytes;
+  previous.checkpointCacheHits = status.stats.checkpointCacheHits;
   session.client.stop();
   session.link.close();
   session = null;
@@ -185,8 +224,9 @@ async function settle(): Promise<void> {
   } else if (throttle.onlyWhenVisible && !visible) {
     leave();
     setPhase('throttled', 'Waiting: you asked to contribute only while this tab is visible.');
-  } else if (!session) {
-    await join();
+  } else if (!session && !joining) {
+    joining = join().finally(() => (joining = null));
+    await joining;
   } else publish();
 }
 

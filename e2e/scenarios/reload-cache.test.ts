@@ -1,0 +1,114 @@
+// Issue 6, scenario c: a training tab is reloaded and rejoins from its IndexedDB (Dexie) checkpoint cache
+// instead of downloading the model again. The tab trains a `micro` run; the run creator pauses it (the epoch
+// ends with a Cooldown, where the tab hashes, uploads and caches its parameters); the tab is reloaded; the
+// run resumes and the reloaded tab joins the next epoch with the cached parameters — it fetches the relay's
+// small checkpoint summary to compare hashes, never `model.safetensors` — and the run trains on.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identityFromSeed } from '@meshtrain/core';
+import { signAdminRequest } from '../../apps/relay/src/middleware/admin-auth.ts';
+import { collectConsole, launchChromium, screenshot, writeArtifact } from '../lib/index.ts';
+import type { LaunchedChromium } from '../lib/index.ts';
+import { microRunToml } from './support/micro-run.ts';
+import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
+import type { RelayProcess } from './support/relay-process.ts';
+
+interface RunDetailJson {
+  run: { run_state: string; step: number; epoch: number };
+}
+
+const RUN = 'reload';
+const owner = identityFromSeed(new Uint8Array(32).fill(61));
+
+let relay: RelayProcess;
+let browser: LaunchedChromium | undefined;
+
+async function admin(method: 'POST', path: string, body = ''): Promise<void> {
+  const headers = signAdminRequest(owner.secretKey, method, path, body, Date.now());
+  const res = await fetch(`${relay.url}${path}`, { method, headers, body });
+  if (!res.ok) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
+}
+
+async function runState(): Promise<RunDetailJson['run']> {
+  return (await relayJson<RunDetailJson>(relay, `/api/runs/${RUN}`)).run;
+}
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+  await admin('POST', '/api/runs', microRunToml({ runId: RUN, steps: 400, clients: 1, epochTime: 40 }));
+});
+
+afterAll(async () => {
+  await browser?.close();
+  if (relay) {
+    await writeArtifact('reload/relay.log', relay.output());
+    await relay.stop();
+  }
+});
+
+describe('reloading a training tab', () => {
+  it('(c) rejoins from the Dexie checkpoint cache without downloading the model again', async () => {
+    browser = await launchChromium({ webgpu: true });
+    const page = await browser.newPage();
+    const log = collectConsole(page);
+    const trainerLog = page.getByTestId('trainer-log');
+    const contribute = async () => {
+      await page.goto(`${relay.url}/?run=${RUN}`);
+      const button = page.getByRole('button', { name: 'Contribute my GPU' });
+      await expect.poll(() => button.isEnabled(), { timeout: 30_000 }).toBe(true);
+      await button.click();
+    };
+
+    await contribute();
+    await waitFor(
+      'the tab to train a few steps',
+      async () => ((await runState()).step >= 4 ? true : undefined),
+      120_000,
+    );
+
+    // Pause: the current round finishes, the epoch cools down (hash, upload, cache), then the run is Paused.
+    await admin('POST', `/api/runs/${RUN}/pause`);
+    const paused = await waitFor(
+      'the run to be Paused',
+      async () => {
+        const r = await runState();
+        return r.run_state === 'Paused' ? r : undefined;
+      },
+      60_000,
+    );
+    await expect
+      .poll(async () => (await trainerLog.textContent()) ?? '', { timeout: 30_000 })
+      .toContain(`saved the parameters at step ${paused.step}`);
+    await waitFor(`the relay's checkpoint for step ${paused.step}`, async () => {
+      const res = await fetch(`${relay.url}/api/runs/${RUN}/checkpoint?step=${paused.step}`);
+      return res.ok ? true : undefined;
+    });
+    const before = await page.getByTestId('checkpoint-source').innerText();
+
+    // Reload the tab, resume the run, contribute again: only the reloaded page's requests are recorded.
+    const requests: string[] = [];
+    page.on('request', (r) => requests.push(r.url()));
+    await admin('POST', `/api/runs/${RUN}/resume`);
+    await contribute();
+    await expect
+      .poll(async () => (await trainerLog.textContent()) ?? '', { timeout: 120_000 })
+      .toContain(`checkpoint for step ${paused.step} loaded from this browser's cache`);
+    await waitFor(
+      'the run to train past the paused step with the reloaded tab',
+      async () => ((await runState()).step >= paused.step + 2 ? true : undefined),
+      120_000,
+    );
+    const source = await page.getByTestId('checkpoint-source').innerText();
+    await writeArtifact(
+      'reload/summary.json',
+      JSON.stringify({ pausedAt: paused, before, after: source, requests }, null, 2),
+    );
+    await page.getByText('Your device').click();
+    await screenshot(page, 'reload/after-reload');
+    await writeArtifact('reload/tab.console.log', log.dump());
+
+    expect(source).toMatch(/^cached \(0 B downloaded\)/);
+    expect(requests.filter((u) => u.includes('model.safetensors'))).toEqual([]);
+    expect(requests.some((u) => u.includes(`/checkpoint?step=${paused.step}`))).toBe(true);
+    expect(log.pageErrors).toEqual([]);
+  });
+});
