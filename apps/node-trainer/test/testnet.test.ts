@@ -1,7 +1,7 @@
 // End to end on real processes: `node-trainer local-testnet` starts `meshtrain-relay run` and two
 // `node-trainer train` processes on loopback (micro preset, Brown corpus from the relay's data provider).
 // The run must finish with witness quorum in every round, equal parameter hashes at the epoch end, a
-// lower held-out loss, and stdout ending with the one JSON summary.
+// lower held-out loss, results fetched from peers over libp2p, and stdout ending with the one JSON summary.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -35,5 +35,7 @@ describe('node-trainer local-testnet', () => {
     expect(r.loss_last).toBeLessThan(r.loss_first as number);
     expect(r.bytes_sent_per_step).toBeGreaterThan(0);
     expect(r.ratio_vs_fp32).toBeGreaterThan(100);
+    // The P2P fast path carried results between the trainers (the relay is only the fallback).
+    expect(r.result_bytes_from_peers).toBeGreaterThan(0);
   }, 300_000);
 });

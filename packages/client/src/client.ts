@@ -23,6 +23,8 @@ import {
   coldStartFactor,
   currentRound,
   decodeSignedResult,
+  decodeTrainingResult,
+  frameCommitment,
   encodeSignedResult,
   encodeTrainingResult,
   hexToBytes,
@@ -79,7 +81,7 @@ export type ClientPhase =
 
 export type ClientEvent =
   | { type: 'phase'; phase: ClientPhase; epoch: number; step: number }
-  | { type: 'model'; source: 'init' | 'checkpoint' | 'kept'; step: number; hash: string }
+  | { type: 'model'; source: 'init' | 'checkpoint' | 'kept'; step: number; hash: string; via?: string }
   | { type: 'applied'; step: number; height: number; results: number; skipped: number }
   | {
       type: 'trained';
@@ -148,7 +150,14 @@ export class ResyncNeeded extends Error {
 
 export class Client {
   phase: ClientPhase = 'NotYetInitialized';
-  readonly stats = { bytesSent: 0, bytesReceived: 0, resultsSent: 0, resultsApplied: 0, resyncs: 0 };
+  readonly stats = {
+    bytesSent: 0,
+    bytesReceived: 0,
+    bytesFromPeers: 0,
+    resultsSent: 0,
+    resultsApplied: 0,
+    resyncs: 0,
+  };
   lastLoss: number | null = null;
 
   private readonly o: ClientOptions;
@@ -328,8 +337,11 @@ export class Client {
         return;
       case 'Cooldown':
         if (!this.inEpoch(s) || this.desynced) return;
-        if (this.paramsStep !== s.epoch.start_step) return this.leaveEpoch(s);
         this.resetEpoch(s);
+        // Later snapshots of the same Cooldown (joins, leaves) find the epoch's end already handled; the
+        // parameters then belong to the next epoch's start step.
+        if (this.hashReported) return;
+        if (this.paramsStep !== s.epoch.start_step) return this.leaveEpoch(s);
         await this.cooldown(s);
         return;
     }
@@ -360,6 +372,7 @@ export class Client {
     this.setPhase('Initializing', s);
     let params: ParameterMap;
     let source: 'init' | 'checkpoint';
+    let via: string | undefined;
     if (s.progress.step === 1 && s.progress.epoch === 0) {
       params = this.o.initParams();
       source = 'init';
@@ -367,11 +380,18 @@ export class Client {
       const ck = await this.loadCheckpoint(s.progress.step);
       params = ck.params;
       source = 'checkpoint';
+      via = ck.via;
     }
     this.installParams(params);
     this.paramsStep = s.progress.step;
     this.desynced = false;
-    this.emit({ type: 'model', source, step: s.progress.step, hash: bytesToHex(parameterHash(params)) });
+    this.emit({
+      type: 'model',
+      source,
+      step: s.progress.step,
+      hash: bytesToHex(parameterHash(params)),
+      ...(via ? { via } : {}),
+    });
   }
 
   private async loadCheckpoint(step: number): Promise<Checkpoint> {
@@ -511,15 +531,43 @@ export class Client {
     for (;;) {
       const have = this.held.get(key);
       if (have) return have;
-      const frame =
-        (await this.o.peers?.fetch(commitment, [from]).catch(() => null)) ??
-        (await this.o.link.fetchResult(commitment).catch(() => null));
-      if (frame) {
-        const got = this.accept(frame, commitment);
-        if (got) return got;
-      }
+      const got = await this.fetchOnce(commitment, from);
+      if (got) return got;
       if (Date.now() >= deadline) return null;
       await sleep(250);
+    }
+  }
+
+  /**
+   * One attempt: peers first (a TrainingResult frame addressed by its commitment; `from` is the trainer the
+   * signed announce or accepted candidate names), then the relay's stored SignedResult.
+   */
+  private async fetchOnce(commitment: Uint8Array, from: string): Promise<HeldResult | null> {
+    const p2p = await this.o.peers?.fetch(commitment, [from]).catch(() => null);
+    if (p2p) {
+      const got = this.acceptTrainingFrame(p2p, commitment, from);
+      if (got) {
+        this.stats.bytesFromPeers += p2p.length;
+        return got;
+      }
+    }
+    const frame = await this.o.link.fetchResult(commitment).catch(() => null);
+    return frame ? this.accept(frame, commitment) : null;
+  }
+
+  /** A TrainingResult frame fetched by commitment: kept if it hashes to `commitment`. */
+  private acceptTrainingFrame(frame: Uint8Array, commitment: Uint8Array, from: string): HeldResult | null {
+    try {
+      if (bytesToHex(frameCommitment(frame)) !== bytesToHex(commitment)) return null;
+      const result = decodeTrainingResult(frame);
+      if (result.runId !== this.o.runId) return null;
+      const held: HeldResult = { commitment, from, frame, result };
+      this.held.set(bytesToHex(commitment), held);
+      this.addCandidate(result.step, result.batch, bytesToHex(commitment), from);
+      this.stats.bytesReceived += frame.length;
+      return held;
+    } catch {
+      return null;
     }
   }
 
@@ -569,10 +617,7 @@ export class Client {
     this.fetching.add(commitment);
     void (async () => {
       for (let attempt = 0; attempt < 4 && !this.held.has(commitment); attempt++) {
-        const frame =
-          (await this.o.peers?.fetch(a.commitment, [from]).catch(() => null)) ??
-          (await this.o.link.fetchResult(a.commitment).catch(() => null));
-        if (frame && this.accept(frame, a.commitment)) break;
+        if (await this.fetchOnce(a.commitment, from)) break;
         await sleep(250 * 2 ** attempt);
       }
       this.fetching.delete(commitment);
@@ -672,10 +717,12 @@ export class Client {
       // The size of the TrainingResult frame the commitment covers (what P2P blob fetches return).
       size: encodeTrainingResult(result).length,
     });
-    await this.o.link.submitResult(frame, announce);
+    // Peers first: the relay forwards the announce at once, and a peer asked before the blob exists would
+    // answer "not found" and cost the asker a fallback round trip.
     await this.o.peers?.publish(announce, frame).catch((e: unknown) => {
       this.emit({ type: 'warning', message: `p2p publish failed (relay has it): ${(e as Error).message}` });
     });
+    await this.o.link.submitResult(frame, announce);
     this.stats.bytesSent += frame.length;
     this.stats.resultsSent++;
     this.lastLoss = loss;

@@ -62,12 +62,18 @@ export interface CoordinatorLink {
   rejoin(reason: string): Promise<void>;
 }
 
-/** Peer-to-peer fast path. Everything here may fail; the relay is the guaranteed path. */
+/**
+ * Peer-to-peer fast path. Everything here may fail; the relay is the guaranteed path. Results travel as
+ * TrainingResult frames content-addressed by their commitment, which the relay's signed announces name.
+ */
 export interface PeerNetwork {
-  /** Offer a SignedResult frame to peers under `announce.commitment` and gossip the announcement. */
+  /** Offer this client's result to peers (they fetch it by `announce.commitment`). */
   publish(announce: Announce, signedResultFrame: Uint8Array): Promise<void>;
-  /** Fetch a SignedResult frame by commitment from peers (any of them), verified by the caller. */
-  fetch(commitment: Uint8Array, hintPeerIds: readonly string[]): Promise<Uint8Array | null>;
+  /**
+   * The TrainingResult frame with this commitment from peers (`hintClientIds`: coordinator ids likely to
+   * hold it, e.g. its trainer), or null. The caller checks the frame against the commitment.
+   */
+  fetch(commitment: Uint8Array, hintClientIds: readonly string[]): Promise<Uint8Array | null>;
   onAnnounce?(listener: (announce: Announce) => void): void;
   /** Serve the current parameters to joiners (P2P checkpoint sharing). */
   shareCheckpoint?(checkpoint: Checkpoint): Promise<void>;
@@ -80,6 +86,8 @@ export interface Checkpoint {
   /** parameterHash(params). */
   paramHash: Uint8Array;
   params: ParameterMap;
+  /** Where the bytes came from, for logs. */
+  via?: 'peers' | 'relay' | 'local';
 }
 
 /** Where a (re)joining client gets the model: peers first, then the relay's store. */

@@ -10,11 +10,12 @@ import {
   type DataSource,
 } from '@meshtrain/client';
 import { parseRunConfig, type CoordinatorState, type RunConfig } from '@meshtrain/core';
-import { parameterCount } from '@meshtrain/model';
+import { parameterCount, parameterSpecs } from '@meshtrain/model';
 import { CliError, type Command } from '../command.ts';
 import { parseMemory, rowsForMemory, selectDevice, type DeviceRequest } from '../backend/device.ts';
 import { defaultIdentityPath, IdentityError, loadOrCreateIdentity } from '../identity/index.ts';
 import { localDataSource } from '../net/local-data.ts';
+import { MeshNetwork, peerFirstCheckpoints } from '../net/p2p.ts';
 import { createTrainer } from '../net/trainer.ts';
 import { parseFlags } from '../options/index.ts';
 
@@ -28,9 +29,11 @@ const USAGE =
   "  --data-shard PATH  a prepare-data directory holding the run's dataset (instead of the relay's HTTP data)\n" +
   `  --identity FILE    key file (default ${defaultIdentityPath()})\n` +
   '  --log json         one JSON object per event on stdout instead of the status line\n' +
-  '  --eval-samples N   held-out samples per evaluation (default 16; 0 disables)';
+  '  --eval-samples N   held-out samples per evaluation (default 16; 0 disables)\n' +
+  '  --no-p2p           results and checkpoints through the relay only (no libp2p node)\n' +
+  '  --p2p-host H       interface the libp2p node listens on (default 0.0.0.0)';
 
-async function fetchRun(relay: string, runId: string): Promise<RunConfig> {
+async function fetchRun(relay: string, runId: string): Promise<{ run: RunConfig; p2p: string[] }> {
   let res: Response;
   try {
     res = await fetch(`${relay.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(runId)}`);
@@ -40,9 +43,9 @@ async function fetchRun(relay: string, runId: string): Promise<RunConfig> {
   if (res.status === 404)
     throw new CliError(`the relay has no run '${runId}' (GET ${relay}/api/runs lists them)`);
   if (!res.ok) throw new CliError(`GET /api/runs/${runId}: HTTP ${res.status}`);
-  const body = (await res.json()) as { config?: { toml?: string } };
+  const body = (await res.json()) as { config?: { toml?: string }; p2p_multiaddrs?: string[] };
   if (!body.config?.toml) throw new CliError(`the relay's answer for run '${runId}' has no config`);
-  return parseRunConfig(body.config.toml).config;
+  return { run: parseRunConfig(body.config.toml).config, p2p: body.p2p_multiaddrs ?? [] };
 }
 
 function human(bytes: number): string {
@@ -65,6 +68,8 @@ const command: Command = {
       identity: { type: 'string' },
       log: { type: 'string' },
       'eval-samples': { type: 'string' },
+      'no-p2p': { type: 'boolean' },
+      'p2p-host': { type: 'string' },
     });
     if (!values.relay) throw new CliError('--relay URL is required');
     if (!values['run-id']) throw new CliError('--run-id ID is required');
@@ -95,7 +100,7 @@ const command: Command = {
       if (e instanceof IdentityError) throw new CliError(e.message);
       throw e;
     }
-    const run = await fetchRun(relay, runId);
+    const { run, p2p } = await fetchRun(relay, runId);
     let device;
     try {
       device = await selectDevice(request);
@@ -168,11 +173,35 @@ const command: Command = {
     link.onState((s) => {
       state = s;
     });
-    const checkpoints = relayCheckpoints({
+    // The P2P fast path: results and end-of-epoch parameters from peers, the relay as fallback.
+    let network: MeshNetwork | null = null;
+    if (!values['no-p2p']) {
+      network = await MeshNetwork.start({
+        relayMultiaddrs: p2p,
+        seed: identity.secretKey,
+        ...(values['p2p-host'] ? { host: values['p2p-host'] } : {}),
+        log: say,
+      }).catch((e: unknown) => {
+        say(`p2p: disabled (${(e as Error).message}); using the relay for everything`);
+        return null;
+      });
+      if (network) {
+        const net = network;
+        link.onState((s) => net.setState(s));
+        say(`p2p: peer ${network.node.peerId} via ${p2p.length} relay address(es)`);
+      } else if (p2p.length === 0)
+        say('p2p: the relay offers no libp2p address; using the relay for everything');
+    }
+    const sizes = new Map(
+      parameterSpecs(trainerModel).map((p) => [p.name, p.shape.reduce((a, b) => a * b, 1)] as const),
+    );
+    const checkpoints = peerFirstCheckpoints({
+      relay: relayCheckpoints({ relayUrl: relay, runId, model: trainerModel, secretKey: identity.secretKey }),
       relayUrl: relay,
       runId,
-      model: trainerModel,
-      secretKey: identity.secretKey,
+      network,
+      sizes,
+      log: say,
     });
 
     let lastEval: number | null = null;
@@ -186,6 +215,7 @@ const command: Command = {
       checkpoints,
       device,
       maxRows,
+      ...(network ? { peers: network } : {}),
       onEvent: (e: ClientEvent) => {
         out(e as unknown as Record<string, unknown>);
         if (
@@ -254,10 +284,12 @@ const command: Command = {
     }
     link.close();
     await backend.dispose();
+    await network?.stop().catch(() => {});
     out({
       type: 'done',
       phase: client.phase,
       stats: client.stats,
+      p2p: network?.stats ?? null,
       bytes_sent: link.stats.bytesSent,
       bytes_received: link.stats.bytesReceived,
     });

@@ -51,6 +51,10 @@ export interface TestnetResult {
   kills: number;
   restarts: number;
   rejoined_with_checkpoint: number;
+  /** Of those, how many got the parameters from peers (the rest from the relay's store). */
+  rejoined_from_peers: number;
+  /** Result bytes trainers fetched from peers instead of the relay (trainers that ran to the end). */
+  result_bytes_from_peers: number;
   resyncs: number;
   errors: number;
   seconds: number;
@@ -174,7 +178,6 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
         join(dir, 'relay'),
         '--grace-ms',
         '2000',
-        '--no-p2p',
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -215,6 +218,8 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
           t.identity,
           '--log',
           'json',
+          '--p2p-host',
+          '127.0.0.1',
         ],
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
@@ -238,7 +243,9 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
           else if (e.type === 'resync' || e.type === 'error')
             o.log(`trainer ${t.index}: ${e.type}: ${String(e.reason ?? e.message).split('\n')[0]}`);
           else if (e.type === 'model' && e.source === 'checkpoint')
-            o.log(`trainer ${t.index}: loaded the checkpoint of step ${String(e.step)}, hash verified`);
+            o.log(
+              `trainer ${t.index}: loaded the parameters of step ${String(e.step)} from ${String(e.via ?? 'the relay')}, hash verified`,
+            );
         } catch {
           // Not a JSON line: already in the log file.
         }
@@ -380,6 +387,12 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       kills,
       restarts,
       rejoined_with_checkpoint: of('model').filter((x) => x.e.source === 'checkpoint').length,
+      rejoined_from_peers: of('model').filter((x) => x.e.source === 'checkpoint' && x.e.via === 'peers')
+        .length,
+      result_bytes_from_peers: of('done').reduce(
+        (n, x) => n + Number((x.e.stats as { bytesFromPeers?: number } | undefined)?.bytesFromPeers ?? 0),
+        0,
+      ),
       resyncs: of('resync').length,
       errors: of('error').length,
       seconds: Math.round((Date.now() - started) / 1000),
