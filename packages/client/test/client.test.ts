@@ -43,8 +43,20 @@ describe('client', () => {
     const run = testRun({ ...BASE, total_steps: 8 });
     const hub = new LocalHub(run, 'unit');
     peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
-    await drive(hub, () => hub.state.run_state === 'Finished');
+    // A newcomer registers during Cooldown: the snapshot that follows must not unsettle the epoch's clients.
+    let newcomer = false;
+    await drive(hub, () => {
+      if (hub.state.run_state === 'Cooldown' && !newcomer) {
+        newcomer = true;
+        hub.connect(new Uint8Array(32).fill(9));
+      }
+      return hub.state.run_state === 'Finished';
+    });
+    expect(newcomer).toBe(true);
     expect(hub.state.run_state).toBe('Finished');
+    expect(peers.flatMap((p) => p.events.filter((e) => e.type === 'resync' || e.type === 'error'))).toEqual(
+      [],
+    );
     expect(hub.log.rounds.length).toBeGreaterThanOrEqual(8);
     expect(hub.log.rounds.every((r) => r.reached)).toBe(true);
     // Every epoch end: one hash, reported by all three.
