@@ -298,9 +298,18 @@ export class Client {
     this.witnessedSteps = new Set();
     this.warmupSent = false;
     this.hashReported = false;
-    this.ownPrev = null;
-    this.held.clear();
-    this.candidates.clear();
+    // Momentum and the pending residual carry over into the next epoch, as the parameters do.
+    this.forgetBefore(s.epoch.start_step);
+  }
+
+  /**
+   * Drops held results and candidates of steps before `step`. Not a blanket clear: announces for the new
+   * epoch's first round may already be here when a busy client first looks at the new epoch.
+   */
+  private forgetBefore(step: number): void {
+    for (const [k, h] of this.held) if (h.result.step < step) this.held.delete(k);
+    for (const k of this.candidates.keys())
+      if (Number(k.slice(0, k.indexOf(':'))) < step) this.candidates.delete(k);
   }
 
   private async step(s: CoordinatorState): Promise<void> {
@@ -462,6 +471,8 @@ export class Client {
     if (round.height > this.trainedHeight) {
       // Apply everything up to h−2 first: training reads the parameters.
       await this.applyThrough(s, round.height - 2, round);
+      // Applied rounds' results are never needed again (witnessing reads round h−1's); free them.
+      this.forgetBefore(round.step - 3);
       await this.healthCheck(s, round);
       this.trainedHeight = round.height;
       if (s.run_state === 'RoundTrain') await this.train(s, round);
