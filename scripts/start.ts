@@ -1,10 +1,76 @@
-// `npm start`: the main job on the embedded default run. The relay lands with the network issue; until then this
-// says so plainly instead of pretending.
-console.log(
-  [
-    'meshtrain: `npm start` is not available yet.',
-    'It will start the relay with the embedded default run (tiny preset, Brown corpus), one local node-trainer,',
-    'and print the volunteer URL. The relay and trainer land with the network issue (#5).',
-    'What works today: `npx meshtrain-relay validate-config FILE` and `npm test`.',
-  ].join('\n'),
-);
+// `npm start`: the main job on the embedded default run. Starts the relay (coordinator, data, checkpoints,
+// web app) with its default run (tiny preset, Brown corpus), then one local node-trainer on it, and prints the
+// volunteer URL. Both are the real CLIs as child processes; Ctrl-C stops both.
+//
+// Environment: PORT (default 8080), HOST (default 127.0.0.1), MESHTRAIN_DATA_DIR (default .cache/relay in the
+// checkout, so a restart resumes the same run), MESHTRAIN_DEVICE (trainer --device, default auto),
+// MESHTRAIN_NO_TRAINER=1 to start only the relay.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const relayBin = `${root}apps/relay/bin/meshtrain-relay.mjs`;
+const trainerBin = `${root}apps/node-trainer/bin/node-trainer.mjs`;
+const webDist = `${root}apps/web/dist/index.html`;
+
+const port = process.env.PORT ?? '8080';
+const host = process.env.HOST ?? '127.0.0.1';
+const dataDir = process.env.MESHTRAIN_DATA_DIR ?? `${root}.cache/relay`;
+const device = process.env.MESHTRAIN_DEVICE ?? 'auto';
+const RUN_ID = 'default';
+
+const children: ChildProcess[] = [];
+let stopping = false;
+
+function stop(code: number): void {
+  if (stopping) return;
+  stopping = true;
+  for (const c of children) if (c.exitCode === null) c.kill('SIGINT');
+  setTimeout(() => process.exit(code), 3000).unref();
+  Promise.all(
+    children.map((c) => new Promise((r) => (c.exitCode === null ? c.once('exit', r) : r(null)))),
+  ).then(() => process.exit(code));
+}
+process.on('SIGINT', () => stop(0));
+process.on('SIGTERM', () => stop(0));
+
+/** Starts a CLI; with `onLine` its stdout is read line by line, otherwise it owns the terminal (status line). */
+function run(bin: string, args: string[], prefix: string, onLine?: (line: string) => void): ChildProcess {
+  const child = spawn(process.execPath, [bin, ...args], {
+    stdio: ['ignore', onLine ? 'pipe' : 'inherit', 'inherit'],
+  });
+  children.push(child);
+  if (onLine && child.stdout)
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      console.log(`${prefix} ${line}`);
+      onLine(line);
+    });
+  child.once('exit', (code, signal) => {
+    if (stopping) return;
+    console.error(`${prefix} exited (${signal ?? code}); stopping.`);
+    stop(code ?? 1);
+  });
+  return child;
+}
+
+if (!existsSync(webDist)) {
+  console.log(
+    '[start] the web app is not built (npm run build); the relay serves its plain status page instead.',
+  );
+}
+
+const relayArgs = ['run', '--port', port, '--host', host, '--data-dir', dataDir];
+run(relayBin, relayArgs, '[relay]', (line) => {
+  const m = /listening on (http:\/\/\S+)/.exec(line);
+  if (!m) return;
+  const url = m[1] as string;
+  console.log('');
+  console.log(`  Volunteer page:  ${url}/`);
+  console.log(`  Run dashboard:   ${url}/runs/${RUN_ID}`);
+  console.log(`  Admin console:   ${url}/admin`);
+  console.log('');
+  if (process.env.MESHTRAIN_NO_TRAINER === '1') return;
+  run(trainerBin, ['train', '--relay', url, '--run-id', RUN_ID, '--device', device], '[trainer]');
+});
