@@ -128,6 +128,13 @@ describe('web app on the relay', () => {
       .poll(async () => Number(await page.getByTestId('my-batches').innerText()))
       .toBeGreaterThan(0);
 
+    // "Try the model": greedy generation in the worker from the tab's current parameters.
+    await page.getByLabel('Prompt').fill('The ');
+    await page.getByRole('button', { name: 'Generate' }).click();
+    const sample = page.getByTestId('generated');
+    await sample.waitFor({ timeout: 150_000 });
+    expect((await sample.innerText()).length).toBeGreaterThan('The '.length);
+
     await page.getByText('Your device').click();
     await screenshot(page, 'web/volunteer');
     await writeArtifact('web/volunteer.console.log', log.dump());

@@ -52,6 +52,17 @@ export class WebGpuTrainingBackend implements TrainingBackend {
   private readonly o: WebGpuBackendOptions;
   private readonly sessions = new Map<string, Promise<Step>>();
   private params: ParameterMap = new Map();
+  /**
+   * ORT's wasm (asyncify build) is not re-entrant: two session calls in flight at once (a train step and a
+   * "try the model" generation) corrupt its suspended stack. Every session create/run goes through this queue.
+   */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work, work);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
 
   constructor(o: WebGpuBackendOptions) {
     this.o = o;
@@ -70,13 +81,15 @@ export class WebGpuTrainingBackend implements TrainingBackend {
           kind === 'infer'
             ? buildInference(this.o.config, opts)
             : buildTrainStep(this.o.config, kind === 'eval' ? { ...opts, withGradients: false } : opts);
-        const session = await ort.InferenceSession.create(graph.onnx, {
-          executionProviders: [
-            { name: 'webgpu', device: this.o.device } as ort.InferenceSession.ExecutionProviderConfig,
-          ],
-          // Fail loudly instead of running part of the graph on the CPU (slow, and wrong results seen).
-          extra: { session: { disable_cpu_ep_fallback: '1' } },
-        });
+        const session = await this.exclusive(() =>
+          ort.InferenceSession.create(graph.onnx, {
+            executionProviders: [
+              { name: 'webgpu', device: this.o.device } as ort.InferenceSession.ExecutionProviderConfig,
+            ],
+            // Fail loudly instead of running part of the graph on the CPU (slow, and wrong results seen).
+            extra: { session: { disable_cpu_ep_fallback: '1' } },
+          }),
+        );
         return { graph, session };
       })();
       s.catch(() => this.sessions.delete(key));
@@ -106,7 +119,7 @@ export class WebGpuTrainingBackend implements TrainingBackend {
     await this.o.gate?.();
     const t0 = performance.now();
     const { graph, session } = await this.session('train', rows);
-    const out = await session.run(this.feeds(graph, tokens, this.params));
+    const out = await this.exclusive(() => session.run(this.feeds(graph, tokens, this.params)));
     const grads: ParameterMap = new Map();
     for (const name of this.params.keys()) {
       const g = out[`grad.${name}`];
@@ -121,7 +134,7 @@ export class WebGpuTrainingBackend implements TrainingBackend {
 
   async evalLoss(tokens: Int32Array, rows: number): Promise<number> {
     const { graph, session } = await this.session('eval', rows);
-    const out = await session.run(this.feeds(graph, tokens, this.params));
+    const out = await this.exclusive(() => session.run(this.feeds(graph, tokens, this.params)));
     const loss = Number((out.loss as ort.Tensor).data[0]);
     for (const t of Object.values(out)) t.dispose();
     return loss;
@@ -145,7 +158,7 @@ export class WebGpuTrainingBackend implements TrainingBackend {
       const tail = ctx.slice(-window);
       const tokens = new Int32Array(window).fill(padId);
       tokens.set(tail, window - tail.length);
-      const res = await session.run(this.feeds(graph, tokens, params));
+      const res = await this.exclusive(() => session.run(this.feeds(graph, tokens, params)));
       const logits = (res.logits as ort.Tensor).data as Float32Array;
       let best = 0;
       for (let v = 1; v < logits.length; v++) if ((logits[v] as number) > (logits[best] as number)) best = v;
@@ -157,7 +170,10 @@ export class WebGpuTrainingBackend implements TrainingBackend {
   }
 
   async dispose(): Promise<void> {
-    for (const s of this.sessions.values()) await (await s).session.release();
+    for (const s of this.sessions.values()) {
+      const { session } = await s;
+      await this.exclusive(() => session.release());
+    }
     this.sessions.clear();
   }
 }
