@@ -1,21 +1,11 @@
 // Client-side routes: `/` volunteer page, `/runs/:id` run dashboard, `/admin` admin console. The relay serves
 // index.html for each of these paths, so a reload or a shared link lands on the same page.
 import { readable } from 'svelte/store';
+import { parseRoute } from './routes.ts';
+import type { Route } from './routes.ts';
 
-export type Route =
-  | { page: 'volunteer' }
-  | { page: 'run'; runId: string }
-  | { page: 'admin' }
-  | { page: 'not-found'; path: string };
-
-export function parseRoute(pathname: string): Route {
-  const path = pathname.replace(/\/+$/, '') || '/';
-  if (path === '/') return { page: 'volunteer' };
-  if (path === '/admin') return { page: 'admin' };
-  const run = /^\/runs\/([^/]+)$/.exec(path);
-  if (run?.[1] !== undefined) return { page: 'run', runId: decodeURIComponent(run[1]) };
-  return { page: 'not-found', path };
-}
+export { parseRoute };
+export type { Route };
 
 let notify: ((r: Route) => void) | undefined;
 

@@ -1,0 +1,107 @@
+// Unit tests of the web app's pure modules (the browser scenarios are in e2e/scenarios).
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_RUN_TOML, identityFromSeed } from '@meshtrain/core';
+import { signAdminRequest } from '../../relay/src/middleware/admin-auth.ts';
+import { adminCanonical, adminHeaders } from '../src/lib/admin.ts';
+import { parsePrometheus } from '../src/lib/api.ts';
+import type { RoundRecord } from '../src/lib/api.ts';
+import { lossPoints, throughputPoints } from '../src/lib/chart.ts';
+import { checkRunToml, templateToml } from '../src/lib/config-check.ts';
+import { parseRoute } from '../src/lib/routes.ts';
+import { chooseMicroBatch } from '../src/worker/device-probe.ts';
+
+describe('routes', () => {
+  it('maps paths to pages', () => {
+    expect(parseRoute('/')).toEqual({ page: 'volunteer' });
+    expect(parseRoute('/admin/')).toEqual({ page: 'admin' });
+    expect(parseRoute('/runs/my%20run')).toEqual({ page: 'run', runId: 'my run' });
+    expect(parseRoute('/runs/%E0')).toEqual({ page: 'not-found', path: '/runs/%E0' });
+    expect(parseRoute('/nope')).toEqual({ page: 'not-found', path: '/nope' });
+  });
+});
+
+describe('admin signatures', () => {
+  it("produce exactly the relay's headers for the same request", () => {
+    const id = identityFromSeed(new Uint8Array(32).fill(9));
+    const body = 'run_id = "x"\n';
+    const ts = 1_795_000_000_000;
+    expect(adminHeaders(id.secretKey, 'POST', '/api/runs?paused=1', body, ts)).toEqual(
+      signAdminRequest(id.secretKey, 'POST', '/api/runs?paused=1', body, ts),
+    );
+    expect(adminCanonical('post', '/api/runs', '1', '')).toBe(
+      'meshtrain-admin/v1\nPOST\n/api/runs\n1\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+    );
+  });
+});
+
+describe('config check', () => {
+  it('accepts the default run and lists problems with key paths', () => {
+    const ok = checkRunToml(templateToml(DEFAULT_RUN_TOML, 'mine'));
+    expect(ok.ok && ok.runId).toBe('mine');
+    const bad = checkRunToml(DEFAULT_RUN_TOML.replace('witness_nodes = 0', 'witnes_nodes = 0'));
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.issues.map((i) => i.path)).toContain('config.witnes_nodes');
+    const syntax = checkRunToml('[config\n');
+    expect(!syntax.ok && syntax.issues[0]?.path).toBe('<toml>');
+  });
+});
+
+describe('micro-batch choice', () => {
+  it("takes the run's micro-batch when the activations fit, fewer rows when they do not", () => {
+    expect(chooseMicroBatch({ preset: 'micro', seqLen: 32, microBatchSize: 2 }, 128 << 20).microBatch).toBe(
+      2,
+    );
+    // 125m: 2048 tokens × 32000 vocab × 4 B = 262 MB of logits per sequence.
+    const big = chooseMicroBatch({ preset: '125m', seqLen: 2048, microBatchSize: 8 }, 1 << 30);
+    expect(big.microBatch).toBe(2);
+    expect(big.reason).toMatch(/maxStorageBufferBindingSize/);
+    expect(chooseMicroBatch({ preset: '125m', seqLen: 2048, microBatchSize: 8 }, 128 << 20).microBatch).toBe(
+      1,
+    );
+    expect(chooseMicroBatch({ preset: null, seqLen: 32, microBatchSize: 4 }, 1 << 30).microBatch).toBe(1);
+  });
+});
+
+describe('metrics and charts', () => {
+  it('parses Prometheus samples with labels', () => {
+    const m = parsePrometheus(
+      '# HELP x y\nmeshtrain_bytes_in_total 1234\nmeshtrain_clients{run="a",state="Healthy"} 2\nbad line\n',
+    );
+    expect(m.get('meshtrain_bytes_in_total')).toEqual([{ labels: {}, value: 1234 }]);
+    expect(m.get('meshtrain_clients')).toEqual([{ labels: { run: 'a', state: 'Healthy' }, value: 2 }]);
+  });
+
+  it('derives loss and throughput series from round history (round times in seconds)', () => {
+    const round = (
+      step: number,
+      loss: number | null,
+      started: number,
+      ended: number | null,
+    ): RoundRecord => ({
+      step,
+      epoch: 0,
+      height: step - 1,
+      random_seed: '',
+      data_index: 0,
+      batch_size: 4,
+      training: true,
+      clients: 2,
+      started_at: started,
+      ended_at: ended,
+      witnesses: 2,
+      quorum: 2,
+      quorum_reached: true,
+      accepted: null,
+      loss,
+    });
+    const rounds = [round(3, null, 10, null), round(2, 4.5, 8, 10), round(1, 5, 6, 8)];
+    expect(lossPoints(rounds)).toEqual([
+      [1, 5],
+      [2, 4.5],
+    ]);
+    expect(throughputPoints(rounds, 32)).toEqual([
+      [1, 64],
+      [2, 64],
+    ]);
+  });
+});
