@@ -265,7 +265,7 @@ const command: Command = {
       const line =
         `${client.phase.padEnd(10)} epoch ${s?.progress.epoch ?? 0} step ${s?.progress.step ?? 0}/${s?.config.total_steps ?? '?'} ` +
         `loss ${loss}${lastEval === null ? '' : ` val ${(lastEval as number).toFixed(4)}`} ` +
-        `↑${human(link.stats.bytesSent)} ↓${human(link.stats.bytesReceived)} peers ${peers}`;
+        `↑${human(link.stats.bytesSent)} ↓${human(link.stats.bytesReceived + client.stats.bytesFromPeers)} peers ${peers}`;
       process.stderr.write(`\r\x1b[K${line}`);
     };
     const timer = tty ? setInterval(status, 500) : null;

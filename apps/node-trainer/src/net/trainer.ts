@@ -47,7 +47,7 @@ export function createTrainer(o: TrainerOptions): {
     seqLen: o.run.model.LLM.max_seq_len,
     device: o.device.device,
     maxRows: o.maxRows ?? o.run.meshtrain.micro_batch_size,
-    description: `onnxruntime-node ${o.device.device}${o.device.adapter ? ` (${o.device.adapter})` : ''}`,
+    description: `onnxruntime-node ${o.device.device}${o.device.device === 'webgpu' && o.device.adapter ? ` (${o.device.adapter})` : ''}`,
   });
   const client = new Client({
     run: o.run,
