@@ -216,5 +216,15 @@ describe('web app on the relay', () => {
     await screenshot(page, 'web/admin');
     await writeArtifact('web/admin.console.log', log.dump());
     expect(log.pageErrors).toEqual([]);
+
+    // The public run dashboard, reached by its link (client-side navigation).
+    await page.getByRole('link', { name: 'Public dashboard →' }).click();
+    await page.waitForURL(`${relay.url}/runs/default`);
+    await page
+      .getByRole('table', { name: 'Clients' })
+      .getByText('browser webgpu')
+      .waitFor({ timeout: 10_000 });
+    await screenshot(page, 'web/dashboard');
+    expect(log.pageErrors).toEqual([]);
   });
 });
