@@ -141,7 +141,7 @@ describe('web app on the relay', () => {
     expect(log.pageErrors).toEqual([]);
     expect(log.gpuErrors()).toEqual([]);
     expect(log.errors()).toEqual([]);
-  });
+  }, 300_000);
 
   it('(b) creates, pauses, reconfigures and resumes a run from the admin console', async () => {
     const { page, log } = await open(false, '/admin');
@@ -199,6 +199,18 @@ describe('web app on the relay', () => {
       return d.run.run_state !== 'Paused' ? d : undefined;
     });
     expect(resumed.run.run_state).not.toBe('Paused');
+
+    // Grants: this key is the run's join authority, so it may grant a key; the relay lists the grant.
+    const grantee = 'ab'.repeat(32);
+    await page.getByLabel('Grantee public key').fill(grantee);
+    await page.getByRole('button', { name: 'Save grant' }).click();
+    await waitFor('the grant on the relay', async () => {
+      const d = await relayJson<{ grants: { grantee: string; active: boolean }[] }>(
+        relay,
+        `/api/runs/${runId}`,
+      );
+      return d.grants.some((g) => g.grantee === grantee && g.active) ? true : undefined;
+    });
 
     // A run owned by another key (the relay's default run, which the volunteer tab is training) can be watched
     // but not paused from this console.
