@@ -320,7 +320,7 @@ while (roundsCompleted < ROUNDS && iterations < ROUNDS * 200) {
   for (const e of r.effects) {
     if (e.type === 'RoundStarted')
       process.stderr.write(
-        `epoch ${e.epoch} step ${e.step} h${e.height} clients ${e.clients} batch ${e.batch_size}${e.training ? '' : ' (drain)'}\n`,
+        `epoch ${e.epoch} step ${e.step} h${e.height} clients ${e.clients} batch ${e.batch_size} retries ${e.retries}${e.training ? '' : ' (drain)'}\n`,
       );
     if (e.type === 'EpochEnded') {
       process.stderr.write(

@@ -83,14 +83,18 @@ export function witnessEvent(
   };
 }
 
-/** Witness events every honest witness of the current round would send. */
+/**
+ * Witness events every honest witness of the current round would send: the `alive` witnesses, reporting the
+ * previous round's results of the trainers that are `seen` (by default: alive ones).
+ */
 export function honestWitnessEvents(
   state: CoordinatorState,
   alive: (id: string) => boolean = () => true,
+  seen: (id: string) => boolean = alive,
 ): CoordinatorEvent[] {
   const round = currentRound(state);
   if (!round || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
-  const observed = observedItems(state, alive);
+  const observed = observedItems(state, seen);
   const submitted = new Set(round.witnesses.map((w) => w.index));
   return roundSelection(round)
     .witnesses()

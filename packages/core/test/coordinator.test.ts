@@ -5,6 +5,8 @@ import {
   acceptedCommitments,
   createCoordinator,
   currentRound,
+  retryQueue,
+  roundAssignments,
   roundAtHeight,
   roundSelection,
   tick,
@@ -272,6 +274,95 @@ describe('quorum and failures', () => {
     d.witnessAll(alive);
     d.finishRound();
     expect(currentRound(d.state)!.roster).toHaveLength(5);
+  });
+});
+
+describe('batch retries', () => {
+  /** Six clients; client 5 trains round 0, then dies before any witness fetches its result, and leaves. */
+  function deadTrainer() {
+    const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
+    d.join(6);
+    d.toFirstRound();
+    const deadId = clientId(5);
+    const alive = (id: string) => id !== deadId;
+    const r0 = currentRound(d.state)!;
+    const lost = roundAssignments(d.state, r0).find((a) => a.id === deadId)!.batch;
+    d.round(); // round 0: everyone trains
+    d.ok({ type: 'leave', id: deadId }); // the relay notices the disconnect during round 1
+    d.witnessAll(alive); // round 1's witnesses never got the dead client's round-0 result
+    d.finishRound();
+    return { d, deadId, alive, r0, lost };
+  }
+
+  it('retries a batch no witness attested, whole, by another trainer in the next round', () => {
+    const { d, deadId, alive, r0, lost } = deadTrainer();
+    const r2 = currentRound(d.state)!;
+    expect(r2.height).toBe(2);
+    expect(r2.retries).toEqual([lost]);
+    const assigned = roundAssignments(d.state, r2);
+    const retry = assigned.find((a) => a.batch.start === lost.start && a.batch.end === lost.end);
+    expect(retry).toBeDefined();
+    expect(retry!.id).not.toBe(deadId);
+    // The other trainers split the fresh samples as before; nobody has two intervals.
+    expect(new Set(assigned.map((a) => a.id)).size).toBe(assigned.length);
+    const fresh = assigned.filter((a) => a !== retry).map((a) => a.batch);
+    expect(fresh.reduce((n, b) => n + b.end - b.start + 1, 0)).toBe(r2.batch_size);
+    expect(Math.min(...fresh.map((b) => b.start))).toBe(r2.data_index);
+    // Only the unattested batch was queued: every attested batch of round 0 is applied, not retried.
+    expect(retryQueue(d.state)).toEqual([]);
+    const accepted0 = acceptedCommitments(d.state, 0, (batch, ci) => [
+      fakeCommitment(r0.step, batch.start, batch.end, d.state.epoch.clients[ci]!.id),
+    ])!;
+    for (const a of accepted0)
+      expect(a.commitment === null, `${a.batch.start}`).toBe(a.batch.start === lost.start);
+    // The retry is trained, attested by round 3's witnesses and applied; nothing is queued again.
+    d.witnessAll(alive);
+    d.finishRound();
+    d.witnessAll(alive);
+    d.finishRound();
+    expect(currentRound(d.state)!.height).toBe(4);
+    expect(currentRound(d.state)!.retries).toEqual([]);
+    expect(retryQueue(d.state)).toEqual([]);
+    const accepted2 = acceptedCommitments(d.state, 2, (batch, ci) => [
+      fakeCommitment(r2.step, batch.start, batch.end, d.state.epoch.clients[ci]!.id),
+    ])!;
+    expect(accepted2.find((a) => a.batch.start === lost.start)?.commitment).not.toBeNull();
+    expect(accepted2.every((a) => a.commitment !== null)).toBe(true);
+  });
+
+  it('puts retries of the unapplied last rounds back on the queue at epoch end, and keeps them across epochs', () => {
+    const { d, alive, lost } = deadTrainer();
+    // Round 2 (which took the retry) is the epoch's last: a pause ends the epoch after it.
+    d.ok({ type: 'pause' });
+    d.witnessAll(alive);
+    d.finishRound();
+    expect(d.state.run_state).toBe('Cooldown');
+    expect(retryQueue(d.state)).toEqual([]);
+    d.advance(3);
+    expect(d.state.run_state).toBe('Paused');
+    // Rounds 1 and 2 are rewound (fresh data) and requeued (retries): nothing lost, nothing twice.
+    expect(d.state.progress.epoch_start_data_index).toBe(roundAtHeight(d.state, 1)!.data_index);
+    expect(retryQueue(d.state)).toEqual([lost]);
+    d.ok({ type: 'resume' });
+    d.toFirstRound();
+    expect(currentRound(d.state)!.retries).toEqual([lost]);
+    expect(retryQueue(d.state)).toEqual([]);
+  });
+
+  it('loads states stored before retries existed', () => {
+    const d = new Driver();
+    d.join(3);
+    d.toFirstRound();
+    d.round();
+    const old = JSON.parse(JSON.stringify(d.state)) as CoordinatorState;
+    delete old.progress.retry_batches;
+    for (const r of old.epoch.rounds) delete r.retries;
+    d.state = old;
+    expect(roundAssignments(d.state, currentRound(d.state)!).length).toBe(3);
+    d.round();
+    d.round();
+    expect(retryQueue(d.state)).toEqual([]);
+    expect(currentRound(d.state)!.retries).toEqual([]);
   });
 });
 

@@ -1,11 +1,18 @@
 // The coordinator under random event sequences and random clocks (fast-check): allowed transitions only,
 // quorum, min_clients, pause, data accounting, JSON safety, and liveness with enough honest clients.
+// Data accounting is exact: under random crashes (a trainer whose result no witness ever sees), leaves,
+// pauses and lost quorums, every sample index is applied exactly once, counting retries: at every moment
+// each index below the data frontier is either applied once, waiting on the retry queue, or assigned in one
+// of the epoch's two unapplied rounds, and never two of these.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
   acceptedCommitments,
   createCoordinator,
   currentRound,
+  retryQueue,
+  retryQueueBound,
+  roundAssignments,
   roundAtHeight,
   roundSelection,
   tick,
@@ -15,7 +22,7 @@ import {
   type RunState,
   type TickResult,
 } from '../src/coordinator/index.ts';
-import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
+import { clientId, fakeCommitment, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 
 const ALLOWED: Record<RunState, RunState[]> = {
   Uninitialized: ['Paused'],
@@ -35,6 +42,10 @@ type Action =
   | { kind: 'tick'; dt: number }
   | { kind: 'join'; who: number }
   | { kind: 'leave'; who: number }
+  /** The client dies silently: no results, no witnessing, until it joins again. */
+  | { kind: 'crash'; who: number }
+  /** The client's result of the open round never reaches any witness; it stays alive. */
+  | { kind: 'lose'; who: number }
   | { kind: 'warmup' }
   | { kind: 'witness'; some: number }
   /** What all live clients do for a while: warmup witnesses, every witness, a clock step. */
@@ -53,6 +64,8 @@ const action: fc.Arbitrary<Action> = fc.oneof(
   },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('join' as const), who }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('leave' as const), who }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('crash' as const), who }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('lose' as const), who }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('warmup' as const) }) },
   {
     weight: 4,
@@ -96,14 +109,24 @@ const configArb: fc.Arbitrary<CoordinatorConfig> = fc
     waiting_for_members_extra_time: 2,
     max_clients: 6,
     max_witnesses: r.max_witnesses,
-    bloom_false_positive_rate: 0.01,
+    // Retries judge participant blooms, peers apply by broadcast-bloom consensus: a false positive in either
+    // can make them disagree (coordinator/retries.ts, "Limits"). A negligible rate keeps exact-once exact.
+    bloom_false_positive_rate: 1e-9,
     max_seq_len: 4,
     cold_start_warmup_steps: 0,
   }));
 
+const ACTIVE = new Set<RunState>(['RoundTrain', 'RoundWitness', 'Cooldown']);
+
 /** Checks what must hold for every single transition, and tracks which data got applied. */
 class Checker {
   nextApplied = 0;
+  /** Off when a checker starts mid-run (it has not seen what was applied before). */
+  tracksData = true;
+  /** How many times each sample index was applied by peers. */
+  applied = new Map<number, number>();
+  rounds = 0;
+  retriedRounds = 0;
   check(before: CoordinatorState, event: CoordinatorEvent, r: TickResult): void {
     const after = r.state;
     if (r.error) {
@@ -123,15 +146,20 @@ class Checker {
         expect(before.pending_pause && before.run_state === 'RoundWitness').toBe(false);
         const round = currentRound(after)!;
         expect(round.height).toBe(e.height);
+        expect(round.retries ?? []).toHaveLength(e.retries);
+        this.rounds++;
+        if (e.retries > 0) this.retriedRounds++;
         if (e.height === 0) expect(round.data_index).toBe(after.progress.epoch_start_data_index);
         const prev = roundAtHeight(after, e.height - 1);
         if (prev) expect(round.data_index).toBe(prev.data_index + prev.batch_size);
         if (!round.training) expect(round.batch_size).toBe(0);
+        if (!round.training) expect(round.retries ?? []).toEqual([]);
         // Round h-2 is applied by everyone at the start of round h: it must continue the data exactly.
         const applied = roundAtHeight(after, e.height - 2);
         if (applied) {
           expect(applied.data_index).toBe(this.nextApplied);
           this.nextApplied += applied.batch_size;
+          if (this.tracksData) this.apply(after, applied.height);
         }
       }
       if (e.type === 'RoundEnded' && !e.quorum_reached) {
@@ -147,23 +175,79 @@ class Checker {
     }
     const round = currentRound(after);
     if (round) expect(round.witnesses.length).toBeLessThanOrEqual(round.witness_count);
+    expect(retryQueue(after).length).toBeLessThanOrEqual(retryQueueBound(after));
+    if (this.tracksData) this.checkCoverage(after);
     if (after.run_state === ('EpochStart' as RunState)) throw new Error('unreachable');
+  }
+
+  /** What peers apply for the round at `height`: the honest commitment of every batch a quorum attested. */
+  private apply(state: CoordinatorState, height: number): void {
+    const round = roundAtHeight(state, height)!;
+    const accepted = acceptedCommitments(state, height, (batch, ci) => [
+      fakeCommitment(round.step, batch.start, batch.end, state.epoch.clients[ci]!.id),
+    ]);
+    expect(accepted).not.toBeNull();
+    for (const a of accepted!) {
+      if (a.commitment === null) continue;
+      for (let i = a.batch.start; i <= a.batch.end; i++) {
+        const n = (this.applied.get(i) ?? 0) + 1;
+        expect(n, `sample ${i} applied twice (step ${round.step})`).toBe(1);
+        this.applied.set(i, n);
+      }
+    }
+  }
+
+  /**
+   * No sample lost, none twice: below the frontier (where fresh data continues) every index is exactly one
+   * of applied, queued for retry, or assigned in one of the epoch's unapplied rounds (the last two while an
+   * epoch is active; none after it ended, when their fresh data was rewound and their retries requeued).
+   */
+  private checkCoverage(state: CoordinatorState): void {
+    const cur = currentRound(state);
+    const active = ACTIVE.has(state.run_state) && cur !== null;
+    const frontier = active ? cur.data_index + cur.batch_size : state.progress.epoch_start_data_index;
+    const covered = new Map(this.applied);
+    const add = (b: { start: number; end: number }, why: string) => {
+      for (let i = b.start; i <= b.end; i++) {
+        expect(i, `${why} ${b.start}..${b.end} beyond the frontier ${frontier}`).toBeLessThan(frontier);
+        covered.set(i, (covered.get(i) ?? 0) + 1);
+      }
+    };
+    for (const b of retryQueue(state)) add(b, 'queued');
+    if (active) {
+      for (const h of [cur.height - 1, cur.height]) {
+        const r = roundAtHeight(state, h);
+        if (r) for (const a of roundAssignments(state, r)) add(a.batch, `assigned (step ${r.step})`);
+      }
+    }
+    for (let i = 0; i < frontier; i++)
+      expect(covered.get(i) ?? 0, `sample ${i} in ${state.run_state} (frontier ${frontier})`).toBe(1);
+    for (const i of this.applied.keys()) expect(i).toBeLessThan(frontier);
   }
 }
 
-function toEvents(state: CoordinatorState, a: Action): CoordinatorEvent[] {
+function toEvents(
+  state: CoordinatorState,
+  a: Action,
+  alive: (id: string) => boolean = () => true,
+  seen: (id: string) => boolean = alive,
+): CoordinatorEvent[] {
   switch (a.kind) {
     case 'tick':
     case 'honest':
+    case 'crash':
+    case 'lose':
       return [{ type: 'tick' }];
     case 'join':
       return [{ type: 'join', id: clientId(a.who), p2p_id: `p${a.who}` }];
     case 'leave':
       return [{ type: 'leave', id: clientId(a.who) }];
     case 'warmup':
-      return state.epoch.clients.map((c) => ({ type: 'warmup_witness', id: c.id }));
+      return state.epoch.clients
+        .filter((c) => alive(c.id))
+        .map((c) => ({ type: 'warmup_witness', id: c.id }));
     case 'witness':
-      return honestWitnessEvents(state).slice(0, a.some);
+      return honestWitnessEvents(state, alive, seen).slice(0, a.some);
     case 'forged': {
       const round = currentRound(state);
       if (!round || round.roster.length === 0) return [];
@@ -207,6 +291,12 @@ function run(config: CoordinatorConfig, actions: Action[], startAt: number) {
   let state = createCoordinator({ run_id: 'prop', run_seed: '11'.repeat(32), config, now: startAt });
   let now = startAt;
   const checker = new Checker();
+  const crashed = new Set<string>();
+  const alive = (id: string) => !crashed.has(id);
+  /** `id:step` of results that never reached a witness. */
+  const lost = new Set<string>();
+  // Witnesses of the open round report the previous round's results (its step is one less).
+  const seen = (id: string) => alive(id) && !lost.has(`${id}:${(currentRound(state)?.step ?? 0) - 1}`);
   for (const a of actions) {
     const send = (event: CoordinatorEvent) => {
       const r = tick(state, event, now);
@@ -214,19 +304,30 @@ function run(config: CoordinatorConfig, actions: Action[], startAt: number) {
       state = r.state;
     };
     if (a.kind === 'tick') now = Math.max(0, now + a.dt);
+    if (a.kind === 'crash') {
+      crashed.add(clientId(a.who));
+      continue;
+    }
+    if (a.kind === 'lose') {
+      const round = currentRound(state);
+      if (round) lost.add(`${clientId(a.who)}:${round.step}`);
+      continue;
+    }
+    // A crashed client that joins again was restarted.
+    if (a.kind === 'join') crashed.delete(clientId(a.who));
     if (a.kind === 'honest') {
       // Live clients that are not members keep asking to join (refusals — banned, full — are checked too).
       if (state.run_state === 'WaitingForMembers')
         for (let i = 0; i < POOL; i++)
-          if (!state.members.some((m) => m.id === clientId(i)))
+          if (alive(clientId(i)) && !state.members.some((m) => m.id === clientId(i)))
             send({ type: 'join', id: clientId(i), p2p_id: `p${i}` });
-      for (const e of toEvents(state, { kind: 'warmup' })) if (state.run_state === 'Warmup') send(e);
-      for (const e of honestWitnessEvents(state)) send(e);
+      for (const e of toEvents(state, { kind: 'warmup' }, alive)) if (state.run_state === 'Warmup') send(e);
+      for (const e of honestWitnessEvents(state, alive, seen)) send(e);
       now += a.dt;
       send({ type: 'tick' });
       continue;
     }
-    for (const event of toEvents(state, a)) send(event);
+    for (const event of toEvents(state, a, alive, seen)) send(event);
   }
   return { state, now, checker };
 }
@@ -247,6 +348,24 @@ describe('coordinator under random event sequences', () => {
     );
   });
 
+  it('applies every sample exactly once over long runs with crashes, lost results, leaves and pauses', () => {
+    // fast-check keeps arrays short by default; data accounting needs many rounds and several epochs.
+    const longRun = fc.array(action, { minLength: 150, maxLength: 400, size: 'max' });
+    let rounds = 0;
+    let retried = 0;
+    fc.assert(
+      fc.property(configArb, longRun, fc.integer({ min: 0, max: 1e9 }), (config, actions, t0) => {
+        const { state, checker } = run(config, actions, t0);
+        rounds += checker.rounds;
+        retried += checker.retriedRounds;
+        expect(JSON.parse(JSON.stringify(state))).toEqual(state);
+      }),
+      { numRuns: 80 },
+    );
+    // The property is only meaningful if retries happened.
+    expect(retried).toBeGreaterThan(rounds / 50);
+  });
+
   it('never deadlocks: with enough honest clients and advancing time it reaches the next round or the end', () => {
     fc.assert(
       fc.property(
@@ -257,6 +376,7 @@ describe('coordinator under random event sequences', () => {
           let { state, now } = run(config, actions, t0);
           const checker = new Checker();
           checker.nextApplied = Number.NaN; // data tracking restarts mid-epoch; only transitions are checked here
+          checker.tracksData = false;
           const send = (e: CoordinatorEvent) => {
             const r = tick(state, e, now);
             if (!Number.isNaN(checker.nextApplied)) checker.check(state, e, r);

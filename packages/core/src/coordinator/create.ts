@@ -41,7 +41,7 @@ export function createCoordinator(options: CreateCoordinatorOptions): Coordinato
     run_state: runState,
     run_state_start: options.now,
     pending_pause: false,
-    progress: { epoch: 0, step: 1, epoch_start_data_index: 0 },
+    progress: { epoch: 0, step: 1, epoch_start_data_index: 0, retry_batches: [] },
     entropy: '',
     members: [],
     epoch: {

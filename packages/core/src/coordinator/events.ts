@@ -45,6 +45,8 @@ export type CoordinatorEffect =
       batch_size: number;
       training: boolean;
       clients: number;
+      /** Retry intervals of earlier rounds the round took (coordinator/retries.ts). */
+      retries: number;
     }
   | {
       type: 'RoundEnded';

@@ -9,3 +9,4 @@ export { storeBloom, loadBloom } from './stored-bloom.ts';
 export * from './queries.ts';
 export * from './create.ts';
 export * from './tick.ts';
+export { retryQueueBound, unattestedBatches } from './retries.ts';

@@ -38,6 +38,16 @@ export function roundSelection(round: Round): RoundSelection {
   return sel;
 }
 
+/** The retry intervals a round took (coordinator/retries.ts); [] for rounds stored before retries existed. */
+export function roundRetries(round: Round): readonly BatchId[] {
+  return round.retries ?? [];
+}
+
+/** The retry queue, oldest first; [] for states stored before retries existed. */
+export function retryQueue(state: CoordinatorState): readonly BatchId[] {
+  return state.progress.retry_batches ?? [];
+}
+
 export interface RoundAssignment {
   /** Roster index (what proofs carry). */
   index: number;
@@ -47,22 +57,29 @@ export interface RoundAssignment {
   batch: BatchId;
 }
 
-/** Every trainer's batch in the round, in assignment order; trainers with no samples are absent. */
+/**
+ * Every trainer's batch in the round, in assignment order (the round's retries first, then its fresh
+ * samples); trainers with no samples are absent. Clients and the relay read assignments only from here.
+ */
 export function roundAssignments(state: CoordinatorState, round: Round): readonly RoundAssignment[] {
   let out = assignments.get(round.roster);
   if (!out) {
     const trainers = roundSelection(round).trainers();
-    out = assignBatches(trainers, round.random_seed, round.data_index, round.batch_size).map(
-      ({ trainer, batch }) => {
-        const clientIndex = round.roster[trainer] as number;
-        return {
-          index: trainer,
-          client_index: clientIndex,
-          id: state.epoch.clients[clientIndex]?.id ?? '',
-          batch,
-        };
-      },
-    );
+    out = assignBatches(
+      trainers,
+      round.random_seed,
+      round.data_index,
+      round.batch_size,
+      roundRetries(round),
+    ).map(({ trainer, batch }) => {
+      const clientIndex = round.roster[trainer] as number;
+      return {
+        index: trainer,
+        client_index: clientIndex,
+        id: state.epoch.clients[clientIndex]?.id ?? '',
+        batch,
+      };
+    });
     assignments.set(round.roster, out);
   }
   return out;

@@ -1,6 +1,7 @@
 // The coordinator's state: plain JSON data only (no BigInt, Map or class instances) so a shell can persist
 // it with JSON.stringify after every transition and resume from it byte-for-byte. u64 seeds are 16 hex
 // digits; bloom bits are base64.
+import type { BatchId } from '../selection/data-assignment.ts';
 import type { CoordinatorConfig } from './config.ts';
 
 export type RunState =
@@ -55,8 +56,17 @@ export interface Round {
   step: number;
   /** First sample index of the round; the round trains [data_index, data_index + batch_size). */
   data_index: number;
-  /** 0 in drain rounds, which train nothing and consume no data. */
+  /**
+   * Fresh samples of the round; 0 in drain rounds, which train nothing and consume no data, and in rounds
+   * whose trainers all took retries.
+   */
   batch_size: number;
+  /**
+   * Intervals of earlier rounds that no witness quorum attested (coordinator/retries.ts), each assigned whole
+   * to one trainer ahead of the fresh data. Absent in snapshots written before retries existed: read it with
+   * `roundRetries`, which treats a missing field as [].
+   */
+  retries?: BatchId[];
   training: boolean;
   /** u64 as 16 hex digits; committee, witnesses and batch assignment all derive from it. */
   random_seed: string;
@@ -97,6 +107,12 @@ export interface CoordinatorState {
     step: number;
     /** Where the next epoch's first round starts reading samples. */
     epoch_start_data_index: number;
+    /**
+     * Retry queue, oldest first: intervals whose results no witness quorum attested, waiting for a trainer.
+     * Kept in `progress` (not `epoch`, which every epoch start zeroes) so it survives epoch ends and
+     * pause/resume. Absent in older snapshots: read it with `retryQueue`, which treats a missing field as [].
+     */
+    retry_batches?: BatchId[];
   };
   /** Latest shell-supplied entropy (hex, may be empty), mixed into every round seed. */
   entropy: string;

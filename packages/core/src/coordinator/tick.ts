@@ -21,6 +21,8 @@
 //     MAX_STRIKES provably invalid witness submissions (bad proof, not a witness, saturated bloom).
 //  9. Consensus ties go to the lowest commitment and votes use a canonical candidate order (witness/consensus).
 // 10. Round seeds derive from the run seed, epoch, step and shell entropy (seed.ts), not a clock or RNG.
+// 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
+//     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
 import type { CoordinatorConfig } from './config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';

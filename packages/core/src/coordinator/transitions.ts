@@ -5,6 +5,7 @@ import { globalBatchSize } from '../selection/batch-size.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorEffect } from './events.ts';
 import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
+import { queueUnattested, requeueUnapplied, takeRetries } from './retries.ts';
 import { deriveRoundSeed } from './seed.ts';
 import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
 
@@ -100,17 +101,29 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
   epoch.clients.forEach((c, i) => {
     if (c.state === 'Healthy') roster.push(i);
   });
-  const round: Round = {
+  const open: Round = {
     height,
     step: progress.step,
     data_index: dataIndex,
-    batch_size: training ? globalBatchSize(config, dataIndex) : 0,
+    batch_size: 0,
     training,
     random_seed: deriveRoundSeed(state.run_seed, progress.epoch, progress.step, state.entropy),
     roster,
     witness_count: effectiveWitnessCount(config.witness_nodes, config.max_witnesses, roster.length),
     verification_percent: config.verification_percent,
     witnesses: [],
+    retries: [],
+  };
+  // Retries first (coordinator/retries.ts): one whole interval per trainer, the first trainers of the shuffled
+  // order; the rest split the fresh samples. Drain rounds train nothing, so they take no retries either.
+  const trainers = training ? roundSelection(open).trainers().length : 0;
+  const took = takeRetries(state, trainers);
+  // With every trainer on a retry no fresh sample is read: batch_size 0 so the data index does not skip any.
+  const freshTrainers = trainers - took.taken.length;
+  const round: Round = {
+    ...open,
+    batch_size: training && freshTrainers > 0 ? globalBatchSize(config, dataIndex) : 0,
+    retries: took.taken,
   };
   // Blooms are read for one round after they are submitted (consensus of round h-1's batches during round
   // h+1, health checks in round h+1); older ones only cost state size, which at 10,000 clients is megabytes.
@@ -126,8 +139,13 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
     batch_size: round.batch_size,
     training,
     clients: roster.length,
+    retries: took.taken.length,
   });
-  return changeState({ ...state, epoch: { ...epoch, rounds, rounds_head: height % 4 } }, 'RoundTrain', ctx);
+  return changeState(
+    { ...took.state, epoch: { ...epoch, rounds, rounds_head: height % 4 } },
+    'RoundTrain',
+    ctx,
+  );
 }
 
 function epochTimedOut(state: CoordinatorState, now: number): boolean {
@@ -183,6 +201,9 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   if (next.epoch.last_step !== 0 && step >= next.epoch.last_step) return changeState(next, 'Cooldown', ctx);
   if (healthyCount(next) < next.config.min_clients || next.pending_pause)
     return changeState(next, 'Cooldown', ctx);
+  // The epoch goes on, so round h-1 will be applied at the start of round h+1: queue its intervals that this
+  // round's witnesses did not attest. (When the epoch ends instead, endEpoch rewinds h-1 and h; see retries.ts.)
+  next = queueUnattested(next, round);
   return startRoundTrain(next, ctx);
 }
 
@@ -213,10 +234,13 @@ function resumeDataIndex(state: CoordinatorState): number {
 /** Cooldown timeout: close the epoch. */
 export function endEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   ctx.effects.push({ type: 'EpochEnded', epoch: state.progress.epoch, success: true });
+  // resumeDataIndex rewinds the fresh samples of the last two rounds; their retries go back on the queue.
+  const last = currentRound(state);
+  const requeued = last ? requeueUnapplied(state, last) : state;
   let next: CoordinatorState = {
-    ...state,
+    ...requeued,
     progress: {
-      ...state.progress,
+      ...requeued.progress,
       epoch: state.progress.epoch + 1,
       epoch_start_data_index: resumeDataIndex(state),
     },

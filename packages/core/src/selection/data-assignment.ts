@@ -63,15 +63,29 @@ export interface BatchAssignment<T> {
   batch: BatchId;
 }
 
-/** Assigns the round's samples to `trainers` (given in epoch order); trainers that get nothing are left out. */
+/**
+ * Assigns the round's samples to `trainers` (given in epoch order); trainers that get nothing are left out.
+ * `retries` are intervals of earlier rounds whose results no witness quorum attested (coordinator/retries.ts):
+ * the first trainers of the shuffled order take them, one whole interval each, and the trainers after them
+ * split the fresh interval [dataIndex, dataIndex + batchSize) as Psyche does. With no retries this is exactly
+ * Psyche's assignment. Retries beyond the trainer count are ignored here (the coordinator never stores more).
+ */
 export function assignBatches<T>(
   trainers: readonly T[],
   randomSeed: string,
   dataIndex: number,
   batchSize: number,
+  retries: readonly BatchId[] = [],
 ): BatchAssignment<T>[] {
-  const batches = batchIdsForRound(dataIndex, batchSize, trainers.length);
+  const taken = Math.min(retries.length, trainers.length);
+  const batches = [
+    ...retries.slice(0, taken),
+    ...batchIdsForRound(dataIndex, batchSize, trainers.length - taken),
+  ];
   if (batches.length === 0) return [];
   const shuffled = lcgShuffle(trainers, seedToBigInt(randomSeed));
-  return batches.map((batch, k) => ({ trainer: shuffled[k] as T, batch }));
+  return batches.map((batch, k) => ({
+    trainer: shuffled[k] as T,
+    batch: { start: batch.start, end: batch.end },
+  }));
 }
