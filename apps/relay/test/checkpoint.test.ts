@@ -8,16 +8,15 @@ import {
   encodeCheckpoint,
   hfConfigJson,
   initParameters,
+  parameterHashHex,
   type LlamaConfig,
   type Parameters,
 } from '@meshtrain/model';
 import { DEFAULT_RUN_TOML, parseRunConfig } from '@meshtrain/core';
-import { parameterHash } from '@meshtrain/client';
 import type { Hono } from 'hono';
 import {
   CheckpointStore,
   checkpointRoutes,
-  computeParamHash,
   ensureInitialCheckpoint,
   runDirName,
   type CheckpointSummary,
@@ -70,20 +69,6 @@ function paramsForSeed(seed: number): Parameters {
   return initParameters(config, seed);
 }
 
-describe('parameter hash', () => {
-  it('equals packages/client parameterHash and ignores map order', () => {
-    const p = paramsForSeed(3);
-    const reversed = new Map([...p].reverse());
-    expect(computeParamHash(reversed)).toBe(computeParamHash(p));
-    expect(computeParamHash(p)).toBe(Buffer.from(parameterHash(p)).toString('hex'));
-    const q = new Map(p);
-    const t = Float32Array.from(q.get('model.norm.weight')!);
-    t[0] = Math.fround(t[0]! + 1e-6);
-    q.set('model.norm.weight', t);
-    expect(computeParamHash(q)).not.toBe(computeParamHash(p));
-  });
-});
-
 describe('upload and download', () => {
   it('round-trips bit-exactly and reports the parameter hash', async () => {
     const params = paramsForSeed(7);
@@ -91,7 +76,7 @@ describe('upload and download', () => {
     const res = await upload(form({ weights: safetensors, config: configJson, step: '10', epoch: '1' }));
     expect(res.status).toBe(201);
     const summary = (await res.json()) as CheckpointSummary;
-    expect(summary).toMatchObject({ step: 10, epoch: 1, paramHash: computeParamHash(params) });
+    expect(summary).toMatchObject({ step: 10, epoch: 1, paramHash: parameterHashHex(params) });
     expect(uploads.at(-1)).toMatchObject({ runId: 'r1', step: 10, epoch: 1, bytes: safetensors.length });
 
     const latest = (await (await app.request('/api/runs/r1/checkpoint')).json()) as CheckpointSummary;
@@ -103,7 +88,7 @@ describe('upload and download', () => {
     expect(Buffer.compare(bytes, safetensors)).toBe(0);
     const cfg = await (await app.request(latest.files['config.json']!)).text();
     const back = decodeCheckpoint(cfg, bytes);
-    expect(computeParamHash(back.params)).toBe(summary.paramHash);
+    expect(parameterHashHex(back.params)).toBe(summary.paramHash);
 
     // Range on the weights file, then the same upload again: idempotent (200), not a conflict.
     const part = await app.request('/api/runs/r1/checkpoint/model.safetensors', {
@@ -209,7 +194,7 @@ describe('initial checkpoint', () => {
     const run = parseRunConfig(DEFAULT_RUN_TOML).config;
     const meta = await ensureInitialCheckpoint(store, 'default', run);
     expect(meta).toMatchObject({ step: 1, epoch: 0, source: 'init' });
-    expect(meta.param_hash).toBe(computeParamHash(initParameters(PRESETS.tiny, run.meshtrain.seed)));
+    expect(meta.param_hash).toBe(parameterHashHex(initParameters(PRESETS.tiny, run.meshtrain.seed)));
     const again = await ensureInitialCheckpoint(store, 'default', run);
     expect(again.created_at).toBe(meta.created_at);
     const res = await app.request('/api/runs/default/checkpoint');

@@ -57,6 +57,7 @@ import {
   type DistroTensor,
   type TensorResult,
 } from '@meshtrain/distro';
+import { parameterHash, parameterOrder } from '@meshtrain/model';
 import { fromWire, toWire } from './convert.ts';
 import type {
   Checkpoint,
@@ -67,7 +68,6 @@ import type {
   PeerNetwork,
   TrainingBackend,
 } from './interfaces.ts';
-import { parameterHash, parameterOrder } from './param-hash.ts';
 
 export type ClientPhase =
   | 'NotYetInitialized'

@@ -1,7 +1,6 @@
 // @meshtrain/client: the client state machine (psyche-spec §3) over I/O interfaces, for browsers and Node.
 export * from './interfaces.ts';
 export * from './convert.ts';
-export * from './param-hash.ts';
 export * from './client.ts';
 export * from './local-hub.ts';
 export * from './relay-link.ts';

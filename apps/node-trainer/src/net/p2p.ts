@@ -10,7 +10,7 @@
 // circuit, so a peer is reachable whenever the relay is; blob fetches verify the address, so no peer can
 // hand over anything but the requested bytes.
 import type { Checkpoint, CheckpointSource, PeerNetwork } from '@meshtrain/client';
-import { parameterHash, parameterOrder } from '@meshtrain/client';
+import { parameterHash, parameterOrder } from '@meshtrain/model';
 import {
   bytesToHex,
   decodeSignedResult,

@@ -1,4 +1,5 @@
-// Checkpoint store: files on disk, seeded initial weights, the parameter hash, and the route module.
+// Checkpoint store: files on disk, seeded initial weights, and the route module. The parameter hash is
+// @meshtrain/model's parameterHashHex, shared with the clients that report it.
 export {
   CheckpointStore,
   CheckpointConflictError,
@@ -10,7 +11,6 @@ export {
   DEFAULT_KEEP,
 } from './store.ts';
 export type { CheckpointMeta, CheckpointFile, FileInfo, SaveCheckpointInput } from './store.ts';
-export { computeParamHash } from './param-hash.ts';
 export { ensureInitialCheckpoint, modelConfigForRun, RunModelError, INITIAL_STEP } from './initial.ts';
 export { checkpointRoutes, summarize, DEFAULT_MAX_UPLOAD_BYTES } from './routes.ts';
 export type {

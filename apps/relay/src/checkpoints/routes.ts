@@ -20,11 +20,11 @@ import {
   SafetensorsError,
   decodeCheckpoint,
   decodeSafetensors,
+  parameterHashHex,
   parameterSpecs,
   type LlamaConfig,
 } from '@meshtrain/model';
 import { apiError, serveFile } from '../data/http.ts';
-import { computeParamHash } from './param-hash.ts';
 import {
   CHECKPOINT_FILES,
   CONFIG_FILE,
@@ -44,7 +44,7 @@ export interface CheckpointUpload {
   runId: string;
   step: number;
   epoch: number;
-  /** computeParamHash of the uploaded parameters, hex. */
+  /** parameterHashHex of the uploaded parameters, hex. */
   paramHash: string;
   /** SHA-256 (hex) of the `model.safetensors` part exactly as uploaded (what a client signs). */
   safetensorsSha256: string;
@@ -228,7 +228,7 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
         runId,
         step,
         epoch,
-        paramHash: computeParamHash(decoded.params),
+        paramHash: parameterHashHex(decoded.params),
         safetensorsSha256: sha256(weights),
         configSha256: sha256(configText),
         bytes: weights.length,

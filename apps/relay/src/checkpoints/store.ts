@@ -15,8 +15,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { encodeCheckpoint, type LlamaConfig, type Parameters } from '@meshtrain/model';
-import { computeParamHash } from './param-hash.ts';
+import { encodeCheckpoint, parameterHashHex, type LlamaConfig, type Parameters } from '@meshtrain/model';
 
 export const WEIGHTS_FILE = 'model.safetensors';
 export const CONFIG_FILE = 'config.json';
@@ -39,7 +38,7 @@ export interface CheckpointMeta {
   /** `progress.step` the parameters belong to (the step the next epoch starts at). */
   step: number;
   epoch: number;
-  /** computeParamHash of the parameters, hex. */
+  /** parameterHashHex of the parameters, hex. */
   param_hash: string;
   /** 'init' = seeded initial weights; 'upload' = a client's end-of-epoch upload. */
   source: 'init' | 'upload';
@@ -68,7 +67,7 @@ export interface SaveCheckpointInput {
   params: Parameters;
   source: CheckpointMeta['source'];
   uploader?: string;
-  /** Precomputed computeParamHash(params), to avoid hashing twice. */
+  /** Precomputed parameterHashHex(params), to avoid hashing twice. */
   paramHash?: string;
 }
 
@@ -146,7 +145,7 @@ export class CheckpointStore {
     if (!Number.isSafeInteger(input.epoch) || input.epoch < 0)
       throw new RangeError(`epoch must be a non-negative integer, got ${input.epoch}`);
     return await this.serialized(input.runId, async () => {
-      const paramHash = input.paramHash ?? computeParamHash(input.params);
+      const paramHash = input.paramHash ?? parameterHashHex(input.params);
       const existing = await this.meta(input.runId, input.step);
       if (existing !== undefined) {
         if (existing.param_hash === paramHash) return { meta: existing, created: false };

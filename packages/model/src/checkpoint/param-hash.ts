@@ -1,8 +1,9 @@
 // The parameter hash replicas compare at every epoch end: SHA-256 over every parameter in ascending
 // byte-lexicographic name order (the DisTrO variable order), each as float32 little-endian bytes. Names are
 // not hashed: the run fixes them, and two replicas that agree on all bytes in this order are identical.
-import { sha256Concat } from '@meshtrain/core';
-import type { ParameterMap } from './interfaces.ts';
+// Clients report it per epoch (core wire `ParamHash`) and the relay keeps the uploaded checkpoint whose hash
+// is the coordinator's majority value, so both must compute it here, from one definition.
+import { bytesToHex, sha256Concat } from '@meshtrain/core';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -19,6 +20,12 @@ function leBytes(x: Float32Array): Uint8Array {
   return out;
 }
 
-export function parameterHash(params: ParameterMap): Uint8Array {
+/** The 32-byte parameter hash (see the module comment for the exact byte stream). */
+export function parameterHash(params: ReadonlyMap<string, Float32Array>): Uint8Array {
   return sha256Concat(...parameterOrder(params.keys()).map((n) => leBytes(params.get(n) as Float32Array)));
+}
+
+/** parameterHash as lowercase hex: the form the relay's checkpoint API and stored metadata carry. */
+export function parameterHashHex(params: ReadonlyMap<string, Float32Array>): string {
+  return bytesToHex(parameterHash(params));
 }
