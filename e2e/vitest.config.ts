@@ -11,5 +11,6 @@ export default defineConfig({
     pool: 'forks',
     // Each file starts its own relay and browsers; on CI's 2 cores, one file at a time keeps timings sane.
     fileParallelism: false,
+    reporters: ['default', ['json', { outputFile: '.cache/test-results/e2e.json' }]],
   },
 });

@@ -5,7 +5,7 @@
 // Environment: PORT (default 8080), HOST (default 127.0.0.1), MESHTRAIN_DATA_DIR (default .cache/relay in the
 // checkout, so a restart resumes the same run), MESHTRAIN_DEVICE (trainer --device, default auto),
 // MESHTRAIN_NO_TRAINER=1 to start only the relay.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
