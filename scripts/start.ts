@@ -56,9 +56,13 @@ function run(bin: string, args: string[], prefix: string, onLine?: (line: string
 }
 
 if (!existsSync(webDist)) {
-  console.log(
-    '[start] the web app is not built (npm run build); the relay serves its plain status page instead.',
-  );
+  // The volunteer page is the point of the printed URL: build it once (about a minute) rather than serve the
+  // relay's plain status page.
+  console.log('[start] building the web app (apps/web, first start only)…');
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const build = spawnSync(npm, ['run', '-s', 'build'], { cwd: root, stdio: 'inherit' });
+  if (build.status !== 0)
+    console.log('[start] the web build failed; the relay serves its plain status page instead.');
 }
 
 const relayArgs = ['run', '--port', port, '--host', host, '--data-dir', dataDir];
