@@ -29,6 +29,8 @@ describe('node-trainer local-testnet', () => {
     expect(r.completed).toBe(true);
     expect(r.steps_completed).toBe(8);
     expect(r.quorum_failures).toBe(0);
+    expect(r.batches_lost).toBe(0);
+    expect(r.samples_applied_twice).toBe(0);
     expect(r.param_hash_mismatches).toBe(0);
     expect(r.param_hash_reports).toBe(2);
     expect(r.errors).toBe(0);

@@ -46,6 +46,12 @@ export interface TestnetResult {
   param_hash_mismatches: number;
   quorum_failures: number;
   rounds_observed: number;
+  /** Batches the coordinator handed out again because no witness quorum attested their first result. */
+  batches_retried: number;
+  /** Batches of applied rounds whose samples no applied result ever covered; null without full history. */
+  batches_lost: number | null;
+  /** Sample indices applied more than once; null without full history. */
+  samples_applied_twice: number | null;
   bytes_sent_per_step: number;
   ratio_vs_fp32: number;
   kills: number;
@@ -59,6 +65,55 @@ export interface TestnetResult {
   errors: number;
   seconds: number;
   logs: string | null;
+}
+
+/** A row of the relay's round history (GET /api/runs/:id, newest first, at most 50). */
+interface RoundHistoryRow {
+  step: number;
+  epoch: number;
+  height: number;
+  data_index: number;
+  training: boolean;
+  quorum_reached: boolean | null;
+  accepted: { batch: { start: number; end: number }; commitment: string | null }[] | null;
+}
+
+/**
+ * Retried and lost batches from the relay's round history. A round's accepted rows are core's
+ * acceptedCommitments for it (retries included); an interval that starts before the round's data_index is a
+ * retry (core assigns retries, always older samples, ahead of the fresh data). Peers apply every round of an
+ * epoch but its last two (their fresh samples are rewound, their retries requeued), so counting the accepted
+ * results of the other rounds says whether each sample was applied exactly once.
+ */
+export function dataAccounting(
+  rows: readonly RoundHistoryRow[],
+): Pick<TestnetResult, 'batches_retried' | 'batches_lost' | 'samples_applied_twice'> {
+  const lastHeight = new Map<number, number>();
+  for (const r of rows) lastHeight.set(r.epoch, Math.max(lastHeight.get(r.epoch) ?? -1, r.height));
+  const applied = rows.filter((r) => r.height < (lastHeight.get(r.epoch) ?? 0) - 1);
+  let retried = 0;
+  for (const r of rows) for (const a of r.accepted ?? []) if (a.batch.start < r.data_index) retried++;
+  // Without the run's first round the samples before the history are unknown.
+  if (!rows.some((r) => r.step === 1))
+    return { batches_retried: retried, batches_lost: null, samples_applied_twice: null };
+  const count = new Map<number, number>();
+  for (const r of applied)
+    for (const a of r.accepted ?? [])
+      if (a.commitment !== null)
+        for (let i = a.batch.start; i <= a.batch.end; i++) count.set(i, (count.get(i) ?? 0) + 1);
+  let lost = 0;
+  for (const r of applied)
+    for (const a of r.accepted ?? []) {
+      if (a.commitment !== null) continue;
+      for (let i = a.batch.start; i <= a.batch.end; i++)
+        if (!count.has(i)) {
+          lost++;
+          break;
+        }
+    }
+  let twice = 0;
+  for (const n of count.values()) if (n > 1) twice++;
+  return { batches_retried: retried, batches_lost: lost, samples_applied_twice: twice };
 }
 
 const nodeTrainerBin = fileURLToPath(new URL('../../bin/node-trainer.mjs', import.meta.url));
@@ -322,7 +377,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
     await Promise.race([Promise.all(trainers.map((t) => t.exited)), sleep(15_000)]);
 
     let detail: {
-      rounds?: { training: boolean; quorum_reached: boolean }[];
+      rounds?: RoundHistoryRow[];
       param_hashes?: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
     } = {};
     try {
@@ -382,6 +437,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       param_hash_mismatches: Math.max(mismatches, relayMismatches),
       quorum_failures: rounds.filter((r) => !r.quorum_reached).length,
       rounds_observed: rounds.length,
+      ...dataAccounting(rounds),
       bytes_sent_per_step: Math.round(meanBytes),
       ratio_vs_fp32: meanBytes > 0 ? Number(((params * 4) / meanBytes).toFixed(1)) : 0,
       kills,
