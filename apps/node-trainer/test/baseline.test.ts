@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ByteTokenizer } from '@meshtrain/model';
 import type { BaselineResult } from '../src/commands/baseline.ts';
-import { prepareShards } from '../src/dataset/prepare.ts';
+import { prepareShards } from '@meshtrain/model/node';
 
 const bin = fileURLToPath(new URL('../bin/node-trainer.mjs', import.meta.url));
 let root: string | undefined;

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ByteTokenizer, PRESETS, decodeTokens, heldOutDocuments, parseManifest } from '@meshtrain/model';
 import { readCheckpoint } from '../src/fsio/checkpoint.ts';
-import { loadDataset } from '../src/dataset/load.ts';
+import { loadDataset } from '@meshtrain/model/node';
 
 const bin = fileURLToPath(new URL('../bin/node-trainer.mjs', import.meta.url));
 

@@ -14,7 +14,7 @@ import {
 } from '@meshtrain/core';
 import { ByteTokenizer } from '@meshtrain/model';
 import { afterAll, describe, expect, it } from 'vitest';
-import { prepareShards } from '../src/dataset/prepare.ts';
+import { prepareShards } from '@meshtrain/model/node';
 import { localDataSource } from '../src/net/local-data.ts';
 import { createTrainer } from '../src/net/trainer.ts';
 

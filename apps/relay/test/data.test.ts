@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShardIndex, encodeTokens, readBatch, type DataManifest } from '@meshtrain/model';
 import type { DataLocation } from '@meshtrain/core';
-import { DatasetStore, dataRoutes, parseRange, prepareBrown } from '../src/data/index.ts';
+import { DatasetStore, dataRoutes, parseRange } from '../src/data/index.ts';
 import type { Hono } from 'hono';
 
 const SEQ = 8;
@@ -199,10 +199,13 @@ describe('shards', () => {
 
 describe('brown', () => {
   it('prepares the same bytes as node-trainer prepare-data, and serves them', async () => {
-    const dir = join(root, 'brown-ours');
-    const ours = await prepareBrown(dir, 2);
-    // node-trainer's preparation is not exported from its package; the test reaches into its source to
-    // hold the two implementations equal until they move to a shared package.
+    // Both apps prepare through @meshtrain/model/node; this holds their wiring (directory name, token
+    // width, split options) equal. node-trainer's wrapper is not exported from its package, so the test
+    // reaches into its source.
+    const store = new DatasetStore({ datasetsDir: join(root, 'cache') });
+    const dir = await store.ensureDefault(2);
+    expect(dir).toBe(join(root, 'cache', 'brown-v1-u16'));
+    const ours = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as DataManifest;
     const trainer = await import('../../node-trainer/src/dataset/brown.ts');
     const theirsDir = join(root, 'brown-theirs');
     await trainer.prepareBrown(theirsDir, { tokenBytes: 2, quiet: true });
@@ -211,7 +214,6 @@ describe('brown', () => {
     );
     expect(ours.splits.train.tokens).toBeGreaterThan(5_000_000);
 
-    const store = new DatasetStore({ datasetsDir: join(root, 'cache'), prepareBrown: async () => dir });
     const brownApp = dataRoutes({
       store,
       runData: () => ({

@@ -16,8 +16,7 @@ import {
 import type * as ort from 'onnxruntime-node';
 import { CliError, type Command } from '../command.ts';
 import { ensureBrownDataset } from '../dataset/brown.ts';
-import { DatasetError } from '../dataset/errors.ts';
-import { loadDataset, type LoadedSplit } from '../dataset/load.ts';
+import { DatasetError, loadDataset, type LoadedSplit } from '@meshtrain/model/node';
 import { writeCheckpoint } from '../fsio/checkpoint.ts';
 import { floatFlag, intFlag, parseFlags, presetFlag } from '../options/index.ts';
 import { createSession, type Device } from '../ort/session.ts';

@@ -7,7 +7,7 @@ import { applyResults, quantize1bit, type TensorResult } from '@meshtrain/distro
 import { CliError, type Command } from '../command.ts';
 import { openBackend } from '../distro/backend.ts';
 import { parseResultFile, readTensors, resultToJson, type ResultFileJson } from '../distro/io.ts';
-import { writeFileAtomic } from '../fsio/checkpoint.ts';
+import { writeFileAtomic } from '@meshtrain/model/node';
 import { floatFlag, intFlag, parseFlags } from '../options/index.ts';
 
 function required(name: string, v: string | undefined): string {

@@ -12,7 +12,8 @@ import {
 } from '@meshtrain/model';
 import * as ort from 'onnxruntime-node';
 import { CliError, type Command } from '../command.ts';
-import { readCheckpoint, writeFileAtomic } from '../fsio/checkpoint.ts';
+import { writeFileAtomic } from '@meshtrain/model/node';
+import { readCheckpoint } from '../fsio/checkpoint.ts';
 import { parseFlags } from '../options/index.ts';
 import { type GraphDType, SessionError, createSession, floatTensor } from '../ort/session.ts';
 

@@ -1,11 +1,10 @@
 // node-trainer prepare-data: text files → token shards + manifest.json (byte-level tokenizer), or the
 // embedded Brown corpus with `--input brown` / `--dataset brown`.
 import { ByteTokenizer, ManifestError, type DataManifest } from '@meshtrain/model';
+import { DatasetError, prepareShards } from '@meshtrain/model/node';
 import { CliError, type Command } from '../command.ts';
 import { brownCacheDir, prepareBrown } from '../dataset/brown.ts';
-import { DatasetError } from '../dataset/errors.ts';
 import { collectInputFiles } from '../dataset/inputs.ts';
-import { prepareShards } from '../dataset/prepare.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { floatFlag, intFlag, parseFlags } from '../options/index.ts';

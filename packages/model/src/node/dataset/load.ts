@@ -3,7 +3,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ShardIndex, parseManifest, readBatch, type DataManifest, type SplitEntry } from '@meshtrain/model';
+import { parseManifest, type DataManifest, type SplitEntry } from '../../data/manifest.ts';
+import { ShardIndex, readBatch } from '../../data/shards.ts';
 import { DatasetError } from './errors.ts';
 import { MANIFEST_FILE } from './prepare.ts';
 
