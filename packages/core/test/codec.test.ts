@@ -12,17 +12,7 @@ import {
   WireError,
   wireLimits,
 } from '../src/index.ts';
-import type { WireErrorCode } from '../src/index.ts';
-
-function code(fn: () => unknown): WireErrorCode | 'no-error' {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof WireError) return e.code;
-    throw e;
-  }
-  return 'no-error';
-}
+import { wireCode as code } from './fixtures/wire.ts';
 
 const write = (fn: (w: ByteWriter) => void): Uint8Array => {
   const w = new ByteWriter();

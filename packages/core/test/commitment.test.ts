@@ -11,7 +11,6 @@ import {
   encodeSignedResult,
   encodeTrainingResult,
   frameCommitment,
-  identityFromSeed,
   packSigns,
   resultCommitment,
   sha256Concat,
@@ -22,22 +21,12 @@ import {
   verifyAnnouncedResult,
   verifyResultEnvelope,
   verifySignedResult,
-  WireError,
 } from '../src/index.ts';
-import type { TrainingResult, WireErrorCode } from '../src/index.ts';
+import type { TrainingResult, WireError } from '../src/index.ts';
+import { testIdentity, wireCode as code } from './fixtures/wire.ts';
 
-function code(fn: () => unknown): WireErrorCode | 'no-error' {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof WireError) return e.code;
-    throw e;
-  }
-  return 'no-error';
-}
-
-const alice = identityFromSeed(new Uint8Array(32).fill(0xa1));
-const bob = identityFromSeed(new Uint8Array(32).fill(0xb0));
+const alice = testIdentity(0xa1);
+const bob = testIdentity(0xb0);
 
 function base(): TrainingResult {
   return {

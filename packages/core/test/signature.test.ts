@@ -1,21 +1,12 @@
 // Join signatures: bound to the relay's challenge, the run, the identity and everything claimed.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeJoin, encodeJoin, identityFromSeed, signJoin, verifyJoin, WireError } from '../src/index.ts';
-import type { Join, WireErrorCode } from '../src/index.ts';
+import { decodeJoin, encodeJoin, signJoin, verifyJoin } from '../src/index.ts';
+import type { Join } from '../src/index.ts';
+import { testIdentity, wireCode as code } from './fixtures/wire.ts';
 
-function code(fn: () => unknown): WireErrorCode | 'no-error' {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof WireError) return e.code;
-    throw e;
-  }
-  return 'no-error';
-}
-
-const alice = identityFromSeed(new Uint8Array(32).fill(0x11));
-const mallory = identityFromSeed(new Uint8Array(32).fill(0x22));
+const alice = testIdentity(0x11);
+const mallory = testIdentity(0x22);
 const challenge = Uint8Array.from({ length: 32 }, (_, i) => i * 7);
 
 function join(): Join {

@@ -18,15 +18,8 @@ import {
   WireError,
   wireLimits,
 } from '../src/index.ts';
-import type { CoordinatorState, WireErrorCode, WireMessage } from '../src/index.ts';
-
-const bytes = (n: number) => fc.uint8Array({ minLength: n, maxLength: n });
-const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
-const u53 = fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.maxSafeNat());
-const runIdArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 16 }).filter((s) => {
-  const n = new TextEncoder().encode(s).length;
-  return n >= 1 && n <= 64;
-});
+import type { CoordinatorState, WireMessage } from '../src/index.ts';
+import { bytes, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
 
 const config = coordinatorConfigOf(parseRunConfig(DEFAULT_RUN_TOML).config);
 
@@ -65,16 +58,6 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
       },
     })),
 );
-
-function wireCode(fn: () => unknown): WireErrorCode | 'no-error' {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof WireError) return e.code;
-    throw e;
-  }
-  return 'no-error';
-}
 
 describe('relay session messages', () => {
   it('have the registered type ids', () => {

@@ -36,18 +36,11 @@ import type {
   WireErrorCode,
   WireMessage,
 } from '../src/index.ts';
+import { bytes, emptyResult, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Arbitraries
 
-const u32 = fc.integer({ min: 0, max: 0xffff_ffff });
-const u53 = fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.maxSafeNat());
-const bytes = (n: number) => fc.uint8Array({ minLength: n, maxLength: n });
-// Up to 16 code points of up to 4 UTF-8 bytes each stays within the 64-byte run id cap.
-const runIdArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 16 }).filter((s) => {
-  const n = new TextEncoder().encode(s).length;
-  return n >= 1 && n <= 64;
-});
 const textArb = fc.string({ unit: 'binary', maxLength: 40 });
 const f32 = fc.float({ noNaN: true, noDefaultInfinity: true });
 const f32OrNaN = fc.oneof(f32, fc.constant(Number.NaN));
@@ -225,16 +218,6 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
 // ---------------------------------------------------------------------------------------------------
 // Helpers
 
-function wireCode(fn: () => unknown): WireErrorCode | 'no-error' {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof WireError) return e.code;
-    throw e; // anything else is a bug: decoders must throw only WireError
-  }
-  return 'no-error';
-}
-
 /** A verification of the signed parts of a decoded message; throws WireError when it fails. */
 function verifyDecoded(m: WireMessage, challenge: Uint8Array): void {
   if (m.kind === 'signedResult') verifySignedResult(m.message.envelope, m.message.result);
@@ -292,13 +275,7 @@ describe('round trips', () => {
   it('encodedDistroResultSize is the exact encoded size', () => {
     fc.assert(
       fc.property(distroResultArb, (t) => {
-        const base: TrainingResult = {
-          runId: 'r',
-          step: 0,
-          batch: { start: 0, end: 0 },
-          trainerNonce: 0,
-          tensors: [],
-        };
+        const base = emptyResult();
         const empty = encodeTrainingResult(base).length;
         const one = encodeTrainingResult({ ...base, tensors: [t] }).length;
         const k = t.indices.length / (t.xshape.reduce((a, b) => a * b, 1) / t.totalk);
@@ -502,13 +479,7 @@ describe('inconsistent DisTrO results are rejected', () => {
     expect(decodeRaw({}, { batch: { start: 5, end: 4 } })).toBe('inconsistent');
   });
   it('the encoder refuses inconsistent in-memory results too', () => {
-    const base: TrainingResult = {
-      runId: 'r',
-      step: 0,
-      batch: { start: 0, end: 0 },
-      trainerNonce: 0,
-      tensors: [],
-    };
+    const base = emptyResult();
     const t = (over: Partial<DistroResult>): TrainingResult => ({
       ...base,
       tensors: [
@@ -783,13 +754,7 @@ describe('bytes per tensor (psyche-spec §8)', () => {
     const vals = Float32Array.from(idx, (_, i) => (i % 3 === 0 ? -1 : 1));
     return { xshape, totalk, indices: typedIndices(idx, totalk), values: packSigns(vals) };
   }
-  const base: TrainingResult = {
-    runId: 'r',
-    step: 0,
-    batch: { start: 0, end: 0 },
-    trainerNonce: 0,
-    tensors: [],
-  };
+  const base = emptyResult();
   const tensorBytes = (t: DistroResult) =>
     encodeTrainingResult({ ...base, tensors: [t] }).length - encodeTrainingResult(base).length;
 
