@@ -1,19 +1,17 @@
-import type { Connection, Stream } from '@libp2p/interface';
+import type { Stream } from '@libp2p/interface';
 import type { BlobStore } from './blob-store.ts';
-import {
-  FetchFailedError,
-  HashMismatchError,
-  NotFoundError,
-  ProtocolError,
-  TooLargeError,
-  toError,
-  InvalidArgumentError,
-} from './errors.ts';
+import { FetchFailedError, HashMismatchError, toError, InvalidArgumentError } from './errors.ts';
 import type { PeerFailure } from './errors.ts';
 import { ADDRESS_BYTES, assertAddress, blobAddress, sameBytes, toHex } from './hash.ts';
-import { describeTarget, openProtocolStream } from './host.ts';
+import { describeTarget } from './host.ts';
 import type { PeerTarget, ProtocolHost } from './host.ts';
-import { Deadline, StreamReader, concatBytes, readU64, u64, writeAll } from './stream-io.ts';
+import {
+  STATUS_BAD_REQUEST,
+  STATUS_NOT_FOUND,
+  STATUS_OK,
+  requestResponse,
+  serveRequest,
+} from './request-response.ts';
 
 /**
  * `/meshtrain/blob/1.0.0`: fetch one content-addressed blob.
@@ -22,15 +20,15 @@ import { Deadline, StreamReader, concatBytes, readU64, u64, writeAll } from './s
  *   response (server -> fetcher): status[1]                         0 OK, 1 NOT_FOUND, 2 BAD_REQUEST
  *                                 if OK: length[8, u64 big-endian] then `length` raw bytes
  *
- * One request per stream; the server closes its side after the last byte. The fetcher checks the length
+ * One request per stream (framing: ./request-response.ts); the server closes its side after the last byte. The fetcher checks the length
  * against its own limit before reading the body and SHA-256(body) against the address before returning it:
  * a peer can waste our time but cannot make us accept bytes that are not the ones asked for.
  */
 export const BLOB_PROTOCOL = '/meshtrain/blob/1.0.0';
 
-export const BLOB_STATUS_OK = 0;
-export const BLOB_STATUS_NOT_FOUND = 1;
-export const BLOB_STATUS_BAD_REQUEST = 2;
+export const BLOB_STATUS_OK = STATUS_OK;
+export const BLOB_STATUS_NOT_FOUND = STATUS_NOT_FOUND;
+export const BLOB_STATUS_BAD_REQUEST = STATUS_BAD_REQUEST;
 
 export interface BlobExchangeOptions {
   store: BlobStore;
@@ -155,62 +153,35 @@ export class BlobExchange {
     const maxBytes = options.maxBytes ?? this.maxBlobBytes;
     if (!(maxBytes >= 0)) throw new InvalidArgumentError('maxBytes must be >= 0');
     const what = `blob ${toHex(address).slice(0, 16)}… from ${describeTarget(target)}`;
-    const deadline = new Deadline(what, options.timeoutMs ?? this.timeoutMs, options.signal);
-    let stream: Stream | undefined;
-    let connection: Connection | undefined;
-    try {
-      ({ stream, connection } = await openProtocolStream(this.host, target, BLOB_PROTOCOL, {
-        signal: deadline.signal,
-        allowLimited: options.allowLimited ?? this.allowLimited,
-      }));
-      deadline.attach(stream);
-      const reader = new StreamReader(stream, deadline.signal);
-      await writeAll(stream, address, { signal: deadline.signal });
-      // Half-close: tells the server the request is complete; we keep reading the response.
-      await stream.close({ signal: deadline.signal });
-      const status = (await reader.readExact(1, `${what} status`))[0];
-      if (status === BLOB_STATUS_NOT_FOUND) throw new NotFoundError(`blob ${toHex(address)}`);
-      if (status !== BLOB_STATUS_OK) throw new ProtocolError(`${what}: server answered status ${status}`);
-      const length = readU64(await reader.readExact(8, `${what} length`));
-      if (length > maxBytes) throw new TooLargeError(what, length, maxBytes);
-      const bytes = new Uint8Array(length);
-      await reader.readInto(bytes, what, (n) => options.onProgress?.(n, length));
-      const actual = blobAddress(bytes);
-      if (!sameBytes(actual, address)) throw new HashMismatchError(what, toHex(address), toHex(actual));
-      return {
-        bytes,
-        peer: connection.remotePeer.toString(),
-        remoteAddr: connection.remoteAddr.toString(),
-        limited: connection.limits !== undefined,
-      };
-    } catch (err) {
-      // Whatever went wrong, this stream is done: reset it so neither side keeps sending.
-      stream?.abort(toError(err));
-      return deadline.rethrow(err);
-    } finally {
-      deadline.clear();
-    }
+    const { body, connection } = await requestResponse(this.host, target, BLOB_PROTOCOL, address, {
+      what,
+      notFound: `blob ${toHex(address)}`,
+      lengthBytes: 8,
+      maxBytes,
+      timeoutMs: options.timeoutMs ?? this.timeoutMs,
+      signal: options.signal,
+      allowLimited: options.allowLimited ?? this.allowLimited,
+      onProgress: options.onProgress,
+      check: (bytes) => {
+        const actual = blobAddress(bytes);
+        if (!sameBytes(actual, address)) throw new HashMismatchError(what, toHex(address), toHex(actual));
+      },
+    });
+    return {
+      bytes: body,
+      peer: connection.remotePeer.toString(),
+      remoteAddr: connection.remoteAddr.toString(),
+      limited: connection.limits !== undefined,
+    };
   }
 
   private async serve(stream: Stream): Promise<void> {
-    const deadline = new Deadline('blob request', this.requestTimeoutMs);
-    deadline.attach(stream);
-    try {
-      const reader = new StreamReader(stream, deadline.signal);
-      const address = await reader.readExact(ADDRESS_BYTES, 'blob request');
-      deadline.clear(); // the response may legitimately take longer than the request deadline
-      const bytes = await this.store.get(address);
-      if (bytes === undefined) {
-        stream.send(Uint8Array.of(BLOB_STATUS_NOT_FOUND));
-      } else {
-        await writeAll(stream, concatBytes(Uint8Array.of(BLOB_STATUS_OK), u64(bytes.length)));
-        await writeAll(stream, bytes);
-      }
-      await stream.close();
-    } catch (err) {
-      stream.abort(toError(err));
-    } finally {
-      deadline.clear();
-    }
+    await serveRequest(stream, {
+      what: 'blob request',
+      requestTimeoutMs: this.requestTimeoutMs,
+      lengthBytes: 8,
+      readRequest: (reader) => reader.readExact(ADDRESS_BYTES, 'blob request'),
+      respond: (address) => this.store.get(address),
+    });
   }
 }

@@ -1,17 +1,11 @@
 import { circuitRelayTransport } from '@libp2p/circuit-relay-v2';
-import { gossipsub } from '@libp2p/gossipsub';
-import { identify } from '@libp2p/identify';
-import type { Identify } from '@libp2p/identify';
-import { noise } from '@libp2p/noise';
-import { ping } from '@libp2p/ping';
-import type { Ping } from '@libp2p/ping';
 import { webRTC, webRTCDirect } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
 import { webTransport } from '@libp2p/webtransport';
-import { yamux } from '@libp2p/yamux';
-import type { Multiaddr } from '@multiformats/multiaddr';
-import { GOSSIP_OPTIONS, MeshNode } from './mesh-node.ts';
-import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
+import { connectToRelays, peerServices, secureChannel } from './compose.ts';
+import type { PeerServices, RelayClientOptions } from './compose.ts';
+import { MeshNode } from './mesh-node.ts';
+import type { MeshNodeOptions } from './mesh-node.ts';
 
 /**
  * Browser entry point. It imports no Node transport (no TCP, no node: modules) so a Vite bundle of the web
@@ -20,16 +14,11 @@ import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
  */
 export * from './shared.ts';
 
-export interface BrowserPeerServices extends MeshServices {
-  identify: Identify;
-  ping: Ping;
-}
+export type BrowserPeerServices = PeerServices;
 
 export type BrowserPeer = MeshNode<BrowserPeerServices>;
 
-export interface BrowserPeerOptions extends MeshNodeOptions {
-  /** Relay multiaddrs: `/dns4/HOST/tcp/443/wss/p2p/ID` in production, or its `/webrtc-direct/certhash/...` one. */
-  relayAddrs: Array<string | Multiaddr>;
+export interface BrowserPeerOptions extends MeshNodeOptions, RelayClientOptions {
   /**
    * Allow dialling `ws://` and private/loopback IPs. libp2p's browser connection gater refuses both by default
    * (browsers block mixed content from https pages anyway); enable only for local development and tests.
@@ -37,8 +26,6 @@ export interface BrowserPeerOptions extends MeshNodeOptions {
   allowInsecureWs?: boolean;
   /** STUN/TURN servers for WebRTC between peers behind NAT (default none). */
   iceServers?: RTCIceServer[];
-  requireRelay?: boolean;
-  relayDialTimeoutMs?: number;
 }
 
 /**
@@ -58,21 +45,12 @@ export async function createBrowserPeer(options: BrowserPeerOptions): Promise<Br
         webTransport(),
         circuitRelayTransport(),
       ],
-      connectionEncrypters: [noise()],
-      streamMuxers: [yamux()],
+      ...secureChannel(),
       // Leaving the gater undefined keeps libp2p's browser default (deny ws:// and private IPs).
       connectionGater: options.allowInsecureWs === true ? { denyDialMultiaddr: () => false } : undefined,
-      services: { identify: identify(), ping: ping(), pubsub: gossipsub(GOSSIP_OPTIONS) },
+      services: peerServices(),
     },
     options,
   );
-  try {
-    await node.connectRelays(options.relayAddrs, options.relayDialTimeoutMs);
-  } catch (err) {
-    if (options.requireRelay ?? true) {
-      await node.stop();
-      throw err;
-    }
-  }
-  return node;
+  return await connectToRelays(node, options);
 }

@@ -3,13 +3,12 @@ import {
   CheckpointDownloadError,
   HashMismatchError,
   NotFoundError,
-  ProtocolError,
   TooLargeError,
   toError,
 } from './errors.ts';
 import type { PeerFailure } from './errors.ts';
 import { ADDRESS_BYTES, assertAddress, sameBytes, sha256Bytes, toHex } from './hash.ts';
-import { describeTarget, openProtocolStream } from './host.ts';
+import { describeTarget } from './host.ts';
 import type { PeerTarget, ProtocolHost } from './host.ts';
 import {
   buildManifest,
@@ -19,7 +18,8 @@ import {
   DEFAULT_PIECE_SIZE,
 } from './checkpoint-manifest.ts';
 import type { CheckpointManifest } from './checkpoint-manifest.ts';
-import { Deadline, StreamReader, concatBytes, readU32, u32, writeAll } from './stream-io.ts';
+import { BAD_REQUEST, requestResponse, serveRequest } from './request-response.ts';
+import { concatBytes, readU32, u32 } from './stream-io.ts';
 
 /**
  * `/meshtrain/checkpoint/1.0.0`: a joiner downloads a checkpoint from several peers at once.
@@ -29,7 +29,7 @@ import { Deadline, StreamReader, concatBytes, readU32, u32, writeAll } from './s
  *   response (server -> downloader): status[1] (0 OK, 1 NOT_FOUND, 2 BAD_REQUEST)
  *                                    | if OK: length[4, u32 BE] | `length` bytes
  *
- * One request per stream. The downloader checks SHA-256(manifest) against the root it was given, the
+ * One request per stream (framing: ./request-response.ts). The downloader checks SHA-256(manifest) against the root it was given, the
  * manifest's own consistency, each piece's exact length and SHA-256 against the manifest, and finally the
  * whole-content hash; nothing unverified reaches the caller.
  */
@@ -37,9 +37,6 @@ export const CHECKPOINT_PROTOCOL = '/meshtrain/checkpoint/1.0.0';
 
 const KIND_MANIFEST = 0;
 const KIND_PIECE = 1;
-const STATUS_OK = 0;
-const STATUS_NOT_FOUND = 1;
-const STATUS_BAD_REQUEST = 2;
 /** 8 GiB at 1 MiB pieces is a 256 KiB manifest; 4 MiB leaves room without letting a peer flood us. */
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 
@@ -329,74 +326,43 @@ export class CheckpointExchange {
     const what =
       (kind === KIND_MANIFEST ? 'checkpoint manifest' : `checkpoint piece ${index}`) +
       ` from ${describeTarget(target)}`;
-    const deadline = new Deadline(what, options.timeoutMs ?? this.timeoutMs, options.signal);
-    let stream: Stream | undefined;
-    try {
-      ({ stream } = await openProtocolStream(this.host, target, CHECKPOINT_PROTOCOL, {
-        signal: deadline.signal,
-        allowLimited: options.allowLimited ?? this.allowLimited,
-      }));
-      deadline.attach(stream);
-      const reader = new StreamReader(stream, deadline.signal);
-      const req =
-        kind === KIND_MANIFEST
-          ? concatBytes(Uint8Array.of(kind), root)
-          : concatBytes(Uint8Array.of(kind), root, u32(index));
-      await writeAll(stream, req, { signal: deadline.signal });
-      await stream.close({ signal: deadline.signal });
-      const status = (await reader.readExact(1, `${what} status`))[0];
-      if (status === STATUS_NOT_FOUND) throw new NotFoundError(what);
-      if (status !== STATUS_OK) throw new ProtocolError(`${what}: server answered status ${status}`);
-      const length = readU32(await reader.readExact(4, `${what} length`));
-      if (length > max) throw new TooLargeError(what, length, max);
-      if (exact !== undefined && length !== exact) {
-        throw new ProtocolError(`${what}: ${length} bytes announced, the manifest says ${exact}`);
-      }
-      const bytes = new Uint8Array(length);
-      await reader.readInto(bytes, what);
-      return bytes;
-    } catch (err) {
-      stream?.abort(toError(err));
-      return deadline.rethrow(err);
-    } finally {
-      deadline.clear();
-    }
+    const req =
+      kind === KIND_MANIFEST
+        ? concatBytes(Uint8Array.of(kind), root)
+        : concatBytes(Uint8Array.of(kind), root, u32(index));
+    const { body } = await requestResponse(this.host, target, CHECKPOINT_PROTOCOL, req, {
+      what,
+      notFound: what,
+      lengthBytes: 4,
+      maxBytes: max,
+      exactBytes: exact,
+      timeoutMs: options.timeoutMs ?? this.timeoutMs,
+      signal: options.signal,
+      allowLimited: options.allowLimited ?? this.allowLimited,
+    });
+    return body;
   }
 
   private async serve(stream: Stream): Promise<void> {
-    const deadline = new Deadline('checkpoint request', 10_000);
-    deadline.attach(stream);
-    try {
-      const reader = new StreamReader(stream, deadline.signal);
-      const kind = (await reader.readExact(1, 'checkpoint request kind'))[0];
-      const root = await reader.readExact(ADDRESS_BYTES, 'checkpoint request root');
-      let body: Uint8Array | undefined;
-      let status = STATUS_OK;
-      const entry = this.shared.get(toHex(root));
-      if (kind === KIND_MANIFEST) {
-        body = entry?.manifestBytes;
-      } else if (kind === KIND_PIECE) {
-        const index = readU32(await reader.readExact(4, 'checkpoint request index'));
-        if (entry !== undefined && index < entry.manifest.pieceHashes.length) {
-          const start = index * entry.manifest.pieceSize;
-          body = entry.bytes.subarray(start, start + pieceLength(entry.manifest, index));
-        }
-      } else {
-        status = STATUS_BAD_REQUEST;
-      }
-      deadline.clear();
-      if (status === STATUS_OK && body === undefined) status = STATUS_NOT_FOUND;
-      if (status !== STATUS_OK || body === undefined) {
-        await writeAll(stream, Uint8Array.of(status));
-      } else {
-        await writeAll(stream, concatBytes(Uint8Array.of(STATUS_OK), u32(body.length)));
-        await writeAll(stream, body);
-      }
-      await stream.close();
-    } catch (err) {
-      stream.abort(toError(err));
-    } finally {
-      deadline.clear();
-    }
+    await serveRequest(stream, {
+      what: 'checkpoint request',
+      requestTimeoutMs: 10_000,
+      lengthBytes: 4,
+      readRequest: async (reader) => {
+        const kind = (await reader.readExact(1, 'checkpoint request kind'))[0];
+        const root = await reader.readExact(ADDRESS_BYTES, 'checkpoint request root');
+        if (kind === KIND_MANIFEST) return { root, index: undefined };
+        if (kind !== KIND_PIECE) return BAD_REQUEST;
+        return { root, index: readU32(await reader.readExact(4, 'checkpoint request index')) };
+      },
+      respond: ({ root, index }) => {
+        const entry = this.shared.get(toHex(root));
+        if (entry === undefined) return undefined;
+        if (index === undefined) return entry.manifestBytes;
+        if (index >= entry.manifest.pieceHashes.length) return undefined;
+        const start = index * entry.manifest.pieceSize;
+        return entry.bytes.subarray(start, start + pieceLength(entry.manifest, index));
+      },
+    });
   }
 }

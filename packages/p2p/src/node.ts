@@ -1,36 +1,25 @@
 import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay-v2';
 import type { CircuitRelayService } from '@libp2p/circuit-relay-v2';
-import { gossipsub } from '@libp2p/gossipsub';
-import { identify } from '@libp2p/identify';
-import type { Identify } from '@libp2p/identify';
-import { noise } from '@libp2p/noise';
-import { ping } from '@libp2p/ping';
-import type { Ping } from '@libp2p/ping';
 import { tcp } from '@libp2p/tcp';
 import { webRTC, webRTCDirect } from '@libp2p/webrtc';
 import { webSockets } from '@libp2p/websockets';
-import { yamux } from '@libp2p/yamux';
 import type { Libp2pOptions } from 'libp2p';
-import type { Multiaddr } from '@multiformats/multiaddr';
+import { connectToRelays, peerServices, secureChannel } from './compose.ts';
+import type { PeerServices, RelayClientOptions } from './compose.ts';
 import { InvalidArgumentError } from './errors.ts';
-import { GOSSIP_OPTIONS, MeshNode } from './mesh-node.ts';
-import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
+import { MeshNode } from './mesh-node.ts';
+import type { MeshNodeOptions } from './mesh-node.ts';
 
 /**
  * Node factories: the relay (apps/relay) and Node peers (node-trainer). Node-only transports (TCP, the
  * WebRTC-direct listener) live here so browser bundles, which import browser.ts, never pull them in.
  */
 
-export interface RelayServices extends MeshServices {
-  identify: Identify;
-  ping: Ping;
+export interface RelayServices extends PeerServices {
   relay: CircuitRelayService;
 }
 
-export interface NodePeerServices extends MeshServices {
-  identify: Identify;
-  ping: Ping;
-}
+export type NodePeerServices = PeerServices;
 
 export type RelayNode = MeshNode<RelayServices>;
 export type NodePeer = MeshNode<NodePeerServices>;
@@ -83,12 +72,10 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
     {
       addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
-      connectionEncrypters: [noise()],
-      streamMuxers: [yamux()],
+      ...secureChannel(),
       connectionManager: { maxConnections: options.maxConnections ?? 1024 },
       services: {
-        identify: identify(),
-        ping: ping(),
+        ...peerServices(),
         relay: circuitRelayServer({
           reservations: {
             maxReservations: options.maxReservations ?? 512,
@@ -96,16 +83,13 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
             defaultDataLimit: options.relayDataLimitBytes ?? BigInt(1024 * 1024 * 1024),
           },
         }),
-        pubsub: gossipsub(GOSSIP_OPTIONS),
       },
     },
     options,
   );
 }
 
-export interface NodePeerOptions extends MeshNodeOptions {
-  /** Relay multiaddrs (with /p2p/RELAY_ID); the peer connects and reserves a slot on each reachable one. */
-  relayAddrs: Array<string | Multiaddr>;
+export interface NodePeerOptions extends MeshNodeOptions, RelayClientOptions {
   /** Interface the TCP/WebSockets listeners bind (default 0.0.0.0). */
   host?: string;
   /** Listen on TCP (default true). */
@@ -125,9 +109,6 @@ export interface NodePeerOptions extends MeshNodeOptions {
   iceServers?: RTCIceServer[];
   announce?: string[];
   appendAnnounce?: string[];
-  /** Throw RelayUnreachableError if no relay answers (default true). */
-  requireRelay?: boolean;
-  relayDialTimeoutMs?: number;
 }
 
 /**
@@ -158,21 +139,12 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
     {
       addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
-      connectionEncrypters: [noise()],
-      streamMuxers: [yamux()],
-      services: { identify: identify(), ping: ping(), pubsub: gossipsub(GOSSIP_OPTIONS) },
+      ...secureChannel(),
+      services: peerServices(),
     },
     options,
   );
-  try {
-    await node.connectRelays(options.relayAddrs, options.relayDialTimeoutMs);
-  } catch (err) {
-    if (options.requireRelay ?? true) {
-      await node.stop();
-      throw err;
-    }
-  }
-  return node;
+  return await connectToRelays(node, options);
 }
 
 function ipPrefix(host: string): string {

@@ -7,3 +7,4 @@ export * from './checkpoint-manifest.ts';
 export * from './checkpoint-exchange.ts';
 export * from './mesh-node.ts';
 export type { PeerTarget, ProtocolHost } from './host.ts';
+export type { PeerServices, RelayClientOptions } from './compose.ts';
