@@ -49,6 +49,9 @@ export interface RelayNodeOptions extends MeshNodeOptions {
   relayDataLimitBytes?: bigint;
   /** Upper bound on open connections (default 1024). */
   maxConnections?: number;
+  /** Inbound connections per second accepted from one host (libp2p's default is 5). */
+  inboundConnectionThreshold?: number;
+  maxIncomingPendingConnections?: number;
   /** ICE servers for the WebRTC-direct listener (default none). */
   iceServers?: RTCIceServer[];
 }
@@ -73,7 +76,14 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
       addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
       ...secureChannel(),
-      connectionManager: { maxConnections: options.maxConnections ?? 1024 },
+      connectionManager: {
+        maxConnections: options.maxConnections ?? 1024,
+        // libp2p refuses more than 5 inbound connections per second from one host. Behind the relay's shared
+        // HTTP port every peer arrives from the splice on 127.0.0.1, and a run start or a reconnect wave is
+        // many peers at once: rate limiting belongs at the public edge, not per source address here.
+        inboundConnectionThreshold: options.inboundConnectionThreshold ?? 1000,
+        maxIncomingPendingConnections: options.maxIncomingPendingConnections ?? 256,
+      },
       services: {
         ...peerServices(),
         relay: circuitRelayServer({
