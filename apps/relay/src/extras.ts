@@ -184,6 +184,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
       app: checkpointRoutes({
         store: checkpoints,
         runExists: (runId) => relay.run(runId) !== undefined,
+        rollbackFor: (runId, step) => relay.store.isOrphaned(runId, step),
         verifyUpload: (upload, c) => verifyCheckpointUpload(relay, upload, c),
         expectedConfig: (runId) => {
           const host = relay.run(runId);

@@ -169,9 +169,13 @@ export class RunHost {
         // The round that just ended attests the one before it: its witnesses' blooms decide which result
         // of each batch everyone applies. `prev` still holds those blooms (pruning happens on later rounds).
         this.recordAccepted(prev, e.height - 1);
+      } else if (e.type === 'EpochEnded') {
+        // The epoch's parameters live only in its clients; with none left Healthy at its end (the last one
+        // paused or crashed), no checkpoint for the next epoch's start step will ever be uploaded.
+        const holders = prev.epoch.clients.filter((c) => c.state === 'Healthy').length;
+        if (holders === 0 && next.progress.step > 1) this.store.markOrphaned(this.runId, next.progress.step);
       }
     }
-    void next;
   }
 
   private recordAccepted(state: CoordinatorState, height: number): void {

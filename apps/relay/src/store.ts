@@ -119,6 +119,13 @@ CREATE TABLE IF NOT EXISTS param_hashes (
   reported_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, epoch, client)
 );
+-- Steps whose epoch ended with no Healthy client: nobody holds those parameters, so joiners restart from the
+-- newest stored checkpoint before them instead of waiting forever for one that cannot exist.
+CREATE TABLE IF NOT EXISTS orphaned_steps (
+  run_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
 `;
 
 /** Transition history rows kept per run (each holds a full state, so this bounds the database). */
@@ -619,6 +626,16 @@ export class RelayStore {
       hash: r.hash as string,
       reported_at: num(r.reported_at),
     }));
+  }
+
+  markOrphaned(runId: string, step: number): void {
+    this.q('INSERT OR IGNORE INTO orphaned_steps(run_id, step) VALUES (?, ?)').run(runId, step);
+  }
+
+  isOrphaned(runId: string, step: number): boolean {
+    return (
+      this.q('SELECT 1 FROM orphaned_steps WHERE run_id = ? AND step = ?').get(runId, step) !== undefined
+    );
   }
 
   latestParamHashEpoch(runId: string): number | undefined {

@@ -201,3 +201,44 @@ describe('initial checkpoint', () => {
     expect(((await res.json()) as CheckpointSummary).paramHash).toBe(meta.param_hash);
   });
 });
+
+describe('parameters lost with the last clients of an epoch', () => {
+  it('serves the newest earlier checkpoint, marked, only for a step the relay calls orphaned', async () => {
+    const orphaned = new Set<number>();
+    const lostDir = await mkdtemp(join(tmpdir(), 'relay-ckpt-lost-'));
+    const lostApp = checkpointRoutes({
+      store: new CheckpointStore({ dataDir: lostDir, keep: 3 }),
+      runExists: (id) => id === 'r2',
+      verifyUpload: () => ({ ok: true }),
+      rollbackFor: (_run, step) => orphaned.has(step),
+    });
+    try {
+      const params = paramsForSeed(11);
+      const { safetensors, configJson } = encodeCheckpoint(config, params);
+      const f = form({ weights: safetensors, config: configJson, step: '5', epoch: '1' });
+      expect((await lostApp.request('/api/runs/r2/checkpoint', { method: 'POST', body: f })).status).toBe(
+        201,
+      );
+
+      // Not orphaned: the upload may still come, so the client keeps asking.
+      expect((await lostApp.request('/api/runs/r2/checkpoint?step=9')).status).toBe(404);
+
+      orphaned.add(9);
+      const res = await lostApp.request('/api/runs/r2/checkpoint?step=9');
+      expect(res.status).toBe(200);
+      const summary = (await res.json()) as CheckpointSummary;
+      expect(summary).toMatchObject({ step: 5, rolledBackFrom: 9, paramHash: parameterHashHex(params) });
+      expect(summary.files['model.safetensors']).toBe('/api/runs/r2/checkpoint/model.safetensors?step=5');
+
+      // A stored step is served as itself, and nothing earlier than the first checkpoint exists to fall back to.
+      const exact = (await (
+        await lostApp.request('/api/runs/r2/checkpoint?step=5')
+      ).json()) as CheckpointSummary;
+      expect(exact.rolledBackFrom).toBeUndefined();
+      orphaned.add(3);
+      expect((await lostApp.request('/api/runs/r2/checkpoint?step=3')).status).toBe(404);
+    } finally {
+      await rm(lostDir, { recursive: true, force: true });
+    }
+  });
+});

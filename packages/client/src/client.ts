@@ -410,9 +410,16 @@ export class Client {
         this.emit({ type: 'warning', message: `checkpoint: ${(e as Error).message}` });
         return null;
       });
-      if (ck && ck.step === step) {
+      if (ck && (ck.step === step || ck.rolledBackFrom === step)) {
         const actual = parameterHash(ck.params);
-        if (bytesToHex(actual) === bytesToHex(ck.paramHash)) return ck;
+        if (bytesToHex(actual) === bytesToHex(ck.paramHash)) {
+          if (ck.step !== step)
+            this.emit({
+              type: 'warning',
+              message: `the parameters of step ${step} were lost with the last clients of their epoch; continuing from the checkpoint of step ${ck.step}`,
+            });
+          return ck;
+        }
         this.emit({
           type: 'warning',
           message: `checkpoint for step ${step} hashes to ${bytesToHex(actual)}, not ${bytesToHex(ck.paramHash)}: refused`,

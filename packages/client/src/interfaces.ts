@@ -88,6 +88,11 @@ export interface Checkpoint {
   params: ParameterMap;
   /** Where the bytes came from, for logs. */
   via?: 'peers' | 'relay' | 'local';
+  /**
+   * Set by the relay when the parameters of this step were lost with the last clients of an epoch: this is
+   * the newest earlier checkpoint, which every joiner of the step gets alike.
+   */
+  rolledBackFrom?: number;
 }
 
 /** Where a (re)joining client gets the model: peers first, then the relay's store. */

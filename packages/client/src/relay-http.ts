@@ -91,6 +91,8 @@ interface Summary {
   epoch: number;
   paramHash: string;
   files: Record<string, string>;
+  /** Present when an earlier checkpoint stands in for parameters lost with their epoch's last clients. */
+  rolledBackFrom?: number;
 }
 
 /**
@@ -122,6 +124,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & 
         epoch: summary.epoch,
         paramHash: hexToBytes(summary.paramHash),
         params: decoded.params,
+        ...(summary.rolledBackFrom !== undefined ? { rolledBackFrom: summary.rolledBackFrom } : {}),
       };
     },
     async upload(ck: Checkpoint): Promise<void> {

@@ -175,14 +175,26 @@ export function peerFirstCheckpoints(o: {
           `${o.relayUrl.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(o.runId)}/checkpoint?step=${step}`,
         ).catch(() => null);
         if (res?.ok) {
-          const summary = (await res.json()) as { step: number; epoch: number; paramHash: string };
+          const summary = (await res.json()) as {
+            step: number;
+            epoch: number;
+            paramHash: string;
+            rolledBackFrom?: number;
+          };
           const hash = Uint8Array.from(Buffer.from(summary.paramHash, 'hex'));
           const params = await o.network.fetchParams(hash, o.sizes);
           if (params && bytesToHex(parameterHash(params)) === summary.paramHash) {
             o.log?.(
               `loaded the parameters of step ${step} from peers (hash ${summary.paramHash.slice(0, 16)}…)`,
             );
-            return { step: summary.step, epoch: summary.epoch, paramHash: hash, params, via: 'peers' };
+            return {
+              step: summary.step,
+              epoch: summary.epoch,
+              paramHash: hash,
+              params,
+              via: 'peers',
+              ...(summary.rolledBackFrom !== undefined ? { rolledBackFrom: summary.rolledBackFrom } : {}),
+            };
           }
         }
       }

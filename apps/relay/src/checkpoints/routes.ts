@@ -70,6 +70,12 @@ export interface CheckpointRoutesDeps {
   /** The run's model config; when given, uploads with another config.json are refused. */
   expectedConfig?: (runId: string) => LlamaConfig | undefined | Promise<LlamaConfig | undefined>;
   maxUploadBytes?: number;
+  /**
+   * True when nobody can ever upload the parameters of `step` (its epoch ended with no client left): a
+   * request for it is then answered with the newest earlier checkpoint, marked `rolledBackFrom: step`, so
+   * every joiner restarts from the same parameters instead of waiting forever.
+   */
+  rollbackFor?: (runId: string, step: number) => boolean | Promise<boolean>;
 }
 
 /** GET …/checkpoint answer. `files` maps file name → URL pinned to this step (`?step=N`). */
@@ -82,9 +88,11 @@ export interface CheckpointSummary {
   bytes: Record<string, number>;
   source: CheckpointMeta['source'];
   createdAt: string;
+  /** Set when this is an earlier checkpoint standing in for an orphaned step (see `rollbackFor`). */
+  rolledBackFrom?: number;
 }
 
-export function summarize(meta: CheckpointMeta, runId: string): CheckpointSummary {
+export function summarize(meta: CheckpointMeta, runId: string, rolledBackFrom?: number): CheckpointSummary {
   const base = `/api/runs/${encodeURIComponent(runId)}/checkpoint/`;
   const names = [WEIGHTS_FILE, CONFIG_FILE] as const;
   return {
@@ -96,6 +104,7 @@ export function summarize(meta: CheckpointMeta, runId: string): CheckpointSummar
     bytes: Object.fromEntries(names.map((n) => [n, meta.files[n].bytes])),
     source: meta.source,
     createdAt: meta.created_at,
+    ...(rolledBackFrom !== undefined ? { rolledBackFrom } : {}),
   };
 }
 
@@ -110,7 +119,7 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
   const maxUpload = deps.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
 
   /** The requested checkpoint's meta (newest, or `?step=`), or the error Response to send. */
-  const metaOf = async (c: Context): Promise<CheckpointMeta | Response> => {
+  const metaOf = async (c: Context): Promise<(CheckpointMeta & { rolledBackFrom?: number }) | Response> => {
     const runId = c.req.param('id') ?? '';
     if (!(await deps.runExists(runId)))
       return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
@@ -119,12 +128,16 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
       const step = intOf(stepQ);
       if (step === undefined) return apiError(c, 400, 'bad_request', 'step must be a non-negative integer');
       const meta = await deps.store.meta(runId, step);
-      return (
-        meta ??
-        apiError(c, 404, 'no_checkpoint', `run '${runId}' has no stored checkpoint for step ${step}`, {
-          steps: await deps.store.steps(runId),
-        })
-      );
+      if (meta) return meta;
+      const steps = await deps.store.steps(runId);
+      const earlier = steps.filter((s) => s < step);
+      if (earlier.length > 0 && (await deps.rollbackFor?.(runId, step))) {
+        const fallback = await deps.store.meta(runId, Math.max(...earlier));
+        if (fallback) return { ...fallback, rolledBackFrom: step };
+      }
+      return apiError(c, 404, 'no_checkpoint', `run '${runId}' has no stored checkpoint for step ${step}`, {
+        steps,
+      });
     }
     return (
       (await deps.store.latest(runId)) ??
@@ -136,7 +149,9 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
     const meta = await metaOf(c);
     if (meta instanceof Response) return meta;
     // The newest checkpoint changes every epoch: never cache this answer; the files are pinned by step.
-    return c.json(summarize(meta, c.req.param('id')), 200, { 'Cache-Control': 'no-cache' });
+    return c.json(summarize(meta, c.req.param('id'), meta.rolledBackFrom), 200, {
+      'Cache-Control': 'no-cache',
+    });
   });
 
   app.get('/api/runs/:id/checkpoint/:file', async (c) => {
