@@ -63,7 +63,7 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     const r = await relay('validate-config', DEFAULT);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(
-      'ok: run default preset tiny, 300 steps, gbs 8→8, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3\n',
+      'ok: run default preset tiny, 300 steps, gbs 64→64, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3\n',
     );
   });
 

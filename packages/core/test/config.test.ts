@@ -88,7 +88,7 @@ describe('the embedded default run', () => {
     expect(parsed.unsupported).toEqual([]);
     expect(parsed.notes).toEqual([]);
     expect(parsed.summary).toBe(
-      'run default preset tiny, 300 steps, gbs 8→8, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3',
+      'run default preset tiny, 300 steps, gbs 64→64, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3',
     );
   });
 
