@@ -2,6 +2,7 @@ import type { Stream } from '@libp2p/interface';
 import {
   CheckpointDownloadError,
   HashMismatchError,
+  InvalidArgumentError,
   NotFoundError,
   TooLargeError,
   toError,
@@ -24,19 +25,27 @@ import { concatBytes, readU32, u32 } from './stream-io.ts';
 /**
  * `/meshtrain/checkpoint/1.0.0`: a joiner downloads a checkpoint from several peers at once.
  *
- *   request  (downloader -> server): kind[1] | rootHash[32] | (kind 1 only) pieceIndex[4, u32 BE]
- *            kind 0 = MANIFEST, kind 1 = PIECE
+ *   request  (downloader -> server): kind[1] | hash[32] | (kind 1 only) pieceIndex[4, u32 BE]
+ *            kind 0 = MANIFEST (hash = root), kind 1 = PIECE (hash = root),
+ *            kind 2 = MANIFEST_BY_CONTENT (hash = SHA-256 of the whole content)
  *   response (server -> downloader): status[1] (0 OK, 1 NOT_FOUND, 2 BAD_REQUEST)
  *                                    | if OK: length[4, u32 BE] | `length` bytes
  *
  * One request per stream (framing: ./request-response.ts). The downloader checks SHA-256(manifest) against the root it was given, the
  * manifest's own consistency, each piece's exact length and SHA-256 against the manifest, and finally the
  * whole-content hash; nothing unverified reaches the caller.
+ *
+ * Kind 2 exists for a downloader that knows only the content hash (a coordinator that records a whole-file
+ * hash, not a root): the server answers with the manifest of the content it shares under that hash, and the
+ * downloader checks the manifest's contentHash against the one it asked for, takes root = SHA-256(manifest)
+ * and then fetches pieces by that root as usual. Adding a kind keeps kinds 0 and 1 unchanged; a server that
+ * predates kind 2 answers BAD_REQUEST, which the downloader counts as that peer not having it.
  */
 export const CHECKPOINT_PROTOCOL = '/meshtrain/checkpoint/1.0.0';
 
 const KIND_MANIFEST = 0;
 const KIND_PIECE = 1;
+const KIND_MANIFEST_BY_CONTENT = 2;
 /** 8 GiB at 1 MiB pieces is a 256 KiB manifest; 4 MiB leaves room without letting a peer flood us. */
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 
@@ -93,6 +102,8 @@ export class CheckpointExchange {
   private readonly allowLimited: boolean;
   private readonly maxInboundStreams: number;
   private readonly shared = new Map<string, Shared>();
+  /** contentHash hex -> root hex of the newest share of that content (kind 2 lookups). */
+  private readonly byContent = new Map<string, string>();
   private started = false;
 
   constructor(host: ProtocolHost, options: CheckpointExchangeOptions = {}) {
@@ -126,11 +137,28 @@ export class CheckpointExchange {
     const manifestBytes = encodeManifest(manifest);
     const root = sha256Bytes(manifestBytes);
     this.shared.set(toHex(root), { manifestBytes, manifest, bytes });
+    this.byContent.set(toHex(manifest.contentHash), toHex(root));
     return root;
   }
 
   unshare(root: Uint8Array): void {
-    this.shared.delete(toHex(root));
+    const rootHex = toHex(root);
+    const entry = this.shared.get(rootHex);
+    this.shared.delete(rootHex);
+    if (entry === undefined) return;
+    const contentHex = toHex(entry.manifest.contentHash);
+    if (this.byContent.get(contentHex) !== rootHex) return;
+    // The same content may still be shared at another piece size: keep answering lookups with that one.
+    const other = [...this.shared].find(([, s]) =>
+      sameBytes(s.manifest.contentHash, entry.manifest.contentHash),
+    );
+    if (other === undefined) this.byContent.delete(contentHex);
+    else this.byContent.set(contentHex, other[0]);
+  }
+
+  /** The manifest served under `root`, if it is shared. */
+  manifestOf(root: Uint8Array): CheckpointManifest | undefined {
+    return this.shared.get(toHex(root))?.manifest;
   }
 
   /** Root hashes currently served. */
@@ -153,8 +181,6 @@ export class CheckpointExchange {
     assertAddress(root, 'checkpoint root');
     const rootHex = toHex(root);
     const failures: PeerFailure[] = [];
-    const maxBytes = options.maxBytes ?? 4 * 1024 * 1024 * 1024;
-    const pieceTimeoutMs = options.pieceTimeoutMs ?? this.timeoutMs;
 
     let manifest: CheckpointManifest | undefined;
     for (const peer of peers) {
@@ -186,10 +212,90 @@ export class CheckpointExchange {
         -1,
       );
     }
-    if (manifest.totalBytes > maxBytes)
-      throw new TooLargeError(`checkpoint ${rootHex}`, manifest.totalBytes, maxBytes);
+    return await this.downloadPieces(root, manifest, peers, failures, options);
+  }
 
-    const m = manifest;
+  /**
+   * Downloads content known only by its SHA-256 (`contentHash`) from `peers` concurrently. Every peer is asked
+   * for its manifest of that content at once (kind 2); a manifest counts only if its contentHash is the one
+   * asked for, and its root is SHA-256 of the bytes received. Peers that share the content under the same
+   * piece size answer the same manifest, so the root most peers answered wins and pieces are pulled from all
+   * of those peers as in `download`; the assembled bytes are checked against `contentHash` at the end.
+   */
+  async downloadByContentHash(
+    contentHash: Uint8Array,
+    peers: readonly PeerTarget[],
+    options: DownloadCheckpointOptions = {},
+  ): Promise<DownloadedCheckpoint> {
+    assertAddress(contentHash, 'checkpoint content hash');
+    const contentHex = toHex(contentHash);
+    if (options.expectedContentHash !== undefined && !sameBytes(options.expectedContentHash, contentHash)) {
+      throw new InvalidArgumentError('expectedContentHash differs from the content hash being downloaded');
+    }
+    const failures: PeerFailure[] = [];
+    const answers = await Promise.all(
+      peers.map(async (peer) => {
+        try {
+          const bytes = await this.request(
+            peer,
+            KIND_MANIFEST_BY_CONTENT,
+            contentHash,
+            0,
+            MAX_MANIFEST_BYTES,
+            undefined,
+            options,
+          );
+          const manifest = decodeManifest(bytes);
+          if (!sameBytes(manifest.contentHash, contentHash)) {
+            throw new HashMismatchError(
+              'checkpoint manifest content hash',
+              contentHex,
+              toHex(manifest.contentHash),
+            );
+          }
+          return { peer, manifest, root: sha256Bytes(bytes) };
+        } catch (err) {
+          failures.push({ peer: describeTarget(peer), error: toError(err) });
+          return undefined;
+        }
+      }),
+    );
+    const byRoot = new Map<string, { root: Uint8Array; manifest: CheckpointManifest; peers: PeerTarget[] }>();
+    for (const a of answers) {
+      if (a === undefined) continue;
+      const key = toHex(a.root);
+      const group = byRoot.get(key) ?? { root: a.root, manifest: a.manifest, peers: [] };
+      group.peers.push(a.peer);
+      byRoot.set(key, group);
+    }
+    const best = [...byRoot.values()].sort((x, y) => y.peers.length - x.peers.length)[0];
+    if (best === undefined) {
+      throw new CheckpointDownloadError(
+        `no peer served a manifest for content ${contentHex}: ` +
+          failures.map((f) => `${f.peer}: ${f.error.message}`).join('; '),
+        failures,
+        -1,
+      );
+    }
+    return await this.downloadPieces(best.root, best.manifest, best.peers, failures, {
+      ...options,
+      expectedContentHash: contentHash,
+    });
+  }
+
+  /** Fetches and verifies the pieces of a verified `manifest` (whose SHA-256 is `root`) from `peers`. */
+  private async downloadPieces(
+    root: Uint8Array,
+    m: CheckpointManifest,
+    peers: readonly PeerTarget[],
+    failures: PeerFailure[],
+    options: DownloadCheckpointOptions,
+  ): Promise<DownloadedCheckpoint> {
+    const rootHex = toHex(root);
+    const maxBytes = options.maxBytes ?? 4 * 1024 * 1024 * 1024;
+    const pieceTimeoutMs = options.pieceTimeoutMs ?? this.timeoutMs;
+    if (m.totalBytes > maxBytes) throw new TooLargeError(`checkpoint ${rootHex}`, m.totalBytes, maxBytes);
+
     const total = m.pieceHashes.length;
     const out = new Uint8Array(m.totalBytes);
     const queue: number[] = Array.from({ length: total }, (_, i) => i);
@@ -278,7 +384,9 @@ export class CheckpointExchange {
 
     const perPeer = Math.max(1, options.concurrencyPerPeer ?? 2);
     const workers: Promise<void>[] = [];
-    for (const peer of peerStates) for (let i = 0; i < perPeer; i++) workers.push(worker(peer));
+    // Start workers round-robin over the peers: each takes its first piece synchronously, so this spreads the
+    // first pieces over all peers (a checkpoint of fewer pieces than workers still comes from several peers).
+    for (let i = 0; i < perPeer; i++) for (const peer of peerStates) workers.push(worker(peer));
     // A worker whose peer is dropped exits; wake the others so they re-check the queue.
     await Promise.all(workers);
 
@@ -324,12 +432,15 @@ export class CheckpointExchange {
     options: { timeoutMs?: number; signal?: AbortSignal; allowLimited?: boolean },
   ): Promise<Uint8Array> {
     const what =
-      (kind === KIND_MANIFEST ? 'checkpoint manifest' : `checkpoint piece ${index}`) +
-      ` from ${describeTarget(target)}`;
+      (kind === KIND_MANIFEST
+        ? 'checkpoint manifest'
+        : kind === KIND_MANIFEST_BY_CONTENT
+          ? `checkpoint manifest for content ${toHex(root).slice(0, 16)}…`
+          : `checkpoint piece ${index}`) + ` from ${describeTarget(target)}`;
     const req =
-      kind === KIND_MANIFEST
-        ? concatBytes(Uint8Array.of(kind), root)
-        : concatBytes(Uint8Array.of(kind), root, u32(index));
+      kind === KIND_PIECE
+        ? concatBytes(Uint8Array.of(kind), root, u32(index))
+        : concatBytes(Uint8Array.of(kind), root);
     const { body } = await requestResponse(this.host, target, CHECKPOINT_PROTOCOL, req, {
       what,
       notFound: what,
@@ -352,11 +463,15 @@ export class CheckpointExchange {
         const kind = (await reader.readExact(1, 'checkpoint request kind'))[0];
         const root = await reader.readExact(ADDRESS_BYTES, 'checkpoint request root');
         if (kind === KIND_MANIFEST) return { root, index: undefined };
+        if (kind === KIND_MANIFEST_BY_CONTENT) {
+          // Resolve to the root here; an unknown content hash maps to no root and is answered NOT_FOUND.
+          return { root: this.byContent.get(toHex(root)) ?? '', index: undefined };
+        }
         if (kind !== KIND_PIECE) return BAD_REQUEST;
         return { root, index: readU32(await reader.readExact(4, 'checkpoint request index')) };
       },
       respond: ({ root, index }) => {
-        const entry = this.shared.get(toHex(root));
+        const entry = this.shared.get(typeof root === 'string' ? root : toHex(root));
         if (entry === undefined) return undefined;
         if (index === undefined) return entry.manifestBytes;
         if (index >= entry.manifest.pieceHashes.length) return undefined;

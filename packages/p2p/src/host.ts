@@ -1,6 +1,7 @@
 import { isPeerId } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import type { Multiaddr } from '@multiformats/multiaddr';
+import { Circuit, WebRTC } from '@multiformats/multiaddr-matcher';
 import type { AbortOptions, Connection, DialTarget, Libp2p, PeerId, Stream } from '@libp2p/interface';
 import { DialError } from './errors.ts';
 
@@ -34,6 +35,11 @@ export function targetPeerId(target: PeerTarget): PeerId | undefined {
   return undefined;
 }
 
+function onlyPlainCircuit(target: Multiaddr | Multiaddr[]): boolean {
+  const addrs = Array.isArray(target) ? target : [target];
+  return addrs.length > 0 && addrs.every((ma) => Circuit.matches(ma) && !WebRTC.matches(ma));
+}
+
 export interface OpenStreamOptions extends AbortOptions {
   /**
    * Allow streams over a relayed ("limited") connection. Our relay raises its limits so relayed transfers of
@@ -59,8 +65,13 @@ export async function openProtocolStream(
   if (peer !== undefined) {
     const open = host.getConnections(peer).filter((c) => c.status === 'open');
     connection = open.find((c) => c.limits === undefined);
-    // Reuse a relayed connection only when the caller gave no address to try for a direct one.
-    if (connection === undefined && allowLimited && isPeerId(target)) connection = open[0];
+    // Reuse a relayed connection only when the caller gave no address to try for a direct one: a PeerId, or
+    // only plain `/p2p-circuit` addresses, whose dial can only give another relayed connection. Re-dialling
+    // those per request is not just wasteful: with several requests in flight to one peer (checkpoint
+    // pieces) the extra circuit dials were seen failing ("Remote closed connection during opening").
+    if (connection === undefined && allowLimited && (isPeerId(target) || onlyPlainCircuit(target))) {
+      connection = open[0];
+    }
   }
   if (connection === undefined) {
     try {

@@ -333,6 +333,15 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     return await this.checkpoints.download(root, peers, options);
   }
 
+  /** Downloads a checkpoint known only by the SHA-256 of its whole content (see CheckpointExchange). */
+  async downloadCheckpointByContent(
+    contentHash: Uint8Array,
+    peers: readonly PeerTarget[],
+    options?: DownloadCheckpointOptions,
+  ): Promise<DownloadedCheckpoint> {
+    return await this.checkpoints.downloadByContentHash(contentHash, peers, options);
+  }
+
   async stop(): Promise<void> {
     this.libp2p.services.pubsub.removeEventListener('message', this.onMessage);
     try {

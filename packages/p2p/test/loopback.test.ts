@@ -4,6 +4,7 @@ import { Circuit, TCP, WebSockets } from '@multiformats/multiaddr-matcher';
 import {
   AnnouncementTooLargeError,
   BLOB_PROTOCOL,
+  CHECKPOINT_PROTOCOL,
   CheckpointDownloadError,
   FetchFailedError,
   HashMismatchError,
@@ -12,7 +13,9 @@ import {
   TooLargeError,
   TruncatedError,
   blobAddress,
+  buildManifest,
   checkpointRoot,
+  encodeManifest,
   createNodePeer,
   createRelayNode,
   sameBytes,
@@ -265,5 +268,77 @@ describe('relay + Node peers on loopback', () => {
     expect(result.failures.some((f) => f.peer === leavingLabel)).toBe(true);
     expect(result.piecesByPeer.size).toBeGreaterThanOrEqual(2);
     await joiner.stop();
+  });
+
+  it('looks a checkpoint up by its content hash and downloads it from several peers, refusing a wrong one', async () => {
+    const checkpoint = bytesOf(6 * MiB + 777, 7);
+    const contentHash = blobAddress(checkpoint);
+    const servers = [await peer(), await peer(), await peer()];
+    for (const s of servers) s.shareCheckpoint(checkpoint, MiB);
+    // A peer that answers every manifest request with the manifest of other bytes: its root is genuine for
+    // those bytes, so only the content-hash check can tell it is not what was asked for.
+    const liar = await peer();
+    const otherManifest = encodeManifest(buildManifest(bytesOf(6 * MiB + 777, 8), MiB));
+    await liar.libp2p.handle(
+      CHECKPOINT_PROTOCOL,
+      async (stream) => {
+        const header = new Uint8Array(5);
+        new DataView(header.buffer).setUint32(1, otherManifest.length);
+        stream.send(header);
+        stream.send(otherManifest);
+        await stream.close();
+      },
+      { force: true },
+    );
+    const joiner = await peer();
+    const targets = [liar, ...servers].map(tcpAddr);
+    const result = await joiner.downloadCheckpointByContent(contentHash, targets, { concurrencyPerPeer: 1 });
+    expect(sameBytes(result.bytes, checkpoint)).toBe(true);
+    expect(toHex(result.manifest.contentHash)).toBe(toHex(contentHash));
+    // Pieces came from at least two honest peers at once, none from the liar.
+    expect(result.piecesByPeer.size).toBeGreaterThanOrEqual(2);
+    expect(result.piecesByPeer.has(targets[0]!.toString())).toBe(false);
+    const liarFailure = result.failures.find((f) => f.peer === targets[0]!.toString());
+    expect(liarFailure?.error).toBeInstanceOf(HashMismatchError);
+
+    // Only the liar: its manifest is refused, nothing is downloaded.
+    await expect(joiner.downloadCheckpointByContent(contentHash, [targets[0]!])).rejects.toBeInstanceOf(
+      CheckpointDownloadError,
+    );
+    // A content hash nobody shares: every peer answers NOT_FOUND.
+    await expect(
+      joiner.downloadCheckpointByContent(blobAddress(new Uint8Array([43])), targets.slice(1)),
+    ).rejects.toBeInstanceOf(CheckpointDownloadError);
+    // After unsharing, a peer no longer answers the lookup.
+    servers[0]!.checkpoints.unshare(checkpointRoot(checkpoint, MiB));
+    await expect(joiner.downloadCheckpointByContent(contentHash, [targets[1]!])).rejects.toBeInstanceOf(
+      CheckpointDownloadError,
+    );
+    await joiner.stop();
+    await liar.stop();
+    for (const s of servers) await s.stop();
+  });
+
+  it('downloads by content hash over relay circuits from 2 peers, one relayed connection each', async () => {
+    // node-trainer's joiner path: peers known only by id, reached through the relay's plain circuit.
+    const checkpoint = bytesOf(400_000, 9);
+    const servers = [await peer(), await peer()];
+    for (const s of servers) {
+      await s.circuitAddress();
+      s.shareCheckpoint(checkpoint, 256 * 1024);
+    }
+    const joiner = await peer();
+    for (let round = 0; round < 3; round++) {
+      const targets = servers.map((s) => joiner.viaRelays(s.peerId, { webrtc: false })[0]!);
+      const result = await joiner.downloadCheckpointByContent(blobAddress(checkpoint), targets);
+      expect(sameBytes(result.bytes, checkpoint)).toBe(true);
+      // Two pieces, two peers: the round-robin worker start gives each peer one.
+      expect([...result.piecesByPeer.values()]).toEqual([1, 1]);
+      // Re-dialling a circuit per request used to fail under concurrency; the open one is reused instead.
+      expect(result.failures).toEqual([]);
+      for (const s of servers) expect(joiner.libp2p.getConnections(s.libp2p.peerId)).toHaveLength(1);
+    }
+    await joiner.stop();
+    for (const s of servers) await s.stop();
   });
 });
