@@ -1,11 +1,14 @@
-// node-trainer's peer-to-peer path (packages/p2p): results and end-of-epoch parameters as content-addressed
-// blobs, fetched from the peers that hold them, with the relay as the fallback for everything.
+// node-trainer's peer-to-peer path (packages/p2p): results as content-addressed blobs and end-of-epoch
+// parameters as pieced checkpoints, fetched from the peers that hold them, with the relay as the fallback.
 //
 // Addressing needs no extra announcements, because both addresses are hashes every peer already knows:
 //   - a result is stored as `tag ‖ TrainingResult frame`, whose SHA-256 (the blob address) is exactly the
 //     result's commitment (core: commitment = SHA-256(tag ‖ frame)), named by the relay's signed announces;
-//   - parameters are stored as their float32 LE bytes in sorted-name order, whose SHA-256 is exactly the
-//     run's parameter hash, which the relay reports per epoch. A joiner asks peers for that hash.
+//   - parameters are shared as a checkpoint (packages/p2p's checkpoint protocol) of their float32 LE bytes in
+//     sorted-name order, whose SHA-256 is exactly the run's parameter hash, which the relay reports per epoch.
+//     Every peer cuts them into PARAM_PIECE_BYTES pieces, so all honest holders serve the same manifest; a
+//     joiner looks that manifest up by the parameter hash (the manifest's contentHash) and pulls pieces from
+//     every peer that has it at once, each piece verified against the manifest and the whole against the hash.
 // Peers are found from the coordinator state (each client's libp2p PeerId) and dialled through the relay's
 // circuit, so a peer is reachable whenever the relay is; blob fetches verify the address, so no peer can
 // hand over anything but the requested bytes.
@@ -24,6 +27,14 @@ import type { Multiaddr } from '@multiformats/multiaddr';
 
 const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
 
+/**
+ * Piece size of shared parameters. Fixed for the whole network: the manifest, and so its root, depends on it,
+ * and peers can only serve pieces of one checkpoint together when they cut it the same way. 256 KiB rather
+ * than the package's 1 MiB default so that small models (the micro preset is ~400 KB) still split into
+ * pieces that several peers can serve at once; a 1 GB model is then ~4,000 pieces and a 128 KiB manifest.
+ */
+export const PARAM_PIECE_BYTES = 256 * 1024;
+
 export interface MeshNetworkOptions {
   /** The relay's libp2p multiaddrs (`p2p_multiaddrs` of GET /api/runs/:id). */
   relayMultiaddrs: string[];
@@ -36,10 +47,18 @@ export interface MeshNetworkOptions {
 
 export class MeshNetwork implements PeerNetwork {
   readonly node: NodePeer;
-  readonly stats = { blobsServed: 0, resultsFromPeers: 0, paramsFromPeers: 0 };
+  readonly stats = {
+    blobsServed: 0,
+    resultsFromPeers: 0,
+    paramsFromPeers: 0,
+    /** Peers that delivered pieces of the last parameter download from peers. */
+    lastParamsPeers: 0,
+    /** Bytes of parameters downloaded from peers, over all downloads. */
+    paramBytesFromPeers: 0,
+  };
   private state: CoordinatorState | null = null;
   private readonly log: (line: string) => void;
-  /** Parameter blobs this peer shares, newest last; older ones are dropped from the store. */
+  /** Checkpoint roots of the parameters this peer shares, newest last; older ones are unshared. */
   private shared: Uint8Array[] = [];
 
   private constructor(node: NodePeer, log: (line: string) => void) {
@@ -76,6 +95,18 @@ export class MeshNetwork implements PeerNetwork {
     return peers.flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
   }
 
+  /**
+   * Circuit addresses of every other peer of the run (members, then the epoch's clients): a joiner's
+   * parameter download asks all of them at once, and those without the checkpoint just answer NOT_FOUND.
+   */
+  private runPeers(): Multiaddr[] {
+    const s = this.state;
+    if (!s) return [];
+    const self = this.node.peerId;
+    const ids = [...s.members, ...s.epoch.clients].map((c) => c.p2p_id).filter((p) => !!p && p !== self);
+    return [...new Set(ids)].flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
+  }
+
   async publish(_announce: Announce, signedResultFrame: Uint8Array): Promise<void> {
     const frame = encodeTrainingResult(decodeSignedResult(signedResultFrame).result);
     const blob = new Uint8Array(COMMITMENT_TAG.length + frame.length);
@@ -110,28 +141,49 @@ export class MeshNetwork implements PeerNetwork {
       blob.set(new Uint8Array(t.buffer, t.byteOffset, t.byteLength), o);
       o += t.byteLength;
     }
-    const address = await this.node.putBlob(blob);
-    if (bytesToHex(address) !== bytesToHex(ck.paramHash))
-      this.log(`p2p: shared parameters hash to ${bytesToHex(address)}, not ${bytesToHex(ck.paramHash)}`);
-    this.shared.push(address);
-    // Keep the two newest epochs: a joiner asks for the latest, a slow one for the one before.
-    while (this.shared.length > 2) {
-      const old = this.shared.shift() as Uint8Array;
-      await this.node.blobs.store.delete(old);
-    }
+    const root = this.shareParams(blob);
+    const contentHash = this.node.checkpoints.manifestOf(root)?.contentHash;
+    if (contentHash !== undefined && bytesToHex(contentHash) !== bytesToHex(ck.paramHash))
+      this.log(`p2p: shared parameters hash to ${bytesToHex(contentHash)}, not ${bytesToHex(ck.paramHash)}`);
   }
 
-  /** Parameters whose hash is `paramHash`, from the peers of the epoch; null if none delivered them. */
+  /** Serves `bytes` (parameters in wire order) as a checkpoint; returns its root. */
+  private shareParams(bytes: Uint8Array): Uint8Array {
+    const root = this.node.shareCheckpoint(bytes, PARAM_PIECE_BYTES);
+    if (this.shared.some((r) => bytesToHex(r) === bytesToHex(root))) return root;
+    this.shared.push(root);
+    // Keep the two newest epochs: a joiner asks for the latest, a slow one for the one before.
+    while (this.shared.length > 2) this.node.checkpoints.unshare(this.shared.shift() as Uint8Array);
+    return root;
+  }
+
+  /**
+   * Parameters whose hash is `paramHash`, pieces pulled from every peer of the run that holds them at once;
+   * null if the peers could not deliver them all (the caller then falls back to the relay).
+   */
   async fetchParams(
     paramHash: Uint8Array,
     sizes: ReadonlyMap<string, number>,
   ): Promise<Map<string, Float32Array> | null> {
-    const targets = this.targets([]);
+    const targets = this.runPeers();
     if (targets.length === 0) return null;
     let bytes: Uint8Array;
     try {
-      bytes = (await this.node.fetchBlob(paramHash, targets, { timeoutMs: 30_000, maxBytes: 16 * 1024 ** 3 }))
-        .bytes;
+      const got = await this.node.downloadCheckpointByContent(paramHash, targets, {
+        maxBytes: 4 * 1024 ** 3,
+        pieceTimeoutMs: 30_000,
+      });
+      bytes = got.bytes;
+      const contributors = [...got.piecesByPeer.values()].filter((n) => n > 0).length;
+      this.stats.lastParamsPeers = contributors;
+      this.stats.paramBytesFromPeers += bytes.length;
+      this.log(
+        `p2p: parameters ${bytesToHex(paramHash).slice(0, 16)}… (${got.manifest.pieceHashes.length} pieces) ` +
+          `from ${contributors} of ${targets.length} peers` +
+          (got.failures.length > 0
+            ? `; ${got.failures.length} requests failed (peer without it, or retried)`
+            : ''),
+      );
     } catch (e) {
       this.log(
         `p2p: parameters ${bytesToHex(paramHash).slice(0, 16)}… not available from peers: ${(e as Error).message}`,
@@ -147,6 +199,9 @@ export class MeshNetwork implements PeerNetwork {
       o += 4 * count;
     }
     if (o !== bytes.length) return null;
+    // Verified against the parameter hash: serve them on at once, so the next joiner has one more source
+    // (until this peer finishes an epoch of its own, it holds nothing else to share).
+    this.shareParams(bytes);
     this.stats.paramsFromPeers++;
     return out;
   }
