@@ -13,3 +13,4 @@ export * from './optimizer.ts';
 export { createCpuBackend } from './cpu/backend.ts';
 export { createWebGpuBackend, type WebGpuBackendOptions, type WebGpuDistroBackend } from './gpu/backend.ts';
 export { planSegments, type Segment } from './gpu/segments.ts';
+export { COMPUTE_LIMITS, requestComputeDevice } from './gpu/device.ts';

@@ -6,6 +6,7 @@
 import * as ort from 'onnxruntime-web/webgpu';
 import type { ParameterMap, TrainingBackend, TrainStepOutput } from '@meshtrain/client';
 import { buildInference, buildTrainStep, parameterSpecs } from '@meshtrain/model';
+import { requestComputeDevice } from '@meshtrain/distro';
 import type { BuiltGraph, LlamaConfig } from '@meshtrain/model';
 
 ort.env.wasm.numThreads = 1;
@@ -28,21 +29,8 @@ interface Step {
 }
 
 /** Creates the one GPUDevice of this worker with the adapter's maxima for the limits ORT's kernels need. */
-export async function createTrainingDevice(adapter: GPUAdapter): Promise<GPUDevice> {
-  const wanted = [
-    'maxBufferSize',
-    'maxStorageBufferBindingSize',
-    'maxComputeWorkgroupStorageSize',
-    'maxComputeInvocationsPerWorkgroup',
-    'maxComputeWorkgroupSizeX',
-    'maxComputeWorkgroupSizeY',
-    'maxComputeWorkgroupSizeZ',
-    'maxComputeWorkgroupsPerDimension',
-    'maxStorageBuffersPerShaderStage',
-  ] as const;
-  const requiredLimits: Record<string, number> = {};
-  for (const k of wanted) requiredLimits[k] = adapter.limits[k];
-  return adapter.requestDevice({ label: 'meshtrain-trainer', requiredLimits });
+export function createTrainingDevice(adapter: GPUAdapter): Promise<GPUDevice> {
+  return requestComputeDevice(adapter, 'meshtrain-trainer');
 }
 
 export class WebGpuTrainingBackend implements TrainingBackend {

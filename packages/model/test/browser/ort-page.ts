@@ -6,6 +6,7 @@
 // older JSEP backend, which ignores a passed-in device and has silent wrong results (shared/stack.md §1.3, §4).
 import * as ort from 'onnxruntime-web/webgpu';
 import { fetchBytes, registerScenarios, toBase64 } from '../../../../e2e/lib/page-runtime.ts';
+import { requestComputeDevice } from '@meshtrain/distro';
 import type {
   CreateSessionArgs,
   CreateSessionResult,
@@ -41,21 +42,8 @@ function ourDevice(): Promise<OurDevice> {
     const adapter = await navigator.gpu?.requestAdapter();
     if (adapter === undefined || adapter === null)
       throw new Error('no WebGPU adapter (navigator.gpu.requestAdapter)');
-    const wanted = [
-      'maxBufferSize',
-      'maxStorageBufferBindingSize',
-      'maxComputeWorkgroupStorageSize',
-      'maxComputeInvocationsPerWorkgroup',
-      'maxComputeWorkgroupSizeX',
-      'maxComputeWorkgroupSizeY',
-      'maxComputeWorkgroupSizeZ',
-      'maxComputeWorkgroupsPerDimension',
-      'maxStorageBuffersPerShaderStage',
-    ] as const;
-    const requiredLimits: Record<string, number> = {};
-    for (const k of wanted) requiredLimits[k] = adapter.limits[k];
     // The label shows up in Dawn's messages: the foreign-device control below relies on it to name the owner.
-    const device = await adapter.requestDevice({ label: OUR_DEVICE_LABEL, requiredLimits });
+    const device = await requestComputeDevice(adapter, OUR_DEVICE_LABEL);
     const uncaptured: string[] = [];
     device.addEventListener('uncapturederror', (ev) => {
       uncaptured.push((ev as GPUUncapturedErrorEvent).error.message);
