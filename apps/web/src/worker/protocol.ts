@@ -82,6 +82,17 @@ export interface TrainerStats {
   /** Checkpoint bytes this tab downloaded from the relay, and checkpoints it took from its own cache. */
   checkpointDownloadedBytes: number;
   checkpointCacheHits: number;
+  /** Training-data bytes downloaded from the relay, and samples served from this browser's data cache. */
+  dataDownloadedBytes: number;
+  dataCacheHits: number;
+  /** libp2p: peers this tab is connected to, and results / bytes it fetched from peers instead of the relay. */
+  peersConnected: number;
+  resultsFromPeers: number;
+  bytesFromPeers: number;
+  /** Parameters and gradients stay in GPU buffers between steps (DisTrO's WGSL on ORT's device). */
+  gpuResident: boolean;
+  /** Bytes the training path read back from the GPU (compressed results, norms; not parameters). */
+  gpuReadbackBytes: number;
   /** (step, loss) of this tab's own batches. */
   losses: { step: number; loss: number }[];
 }
@@ -111,6 +122,13 @@ export function emptyStats(): TrainerStats {
     rawGradientBytes: 0,
     checkpointDownloadedBytes: 0,
     checkpointCacheHits: 0,
+    dataDownloadedBytes: 0,
+    dataCacheHits: 0,
+    peersConnected: 0,
+    resultsFromPeers: 0,
+    bytesFromPeers: 0,
+    gpuResident: false,
+    gpuReadbackBytes: 0,
     losses: [],
   };
 }
