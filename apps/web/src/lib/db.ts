@@ -26,9 +26,26 @@ export interface StoredCheckpoint {
   savedAt: number;
 }
 
+/**
+ * An aligned block of training samples kept by the training worker's data cache (worker/data-cache.ts): samples
+ * `block × samplesPerBlock … (block + 1) × samplesPerBlock − 1` of the data identified by `datasetKey`, as the int32
+ * rows the relay serves. `lastUsed` orders eviction (least recently used first); `bytes` is the rows' byte length.
+ */
+export interface StoredDataBlock {
+  runId: string;
+  datasetKey: string;
+  block: number;
+  /** Samples in the block (the cache's samplesPerBlock when it was written). */
+  count: number;
+  rows: Int32Array;
+  bytes: number;
+  lastUsed: number;
+}
+
 export type MeshtrainDb = Dexie & {
   keys: EntityTable<StoredKey, 'role'>;
   checkpoints: Dexie.Table<StoredCheckpoint, [string, number]>;
+  dataBlocks: Dexie.Table<StoredDataBlock, [string, string, number]>;
 };
 
 let db: MeshtrainDb | undefined;
@@ -38,6 +55,11 @@ export function meshtrainDb(): MeshtrainDb {
     db = new Dexie('meshtrain') as MeshtrainDb;
     db.version(1).stores({ keys: 'role' });
     db.version(2).stores({ keys: 'role', checkpoints: '[runId+step], runId' });
+    db.version(3).stores({
+      keys: 'role',
+      checkpoints: '[runId+step], runId',
+      dataBlocks: '[runId+datasetKey+block], lastUsed, bytes',
+    });
   }
   return db;
 }
