@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { collectConsole, launchChromium, REPO_ROOT, screenshot, writeArtifact } from '../lib/index.ts';
 import type { ConsoleLog, LaunchedChromium } from '../lib/index.ts';
+import { parameterCount, PRESETS } from '@meshtrain/model';
 import { microRunToml } from './support/micro-run.ts';
 import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
 import type { RelayProcess } from './support/relay-process.ts';
@@ -132,6 +133,22 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
     for (const t of tabs) {
       expect(t.log.pageErrors).toEqual([]);
       expect(t.log.gpuErrors()).toEqual([]);
+    }
+    // GPU-resident training: the tabs fed ORT from DisTrO's GPU tensors and compressed ORT's gradient buffers in
+    // WGSL. Per batch, what came back to the host must be far below one copy of the parameters (the host-copy
+    // path reads them and the gradients, two copies, every step).
+    const paramBytes = parameterCount(PRESETS.micro) * 4;
+    for (const [i, t] of tabs.entries()) {
+      const gpu = t.page.getByTestId('gpu-resident');
+      expect(await gpu.getAttribute('data-resident'), `tab ${i + 1}`).toBe('yes');
+      const batches = Number(await gpu.getAttribute('data-batches'));
+      const readback = Number(await gpu.getAttribute('data-readback'));
+      expect(batches, `tab ${i + 1} batches`).toBeGreaterThan(0);
+      expect(readback / batches, `tab ${i + 1} bytes read back per batch`).toBeLessThan(paramBytes / 20);
+      await writeArtifact(
+        `mixed/tab-${i + 1}.gpu.json`,
+        JSON.stringify({ batches, readback, perBatch: readback / batches, paramBytes }, null, 2),
+      );
     }
   });
 });

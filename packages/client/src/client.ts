@@ -59,6 +59,7 @@ import {
 } from '@meshtrain/distro';
 import { parameterHash, parameterOrder } from '@meshtrain/model';
 import { fromWire, toWire } from './convert.ts';
+import { isResidentFor } from './interfaces.ts';
 import type {
   Checkpoint,
   CheckpointSource,
@@ -66,8 +67,17 @@ import type {
   DataSource,
   ParameterMap,
   PeerNetwork,
+  ResidentStepOutput,
+  ResidentTrainingBackend,
   TrainingBackend,
 } from './interfaces.ts';
+
+/** A train step's mean loss and gradients (DisTrO tensors), and how to free them once compressed. */
+interface Gradients {
+  loss: number;
+  grads: DistroTensor[];
+  release(): void;
+}
 
 export type ClientPhase =
   | 'NotYetInitialized'
@@ -656,59 +666,37 @@ export class Client {
 
     const rows = mine.batch.end - mine.batch.start + 1;
     const tokens = await this.o.data.samples(mine.batch.start, mine.batch.end);
-    const width = tokens.length / rows;
 
-    // Lookahead (psyche-spec §1.7 B2): train on params − prev_lr·sign(delta), computed into a scratch copy
-    // so nothing has to be undone afterwards (the in-place undo is not exact in floating point).
-    const look: ParameterMap = new Map();
-    for (let i = 0; i < this.names.length; i++) {
-      d.signStep(
-        this.scratch[i] as DistroTensor,
-        this.params[i] as DistroTensor,
-        this.delta[i] as DistroTensor,
-        prevLr,
-      );
-      look.set(this.names[i] as string, await d.read(this.scratch[i] as DistroTensor));
-    }
-    await this.o.backend.loadParams(look);
-
-    // Micro-batches: gradients are means over their rows, so accumulate weighted by row count.
-    let loss = 0;
-    const sums = new Map<string, Float32Array>();
-    for (let r0 = 0; r0 < rows; r0 += this.o.backend.maxRows) {
-      const n = Math.min(this.o.backend.maxRows, rows - r0);
-      const out = await this.o.backend.trainStep(tokens.subarray(r0 * width, (r0 + n) * width), n);
-      if (!Number.isFinite(out.loss)) throw new Error(`step ${round.step}: loss is ${out.loss}`);
-      loss += (out.loss * n) / rows;
-      for (const name of this.names) {
-        const g = out.grads.get(name);
-        if (!g) throw new Error(`backend returned no gradient for ${name}`);
-        let acc = sums.get(name);
-        if (!acc) sums.set(name, (acc = new Float32Array(g.length)));
-        for (let j = 0; j < g.length; j++) acc[j]! += (g[j] as number) * (n / rows);
-      }
-    }
-    const grads = this.names.map((n, i) => d.tensor((this.params[i] as DistroTensor).shape, sums.get(n)));
-
-    // Clip by global norm (psyche-spec §1.7 B4).
-    const clip = cfg.clip_grad_norm ?? 0;
-    if (clip > 0) {
-      let sq = 0;
-      for (const g of grads) sq += await d.sumOfSquares(g);
-      const norm = Math.sqrt(sq);
-      if (norm > clip) for (const g of grads) d.scale(g, clip / (norm + 1e-6));
+    const { loss, grads, release } = isResidentFor(this.o.backend, d)
+      ? await this.residentGradients(this.o.backend, tokens, rows, prevLr)
+      : await this.hostGradients(tokens, rows, prevLr);
+    if (!Number.isFinite(loss)) {
+      release();
+      throw new Error(`step ${round.step}: loss is ${loss}`);
     }
 
-    // generate (B5): residual of the previous own result (one step late, as Psyche), momentum, compress.
-    // Weight decay is not applied here: it is part of the exact apply every replica runs.
     const own: TensorResult[] = [];
-    for (let i = 0; i < this.names.length; i++) {
-      const delta = this.delta[i] as DistroTensor;
-      if (this.ownPrev) d.subtractResidual(delta, this.ownPrev[i] as TensorResult);
-      d.momentum(delta, grads[i] as DistroTensor, cfg.compression_decay, lr);
-      own.push(await d.compress(delta, cfg.compression_topk));
+    try {
+      // Clip by global norm (psyche-spec §1.7 B4).
+      const clip = cfg.clip_grad_norm ?? 0;
+      if (clip > 0) {
+        let sq = 0;
+        for (const g of grads) sq += await d.sumOfSquares(g);
+        const norm = Math.sqrt(sq);
+        if (norm > clip) for (const g of grads) d.scale(g, clip / (norm + 1e-6));
+      }
+
+      // generate (B5): residual of the previous own result (one step late, as Psyche), momentum, compress.
+      // Weight decay is not applied here: it is part of the exact apply every replica runs.
+      for (let i = 0; i < this.names.length; i++) {
+        const delta = this.delta[i] as DistroTensor;
+        if (this.ownPrev) d.subtractResidual(delta, this.ownPrev[i] as TensorResult);
+        d.momentum(delta, grads[i] as DistroTensor, cfg.compression_decay, lr);
+        own.push(await d.compress(delta, cfg.compression_topk));
+      }
+    } finally {
+      release();
     }
-    for (const g of grads) d.release(g);
     // The unquantised result is what the residual subtracts (psyche-spec §1.6).
     this.ownPrev = own;
     const sent = cfg.quantize_1bit ? own.map(quantize1bit) : own;
@@ -754,6 +742,101 @@ export class Client {
       bytes: frame.length,
       seconds: (Date.now() - started) / 1000,
     });
+  }
+
+  /**
+   * Lookahead (psyche-spec §1.7 B2): the step trains on params − prev_lr·sign(delta), computed into a scratch
+   * copy so nothing has to be undone afterwards (the in-place undo is not exact in floating point).
+   */
+  private lookahead(prevLr: number): void {
+    for (let i = 0; i < this.names.length; i++)
+      this.o.distro.signStep(
+        this.scratch[i] as DistroTensor,
+        this.params[i] as DistroTensor,
+        this.delta[i] as DistroTensor,
+        prevLr,
+      );
+  }
+
+  /** Gradients through host copies: the lookahead parameters are read back, the gradients uploaded. */
+  private async hostGradients(tokens: Int32Array, rows: number, prevLr: number): Promise<Gradients> {
+    const d = this.o.distro;
+    const backend = this.o.backend;
+    this.lookahead(prevLr);
+    const look: ParameterMap = new Map();
+    for (let i = 0; i < this.names.length; i++)
+      look.set(this.names[i] as string, await d.read(this.scratch[i] as DistroTensor));
+    await backend.loadParams(look);
+    // Micro-batches: gradients are means over their rows, so accumulate weighted by row count.
+    const width = tokens.length / rows;
+    let loss = 0;
+    const sums = new Map<string, Float32Array>();
+    for (let r0 = 0; r0 < rows; r0 += backend.maxRows) {
+      const n = Math.min(backend.maxRows, rows - r0);
+      const out = await backend.trainStep(tokens.subarray(r0 * width, (r0 + n) * width), n);
+      loss += (out.loss * n) / rows;
+      for (const name of this.names) {
+        const g = out.grads.get(name);
+        if (!g) throw new Error(`backend returned no gradient for ${name}`);
+        let acc = sums.get(name);
+        if (!acc) sums.set(name, (acc = new Float32Array(g.length)));
+        for (let j = 0; j < g.length; j++) acc[j]! += (g[j] as number) * (n / rows);
+      }
+    }
+    const grads = this.names.map((n, i) => d.tensor((this.params[i] as DistroTensor).shape, sums.get(n)));
+    return { loss, grads, release: () => grads.forEach((g) => d.release(g)) };
+  }
+
+  /**
+   * Gradients without host copies: the backend reads the lookahead parameters from the DisTrO tensors and
+   * returns gradients as DisTrO tensors on the same device. One micro-batch hands its gradients over as they
+   * are; several are summed on the device (weighted by rows, as above).
+   */
+  private async residentGradients(
+    backend: ResidentTrainingBackend,
+    tokens: Int32Array,
+    rows: number,
+    prevLr: number,
+  ): Promise<Gradients> {
+    const d = this.o.distro;
+    this.lookahead(prevLr);
+    await backend.loadParamTensors(new Map(this.names.map((n, i) => [n, this.scratch[i] as DistroTensor])));
+    const pick = (out: ResidentStepOutput, name: string): DistroTensor => {
+      const g = out.grads.get(name);
+      if (!g) throw new Error(`backend returned no gradient for ${name}`);
+      return g;
+    };
+    if (rows <= backend.maxRows) {
+      const out = await backend.trainStepResident(tokens, rows);
+      try {
+        return { loss: out.loss, grads: this.names.map((n) => pick(out, n)), release: () => out.release() };
+      } catch (e) {
+        out.release();
+        throw e;
+      }
+    }
+    const width = tokens.length / rows;
+    const sums = this.params.map((p) => d.tensor(p.shape));
+    const release = () => sums.forEach((g) => d.release(g));
+    let loss = 0;
+    try {
+      for (let r0 = 0; r0 < rows; r0 += backend.maxRows) {
+        const n = Math.min(backend.maxRows, rows - r0);
+        const out = await backend.trainStepResident(tokens.subarray(r0 * width, (r0 + n) * width), n);
+        try {
+          loss += (out.loss * n) / rows;
+          // momentum with decay 1 is acc + w·g: the accumulation, in the same kernel.
+          this.names.forEach((name, i) => d.momentum(sums[i] as DistroTensor, pick(out, name), 1, n / rows));
+          // The sums read the gradients in queue order before the backend's next step can reuse the buffers.
+        } finally {
+          out.release();
+        }
+      }
+    } catch (e) {
+      release();
+      throw e;
+    }
+    return { loss, grads: sums, release };
   }
 
   /** Verified results this client holds for a round, first per batch (the one witnesses vote for). */

@@ -1,6 +1,7 @@
 // The I/O a client needs, as interfaces. packages/client is isomorphic (browser Web Worker and Node): shells
 // implement these with WebSockets, fetch, libp2p and an ONNX runtime; tests implement them in-process.
 import type { Announce, CoordinatorState, HealthCheck, RunConfig, WitnessMessage } from '@meshtrain/core';
+import type { DistroBackend, DistroTensor } from '@meshtrain/distro';
 
 export type ParameterMap = Map<string, Float32Array>;
 
@@ -27,6 +28,30 @@ export interface TrainingBackend {
    */
   evalLoss?(tokens: Int32Array, rows: number, params?: ParameterMap): Promise<number>;
   dispose?(): Promise<void>;
+}
+
+/** Gradients of one train step as tensors of the DisTrO backend; they stay valid until `release()`. */
+export interface ResidentStepOutput {
+  loss: number;
+  grads: Map<string, DistroTensor>;
+  release(): void;
+}
+
+/**
+ * A backend whose device is the DisTrO backend's (a browser tab: onnxruntime-web and DisTrO's WGSL on one
+ * GPUDevice). The client then feeds it the lookahead parameters as DisTrO tensors and gets the gradients back
+ * as DisTrO tensors: per step, nothing the size of the model crosses to the host, only the compressed result.
+ */
+export interface ResidentTrainingBackend extends TrainingBackend {
+  /** The DisTrO backend whose tensors this backend reads and returns (the client must use this one). */
+  readonly residentDistro: DistroBackend;
+  /** Parameters for the following resident train steps; read in place, so keep them until the step ends. */
+  loadParamTensors(params: ReadonlyMap<string, DistroTensor>): Promise<void>;
+  trainStepResident(tokens: Int32Array, rows: number): Promise<ResidentStepOutput>;
+}
+
+export function isResidentFor(b: TrainingBackend, distro: DistroBackend): b is ResidentTrainingBackend {
+  return (b as Partial<ResidentTrainingBackend>).residentDistro === distro;
 }
 
 /** Samples of the run's dataset by global sample index. */

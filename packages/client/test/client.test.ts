@@ -11,7 +11,9 @@ import {
 } from '@meshtrain/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalHub } from '../src/index.ts';
-import { drive, startPeer, testRun, type TestPeer } from './helpers.ts';
+import { createWebGpuBackend } from '@meshtrain/distro';
+import { dawnDevice } from '@meshtrain/distro/node';
+import { drive, residentToyBackend, startPeer, testRun, type TestPeer } from './helpers.ts';
 
 let peers: TestPeer[] = [];
 afterEach(async () => {
@@ -73,6 +75,53 @@ describe('client', () => {
     expect(losses.length).toBeGreaterThan(6);
     expect(hub.log.refusals.filter((r) => r.event !== 'health_check')).toEqual([]);
   }, 60_000);
+
+  it.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')(
+    'resident replicas (DisTrO WGSL, gradients as GPU tensors, one or several micro-batches) match host replicas bit for bit',
+    async () => {
+      const dawn = await dawnDevice();
+      if (!dawn)
+        throw new Error(
+          'no WebGPU adapter (install chromium for SwiftShader, or set MESHTRAIN_SKIP_WEBGPU=1)',
+        );
+      try {
+        const run = testRun({ ...BASE, total_steps: 6 });
+        const hub = new LocalHub(run, 'unit');
+        // Two rows per batch: maxRows 2 hands one step's gradients over as they are, maxRows 1 sums two on the GPU.
+        const gpus = [2, 1].map(() => createWebGpuBackend(dawn.device, { chunk: 64 }));
+        const residents = gpus.map((g, i) => residentToyBackend(g, i === 0 ? 2 : 1));
+        peers = [
+          startPeer(hub, run, 1, 300, { backend: residents[0], distro: gpus[0] }),
+          startPeer(hub, run, 2, 300, { backend: residents[1], distro: gpus[1] }),
+          startPeer(hub, run, 3),
+        ];
+        await drive(hub, () => hub.state.run_state === 'Finished');
+        expect(hub.state.run_state).toBe('Finished');
+        expect(
+          peers.flatMap((p) => p.events.filter((e) => e.type === 'resync' || e.type === 'error')),
+        ).toEqual([]);
+        for (const r of residents) {
+          expect(r.hostCalls).toBe(0);
+          expect(r.residentSteps).toBeGreaterThan(0);
+          expect(r.released).toBe(r.residentSteps);
+        }
+        // The several-micro-batch client ran two resident steps per batch it trained.
+        const trained = (p: TestPeer) => p.events.filter((e) => e.type === 'trained').length;
+        expect(residents[1]!.residentSteps).toBe(2 * trained(peers[1]!));
+        for (const [, m] of hub.log.paramHashes) {
+          expect(m.size).toBe(3);
+          expect(new Set(m.values()).size).toBe(1);
+        }
+        expect(new Set(await hashes(peers)).size).toBe(1);
+      } finally {
+        for (const p of peers) p.client.stop();
+        await Promise.all(peers.map((p) => p.done));
+        peers = [];
+        dawn.device.destroy();
+      }
+    },
+    90_000,
+  );
 
   it('applies only the witnessed result when a trainer equivocates to one peer', async () => {
     const run = testRun({ ...BASE, total_steps: 6 });

@@ -1,15 +1,17 @@
 // Shared pieces of the client tests: a run config, a small pure-TypeScript model whose gradient is exact
 // arithmetic (so tests need no ONNX runtime), and a driver that runs virtual time on a LocalHub.
 import { DEFAULT_RUN_TOML, identityFromSeed, parseRunConfig, type RunConfig } from '@meshtrain/core';
-import { createCpuBackend } from '@meshtrain/distro';
+import { createCpuBackend, type DistroBackend } from '@meshtrain/distro';
 import {
   Client,
   type ClientEvent,
   type DataSource,
   type LocalHub,
   type ParameterMap,
+  type ResidentTrainingBackend,
   type TrainingBackend,
 } from '../src/index.ts';
+import type { DistroTensor } from '@meshtrain/distro';
 
 /** The embedded default run with `[config]` / schedule keys replaced. */
 export function testRun(
@@ -80,6 +82,55 @@ export function toyBackend(): TrainingBackend & { steps: number } {
   return b;
 }
 
+/**
+ * The toy model as a resident backend of `distro`: it reads the parameter tensors it is given and returns its
+ * gradients as tensors of `distro` (on a GPU backend, the stand-in for onnxruntime-web's GPU buffers). Host
+ * `loadParams`/`trainStep` calls are counted so a test can assert the client never used them.
+ */
+export function residentToyBackend(
+  distro: DistroBackend,
+  maxRows: number,
+): ResidentTrainingBackend & { hostCalls: number; residentSteps: number; released: number } {
+  const toy = toyBackend();
+  let params: ReadonlyMap<string, DistroTensor> = new Map();
+  const b = {
+    description: 'toy quadratic, resident on the DisTrO backend',
+    maxRows,
+    residentDistro: distro,
+    hostCalls: 0,
+    residentSteps: 0,
+    released: 0,
+    async loadParams() {
+      b.hostCalls++;
+    },
+    async trainStep(): Promise<never> {
+      b.hostCalls++;
+      throw new Error('host train step called on a resident backend');
+    },
+    async loadParamTensors(p: ReadonlyMap<string, DistroTensor>) {
+      params = p;
+    },
+    async trainStepResident(tokens: Int32Array, rows: number) {
+      b.residentSteps++;
+      const host: ParameterMap = new Map();
+      for (const [n, t] of params) host.set(n, await distro.read(t));
+      await toy.loadParams(host);
+      const out = await toy.trainStep(tokens, rows);
+      const grads = new Map<string, DistroTensor>();
+      for (const [n, g] of out.grads) grads.set(n, distro.tensor((params.get(n) as DistroTensor).shape, g));
+      return {
+        loss: out.loss,
+        grads,
+        release: () => {
+          b.released++;
+          for (const g of grads.values()) distro.release(g);
+        },
+      };
+    },
+  };
+  return b;
+}
+
 export const toyData: DataSource = {
   async samples(start, end) {
     const rows = end - start + 1;
@@ -97,7 +148,13 @@ export interface TestPeer {
   done: Promise<void>;
 }
 
-export function startPeer(hub: LocalHub, run: RunConfig, seedByte: number, patienceMs = 300): TestPeer {
+export function startPeer(
+  hub: LocalHub,
+  run: RunConfig,
+  seedByte: number,
+  patienceMs = 300,
+  parts: { backend?: TrainingBackend; distro?: DistroBackend } = {},
+): TestPeer {
   const seed = new Uint8Array(32).fill(seedByte);
   const identity = identityFromSeed(seed);
   const link = hub.connect(identity.secretKey);
@@ -107,8 +164,8 @@ export function startPeer(hub: LocalHub, run: RunConfig, seedByte: number, patie
     runId: hub.runId,
     secretKey: identity.secretKey,
     link,
-    backend: toyBackend(),
-    distro: createCpuBackend({ chunk: 64 }),
+    backend: parts.backend ?? toyBackend(),
+    distro: parts.distro ?? createCpuBackend({ chunk: 64 }),
     data: toyData,
     initParams: toyInit,
     checkpoints: hub.checkpoints(),

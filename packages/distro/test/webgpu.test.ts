@@ -207,6 +207,34 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     gpu.destroy();
   });
 
+  it('bufferOf: one contiguous buffer for split and whole tensors; wrap reads it back; readback counted', async () => {
+    const device = dawn!.device;
+    const shape = [96, 48];
+    const x = randn(96 * 48);
+    // Split into segments (temporary copy) and whole (the tensor's own buffer).
+    for (const maxBindingBytes of [16 * 48 * 4 * 2, undefined]) {
+      const gpu = createWebGpuBackend(
+        device,
+        maxBindingBytes ? { chunk: 16, maxBindingBytes } : { chunk: 16 },
+      );
+      const t = gpu.tensor(shape, x);
+      const { buffer, temporary } = gpu.bufferOf(t);
+      expect(temporary).toBe(maxBindingBytes !== undefined);
+      // The contiguous buffer, wrapped as a tensor of a backend without splitting, holds the same values.
+      const whole = createWebGpuBackend(device, { chunk: 16 });
+      const before = { ...whole.stats };
+      const back = await whole.read(whole.wrap(buffer, shape));
+      expect(whole.stats.tensorReadBytes - before.tensorReadBytes).toBe(x.byteLength);
+      expect(whole.stats.readbackBytes).toBe(before.readbackBytes);
+      await whole.sumOfSquares(whole.wrap(buffer, shape));
+      expect(whole.stats.readbackBytes).toBeGreaterThan(before.readbackBytes);
+      expect(Buffer.from(back.buffer).equals(Buffer.from(x.buffer))).toBe(true);
+      if (temporary) buffer.destroy();
+      gpu.destroy();
+      whole.destroy();
+    }
+  });
+
   it('momentum, scale, sign step and Σx² agree with the CPU', async () => {
     const shape = [40, 64];
     const [cpu, gpu] = backends(16, 16 * 64 * 4);

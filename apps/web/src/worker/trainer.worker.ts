@@ -1,12 +1,13 @@
 // The training worker: probes the GPU (adapter limits → micro-batch), then runs @meshtrain/client in this
 // worker — coordinator session over the relay's WebSocket (RelayLink), data and checkpoints over its HTTP
-// API, the train step on onnxruntime-web's WebGPU EP, DisTrO on the client's CPU reference. The page only
-// sees the typed messages of protocol.ts.
+// API, the train step on onnxruntime-web's WebGPU EP and DisTrO's WGSL on the same GPUDevice, so parameters
+// and gradients stay in GPU buffers. The page only sees the typed messages of protocol.ts.
 import { Client, RelayLink, relayCheckpoints, relayDataSource } from '@meshtrain/client';
 import type { ClientEvent } from '@meshtrain/client';
 import { bytesToHex, hexToBytes, parseRunConfig, publicKeyOf } from '@meshtrain/core';
 import type { CoordinatorState, RunConfig } from '@meshtrain/core';
-import { createCpuBackend } from '@meshtrain/distro';
+import { createWebGpuBackend } from '@meshtrain/distro';
+import type { WebGpuDistroBackend } from '@meshtrain/distro';
 import { ByteTokenizer, initParameters, parameterCount, PRESETS } from '@meshtrain/model';
 import type { LlamaConfig } from '@meshtrain/model';
 import { probeDevice } from './device-probe.ts';
@@ -39,6 +40,7 @@ let visible = true;
 let userPaused = false;
 let device: GPUDevice | null = null;
 let backend: WebGpuTrainingBackend | null = null;
+let distro: WebGpuDistroBackend | null = null;
 let adapterName = 'WebGPU';
 let session: {
   link: RelayLink;
@@ -66,6 +68,11 @@ function publish(): void {
     status.stats.checkpointDownloadedBytes =
       previous.checkpointDownloadedBytes + session.checkpoints.stats.downloadedBytes;
     status.stats.checkpointCacheHits = previous.checkpointCacheHits + session.checkpoints.stats.cacheHits;
+  }
+  if (backend && distro) {
+    status.stats.gpuResident =
+      backend.stats.residentSteps > 0 && backend.stats.hostParamBytes + backend.stats.hostGradientBytes === 0;
+    status.stats.gpuReadbackBytes = distro.stats.readbackBytes;
   }
   post({ type: 'status', status: structuredClone(status) });
 }
@@ -148,11 +155,8 @@ function onClientEvent(e: ClientEvent): void {
 }
 
 async function join(): Promise<void> {
-  if (!run || !runConfig || !model || !secretKey || !backend) return;
+  if (!run || !runConfig || !model || !secretKey || !backend || !distro) return;
   if (session) return;
-  const optimizer = runConfig.model.LLM.optimizer;
-  if (!('Distro' in optimizer))
-    throw new Error('this run does not use DisTrO; browser tabs train DisTrO runs only');
   const link = new RelayLink({
     relayUrl: run.relayUrl,
     runId: run.runId,
@@ -178,7 +182,7 @@ async function join(): Promise<void> {
     secretKey,
     link,
     backend,
-    distro: createCpuBackend({ chunk: optimizer.Distro.compression_chunk }),
+    distro,
     data: relayDataSource(run.relayUrl, run.runId),
     initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
     checkpoints,
@@ -264,10 +268,19 @@ async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void>
       setPhase('error', `The GPU device was lost (${info.message}). Reload the page to start again.`);
     }
   });
+  const optimizer = runConfig.model.LLM.optimizer;
+  if (!('Distro' in optimizer))
+    throw new Error('this run does not use DisTrO; browser tabs train DisTrO runs only');
+  // DisTrO on ORT's own device: parameters, momentum and gradients never leave the GPU between steps.
+  distro = createWebGpuBackend(device, {
+    chunk: optimizer.Distro.compression_chunk,
+    description: adapterName,
+  });
   backend = new WebGpuTrainingBackend({
     config: model,
     seqLen: runConfig.model.LLM.max_seq_len,
     device,
+    distro,
     maxRows: outcome.probe.microBatch,
     description: `onnxruntime-web webgpu (${adapterName})`,
     gate,
@@ -313,6 +326,8 @@ async function handle(m: PageToWorker): Promise<void> {
       leave();
       await backend?.dispose();
       backend = null;
+      distro?.destroy();
+      distro = null;
       device?.destroy();
       device = null;
       setPhase('stopped', 'Stopped.');

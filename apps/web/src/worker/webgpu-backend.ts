@@ -1,10 +1,19 @@
 // TrainingBackend on onnxruntime-web's native WebGPU EP ('onnxruntime-web/webgpu', never the default JSEP
 // import), on one GPUDevice this worker creates and hands to every session (the only sharing ORT 1.30
-// honours). One session per row count: graphs have static shapes. Parameters are fed from host copies and
-// gradients read back, because the client's DisTrO runs on its CPU reference today (bit-identical apply
-// across devices); keeping them in GPU buffers is the next step (see apps/web/README.md).
+// honours). One session per row count: graphs have static shapes.
+//
+// Training is resident: DisTrO's WGSL backend runs on the same GPUDevice, so the client hands over the
+// lookahead parameters as DisTrO tensors (fed to ORT with Tensor.fromGpuBuffer) and gets the gradients back
+// as ORT's own output buffers wrapped as DisTrO tensors. Per step only the token ids go up and the loss and the
+// compressed result come down. Host-copy entry points remain for evaluation and "try the model".
 import * as ort from 'onnxruntime-web/webgpu';
-import type { ParameterMap, TrainingBackend, TrainStepOutput } from '@meshtrain/client';
+import type {
+  ParameterMap,
+  ResidentStepOutput,
+  ResidentTrainingBackend,
+  TrainStepOutput,
+} from '@meshtrain/client';
+import type { DistroTensor, WebGpuDistroBackend } from '@meshtrain/distro';
 import { buildInference, buildTrainStep, parameterSpecs } from '@meshtrain/model';
 import { requestComputeDevice } from '@meshtrain/distro';
 import type { BuiltGraph, LlamaConfig } from '@meshtrain/model';
@@ -15,6 +24,8 @@ export interface WebGpuBackendOptions {
   config: LlamaConfig;
   seqLen: number;
   device: GPUDevice;
+  /** DisTrO's WGSL backend on `device`: the tensors resident train steps read and return. */
+  distro: WebGpuDistroBackend;
   maxRows: number;
   description: string;
   /** Awaited before every train step: where the volunteer's throttle (share of time) takes effect. */
@@ -33,13 +44,17 @@ export function createTrainingDevice(adapter: GPUAdapter): Promise<GPUDevice> {
   return requestComputeDevice(adapter, 'meshtrain-trainer');
 }
 
-export class WebGpuTrainingBackend implements TrainingBackend {
+export class WebGpuTrainingBackend implements ResidentTrainingBackend {
   readonly description: string;
   readonly maxRows: number;
   readonly shapes: Map<string, number[]>;
+  readonly residentDistro: WebGpuDistroBackend;
+  /** Parameter and gradient bytes that crossed between host and GPU in train steps (0 when resident). */
+  readonly stats = { hostParamBytes: 0, hostGradientBytes: 0, residentSteps: 0 };
   private readonly o: WebGpuBackendOptions;
   private readonly sessions = new Map<string, Promise<Step>>();
   private params: ParameterMap = new Map();
+  private paramTensors: ReadonlyMap<string, DistroTensor> = new Map();
   /**
    * ORT's wasm (asyncify build) is not re-entrant: two session calls in flight at once (a train step and a
    * "try the model" generation) corrupt its suspended stack. Every session create/run goes through this queue.
@@ -56,10 +71,16 @@ export class WebGpuTrainingBackend implements TrainingBackend {
     this.o = o;
     this.maxRows = o.maxRows;
     this.description = o.description;
+    this.residentDistro = o.distro;
+    if (o.distro.device !== o.device) throw new Error('the DisTrO backend must run on the training device');
     this.shapes = new Map(parameterSpecs(o.config).map((p) => [p.name, [...p.shape]]));
   }
 
-  private session(kind: 'train' | 'eval' | 'infer', rows: number, seqLen = this.o.seqLen): Promise<Step> {
+  private session(
+    kind: 'train' | 'train-resident' | 'eval' | 'infer',
+    rows: number,
+    seqLen = this.o.seqLen,
+  ): Promise<Step> {
     const key = `${kind}:${rows}:${seqLen}`;
     let s = this.sessions.get(key);
     if (!s) {
@@ -69,8 +90,14 @@ export class WebGpuTrainingBackend implements TrainingBackend {
           kind === 'infer'
             ? buildInference(this.o.config, opts)
             : buildTrainStep(this.o.config, kind === 'eval' ? { ...opts, withGradients: false } : opts);
+        // Resident steps keep every gradient in ORT's GPU buffer; only the loss is downloaded.
+        const preferredOutputLocation: Record<string, ort.Tensor.DataLocation> = {};
+        if (kind === 'train-resident')
+          for (const out of graph.outputs)
+            preferredOutputLocation[out.name] = out.name.startsWith('grad.') ? 'gpu-buffer' : 'cpu';
         const session = await this.exclusive(() =>
           ort.InferenceSession.create(graph.onnx, {
+            ...(kind === 'train-resident' ? { preferredOutputLocation } : {}),
             executionProviders: [
               { name: 'webgpu', device: this.o.device } as ort.InferenceSession.ExecutionProviderConfig,
             ],
@@ -103,6 +130,58 @@ export class WebGpuTrainingBackend implements TrainingBackend {
     return out;
   }
 
+  async loadParamTensors(params: ReadonlyMap<string, DistroTensor>): Promise<void> {
+    this.paramTensors = params;
+  }
+
+  async trainStepResident(tokens: Int32Array, rows: number): Promise<ResidentStepOutput> {
+    await this.o.gate?.();
+    const t0 = performance.now();
+    const { graph, session } = await this.session('train-resident', rows);
+    const temporary: GPUBuffer[] = [];
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const input of graph.inputs) {
+      if (input.name === 'tokens') {
+        feeds.tokens = new ort.Tensor('int32', tokens, input.shape);
+        continue;
+      }
+      const t = this.paramTensors.get(input.name);
+      if (!t) throw new Error(`the graph wants parameter ${input.name}, which was not loaded`);
+      const { buffer, temporary: temp } = this.o.distro.bufferOf(t);
+      if (temp) temporary.push(buffer);
+      // fromGpuBuffer tensors do not own the buffer: the DisTrO backend does, so these are never disposed.
+      feeds[input.name] = ort.Tensor.fromGpuBuffer(buffer, { dataType: 'float32', dims: input.shape });
+    }
+    let out: ort.InferenceSession.ReturnType;
+    try {
+      out = await this.exclusive(() => session.run(feeds));
+    } finally {
+      // Submitted work keeps what it reads alive; destroy() only frees the buffers once it completes.
+      for (const b of temporary) b.destroy();
+    }
+    const grads = new Map<string, DistroTensor>();
+    const release = () => {
+      for (const t of Object.values(out)) t.dispose();
+    };
+    try {
+      for (const [name, t] of this.paramTensors) {
+        const g = out[`grad.${name}`];
+        if (!g || g.location !== 'gpu-buffer')
+          throw new Error(
+            `the train step returned no GPU gradient for ${name} (${g?.location ?? 'missing'})`,
+          );
+        grads.set(name, this.o.distro.wrap(g.gpuBuffer as GPUBuffer, t.shape));
+      }
+    } catch (e) {
+      release();
+      throw e;
+    }
+    const loss = Number((out.loss as ort.Tensor).data[0]);
+    this.stats.residentSteps++;
+    this.o.onStepTime?.(performance.now() - t0);
+    return { loss, grads, release };
+  }
+
   async trainStep(tokens: Int32Array, rows: number): Promise<TrainStepOutput> {
     await this.o.gate?.();
     const t0 = performance.now();
@@ -113,7 +192,9 @@ export class WebGpuTrainingBackend implements TrainingBackend {
       const g = out[`grad.${name}`];
       if (!g) throw new Error(`the train step returned no gradient for ${name}`);
       grads.set(name, Float32Array.from(g.data as Float32Array));
+      this.stats.hostGradientBytes += g.size * 4;
     }
+    for (const p of this.params.values()) this.stats.hostParamBytes += p.byteLength;
     const loss = Number((out.loss as ort.Tensor).data[0]);
     for (const t of Object.values(out)) t.dispose();
     this.o.onStepTime?.(performance.now() - t0);

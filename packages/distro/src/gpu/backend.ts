@@ -40,8 +40,21 @@ export interface WebGpuBackendOptions {
 }
 
 export interface WebGpuDistroBackend extends DistroBackend {
+  /** The device every tensor of this backend lives on. */
+  readonly device: GPUDevice;
+  /**
+   * Bytes copied from the GPU to the host so far: `readbackBytes` by kernels (compressed results, norm partial
+   * sums), `tensorReadBytes` by `read` (whole tensors, e.g. parameters hashed at an epoch end).
+   */
+  readonly stats: { readbackBytes: number; tensorReadBytes: number };
   /** An external buffer (e.g. onnxruntime-web's) as a tensor; its segments are aligned ranges of it. */
   wrap(buffer: GPUBuffer, shape: readonly number[]): DistroTensor;
+  /**
+   * The tensor as one contiguous float32 buffer at offset 0 (what another library, e.g. onnxruntime-web,
+   * binds as an input). A single-segment tensor is returned as is; a split one is copied, on the GPU, into a
+   * new buffer that the caller destroys once the work reading it is submitted (`temporary`).
+   */
+  bufferOf(t: DistroTensor): { buffer: GPUBuffer; temporary: boolean };
 }
 
 const STORAGE = 0x80; // GPUBufferUsage.STORAGE, spelled out so this module loads before `globals` exist
@@ -159,7 +172,14 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     if (!sameShape(a.shape, b.shape))
       throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
   }
-  async function readBuffer(src: GPUBuffer, offset: number, bytes: number): Promise<ArrayBuffer> {
+  const stats = { readbackBytes: 0, tensorReadBytes: 0 };
+  async function readBuffer(
+    src: GPUBuffer,
+    offset: number,
+    bytes: number,
+    counter: keyof typeof stats = 'readbackBytes',
+  ): Promise<ArrayBuffer> {
+    stats[counter] += bytes;
     const staging = device.createBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
     const enc = device.createCommandEncoder();
     enc.copyBufferToBuffer(src, offset, staging, 0, Math.ceil(bytes / 4) * 4);
@@ -180,6 +200,8 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     kind: 'webgpu',
     description: options.description ?? 'WebGPU',
     chunk,
+    device,
+    stats,
     tensor(shape, data) {
       const layout = tensorLayout(shape, chunk);
       if (data && data.length !== layout.size)
@@ -203,10 +225,25 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       }));
       return new GpuTensor(layout, parts, false);
     },
+    bufferOf(t) {
+      const g = gpu(t);
+      const only = g.parts[0];
+      if (g.parts.length === 1 && only && only.byteOffset === 0)
+        return { buffer: only.buffer, temporary: false };
+      const buffer = device.createBuffer({ size: pad16(g.size * 4), usage: STORAGE | COPY_SRC | COPY_DST });
+      const enc = device.createCommandEncoder();
+      for (const p of g.parts)
+        enc.copyBufferToBuffer(p.buffer, p.byteOffset, buffer, p.seg.offset * 4, p.seg.elements * 4);
+      device.queue.submit([enc.finish()]);
+      return { buffer, temporary: true };
+    },
     async read(t) {
       const out = new Float32Array(t.size);
       for (const p of gpu(t).parts)
-        out.set(new Float32Array(await readBuffer(p.buffer, p.byteOffset, p.seg.elements * 4)), p.seg.offset);
+        out.set(
+          new Float32Array(await readBuffer(p.buffer, p.byteOffset, p.seg.elements * 4, 'tensorReadBytes')),
+          p.seg.offset,
+        );
       return out;
     },
     write(t, data) {
