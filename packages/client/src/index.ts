@@ -5,3 +5,4 @@ export * from './client.ts';
 export * from './local-hub.ts';
 export * from './relay-link.ts';
 export * from './relay-http.ts';
+export * from './mesh-network.ts';

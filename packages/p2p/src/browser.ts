@@ -31,17 +31,21 @@ export interface BrowserPeerOptions extends MeshNodeOptions, RelayClientOptions 
 /**
  * A browser peer: WebSockets to the relay, WebRTC to peers (signalled through the relay's circuit, then
  * direct), WebRTC-direct to Node listeners that offer it, WebTransport dialling where a listener offers it.
- * Browsers cannot listen, so the peer listens on `/p2p-circuit` (reachable via the relay) and `/webrtc`.
+ * Browsers cannot listen, so the peer listens on `/p2p-circuit` (reachable via the relay) and `/webrtc`
+ * (the latter only where RTCPeerConnection exists: not in a dedicated worker).
  */
 export async function createBrowserPeer(options: BrowserPeerOptions): Promise<BrowserPeer> {
   const rtcConfiguration = { iceServers: options.iceServers ?? [] };
+  // Dedicated workers (where the web app runs its peer) have no RTCPeerConnection. Listening on `/webrtc`
+  // there would advertise an address whose every dial fails only after the dialer's WebRTC retries, so a
+  // peer without WebRTC offers only its circuit address and dials WebSockets/WebTransport.
+  const rtc = hasWebRTC();
   const node = await MeshNode.create<BrowserPeerServices>(
     {
-      addresses: { listen: ['/p2p-circuit', '/webrtc'] },
+      addresses: { listen: rtc ? ['/p2p-circuit', '/webrtc'] : ['/p2p-circuit'] },
       transports: [
         webSockets(),
-        webRTC({ rtcConfiguration }),
-        webRTCDirect({ rtcConfiguration }),
+        ...(rtc ? [webRTC({ rtcConfiguration }), webRTCDirect({ rtcConfiguration })] : []),
         webTransport(),
         circuitRelayTransport(),
       ],
@@ -53,4 +57,9 @@ export async function createBrowserPeer(options: BrowserPeerOptions): Promise<Br
     options,
   );
   return await connectToRelays(node, options);
+}
+
+/** Whether this global scope can make WebRTC connections (windows can; dedicated workers cannot). */
+export function hasWebRTC(): boolean {
+  return typeof (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection === 'function';
 }

@@ -24,7 +24,7 @@ import {
   RelayUnreachableError,
   TimeoutError,
 } from './errors.ts';
-import { describeTarget } from './host.ts';
+import { describeTarget, targetPeerId } from './host.ts';
 import type { PeerTarget } from './host.ts';
 
 /**
@@ -195,6 +195,26 @@ export class MeshNode<S extends MeshServices = MeshServices> {
   viaRelays(peerId: string, options: { webrtc?: boolean } = {}): Multiaddr[] {
     const suffix = (options.webrtc ?? true) ? '/p2p-circuit/webrtc' : '/p2p-circuit';
     return this.relays.map((r) => multiaddr(`${r.toString()}${suffix}/p2p/${peerId}`));
+  }
+
+  /** PeerIds of the relays this node connected to (`connectRelays`). */
+  relayPeerIds(): string[] {
+    const ids = this.relays.map((r) => targetPeerId(r)?.toString()).filter((p): p is string => !!p);
+    return [...new Set(ids)];
+  }
+
+  /**
+   * Distinct peers other than our relays with an open connection, relayed or direct: the peers this node is
+   * exchanging with. Cheap (no I/O): a count for status displays.
+   */
+  connectedPeers(): string[] {
+    const relays = new Set(this.relayPeerIds());
+    const peers = new Set<string>();
+    for (const c of this.libp2p.getConnections()) {
+      const id = c.remotePeer.toString();
+      if (c.status === 'open' && !relays.has(id)) peers.add(id);
+    }
+    return [...peers];
   }
 
   /** Resolves with the first own multiaddr matching `predicate`, waiting up to `timeoutMs`. */

@@ -15,7 +15,7 @@ import { CliError, type Command } from '../command.ts';
 import { parseMemory, rowsForMemory, selectDevice, type DeviceRequest } from '../backend/device.ts';
 import { defaultIdentityPath, IdentityError, loadOrCreateIdentity } from '../identity/index.ts';
 import { localDataSource } from '../net/local-data.ts';
-import { MeshNetwork, peerFirstCheckpoints } from '../net/p2p.ts';
+import { peerFirstCheckpoints, startNodeMesh, type MeshNetwork } from '../net/p2p.ts';
 import { createTrainer } from '../net/trainer.ts';
 import { parseFlags } from '../options/index.ts';
 
@@ -176,7 +176,7 @@ const command: Command = {
     // The P2P fast path: results and end-of-epoch parameters from peers, the relay as fallback.
     let network: MeshNetwork | null = null;
     if (!values['no-p2p']) {
-      network = await MeshNetwork.start({
+      network = await startNodeMesh({
         relayMultiaddrs: p2p,
         seed: identity.secretKey,
         ...(values['p2p-host'] ? { host: values['p2p-host'] } : {}),

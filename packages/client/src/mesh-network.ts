@@ -1,0 +1,274 @@
+// The peer-to-peer path of every client, browser tab and node-trainer alike (packages/p2p): results as content-addressed blobs and end-of-epoch
+// parameters as pieced checkpoints, fetched from the peers that hold them, with the relay as the fallback.
+//
+// Addressing needs no extra announcements, because both addresses are hashes every peer already knows:
+//   - a result is stored as `tag ‖ TrainingResult frame`, whose SHA-256 (the blob address) is exactly the
+//     result's commitment (core: commitment = SHA-256(tag ‖ frame)), named by the relay's signed announces;
+//   - parameters are shared as a checkpoint (packages/p2p's checkpoint protocol) of their float32 LE bytes in
+//     sorted-name order, whose SHA-256 is exactly the run's parameter hash, which the relay reports per epoch.
+//     Every peer cuts them into PARAM_PIECE_BYTES pieces, so all honest holders serve the same manifest; a
+//     joiner looks that manifest up by the parameter hash (the manifest's contentHash) and pulls pieces from
+//     every peer that has it at once, each piece verified against the manifest and the whole against the hash.
+// Peers are found from the coordinator state (each client's libp2p PeerId) and dialled through the relay's
+// circuit, so a peer is reachable whenever the relay is; blob fetches verify the address, so no peer can
+// hand over anything but the requested bytes.
+//
+// Isomorphic: it takes an already started MeshNode (createNodePeer in node-trainer, createBrowserPeer in the
+// web worker) and imports packages/p2p for types only, so no Node-only module enters a browser bundle.
+import { parameterHash, parameterOrder } from '@meshtrain/model';
+import {
+  bytesToHex,
+  decodeSignedResult,
+  domainTag,
+  encodeTrainingResult,
+  hexToBytes,
+  type Announce,
+  type CoordinatorState,
+} from '@meshtrain/core';
+import type { MeshNode, PeerServices } from '@meshtrain/p2p/browser';
+import type { Multiaddr } from '@multiformats/multiaddr';
+import type { Checkpoint, CheckpointSource, PeerNetwork } from './interfaces.ts';
+
+/** What MeshNetwork runs on: the node either factory returns (NodePeer and BrowserPeer are both this type). */
+export type MeshPeer = MeshNode<PeerServices>;
+
+/** Counters of the peer path (JSON-serialisable; `peersConnected` is computed when read). */
+export interface MeshNetworkStats {
+  /** Peers other than the relays this node holds an open connection to, now. */
+  readonly peersConnected: number;
+  /** Round results fetched from peers instead of the relay, and their bytes. */
+  resultsFromPeers: number;
+  bytesFromPeers: number;
+  /** End-of-epoch parameter downloads from peers. */
+  paramsFromPeers: number;
+  /** Peers that delivered pieces of the last parameter download from peers. */
+  lastParamsPeers: number;
+  /** Bytes of parameters downloaded from peers, over all downloads. */
+  paramBytesFromPeers: number;
+}
+
+const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
+
+/**
+ * Piece size of shared parameters. Fixed for the whole network: the manifest, and so its root, depends on it,
+ * and peers can only serve pieces of one checkpoint together when they cut it the same way. 256 KiB rather
+ * than the package's 1 MiB default so that small models (the micro preset is ~400 KB) still split into
+ * pieces that several peers can serve at once; a 1 GB model is then ~4,000 pieces and a 128 KiB manifest.
+ */
+export const PARAM_PIECE_BYTES = 256 * 1024;
+
+export class MeshNetwork implements PeerNetwork {
+  readonly node: MeshPeer;
+  readonly stats: MeshNetworkStats;
+  private state: CoordinatorState | null = null;
+  private readonly log: (line: string) => void;
+  /** Checkpoint roots of the parameters this peer shares, newest last; older ones are unshared. */
+  private shared: Uint8Array[] = [];
+
+  /**
+   * `node` must be started and connected to the run's relay(s) (the factories do both); MeshNetwork never
+   * stops it before `stop()`.
+   */
+  constructor(node: MeshPeer, log: (line: string) => void = () => {}) {
+    this.node = node;
+    this.log = log;
+    this.stats = {
+      get peersConnected() {
+        return node.connectedPeers().length;
+      },
+      resultsFromPeers: 0,
+      bytesFromPeers: 0,
+      paramsFromPeers: 0,
+      lastParamsPeers: 0,
+      paramBytesFromPeers: 0,
+    };
+  }
+
+  /** Follow the coordinator: it says which PeerIds belong to which clients. */
+  setState(state: CoordinatorState): void {
+    this.state = state;
+  }
+
+  /** Circuit addresses of the given clients' peers (others of the epoch after them), never our own. */
+  private targets(clientIds: readonly string[]): Multiaddr[] {
+    const s = this.state;
+    if (!s) return [];
+    const self = this.node.peerId;
+    const byId = new Map<string, string>();
+    for (const c of [...s.epoch.clients, ...s.members]) byId.set(c.id, c.p2p_id);
+    const order = [...clientIds, ...s.epoch.clients.map((c) => c.id)];
+    const peers = [...new Set(order.map((id) => byId.get(id)).filter((p): p is string => !!p && p !== self))];
+    return peers.flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
+  }
+
+  /**
+   * Circuit addresses of every other peer of the run (members, then the epoch's clients): a joiner's
+   * parameter download asks all of them at once, and those without the checkpoint just answer NOT_FOUND.
+   */
+  private runPeers(): Multiaddr[] {
+    const s = this.state;
+    if (!s) return [];
+    const self = this.node.peerId;
+    const ids = [...s.members, ...s.epoch.clients].map((c) => c.p2p_id).filter((p) => !!p && p !== self);
+    return [...new Set(ids)].flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
+  }
+
+  async publish(_announce: Announce, signedResultFrame: Uint8Array): Promise<void> {
+    const frame = encodeTrainingResult(decodeSignedResult(signedResultFrame).result);
+    const blob = new Uint8Array(COMMITMENT_TAG.length + frame.length);
+    blob.set(COMMITMENT_TAG);
+    blob.set(frame, COMMITMENT_TAG.length);
+    await this.node.putBlob(blob);
+  }
+
+  async fetch(commitment: Uint8Array, hintClientIds: readonly string[]): Promise<Uint8Array | null> {
+    const targets = this.targets(hintClientIds).slice(0, 3);
+    if (targets.length === 0) return null;
+    try {
+      const got = await this.node.fetchBlob(commitment, targets, {
+        timeoutMs: 3_000,
+        maxBytes: 64 * 1024 * 1024,
+      });
+      this.stats.resultsFromPeers++;
+      this.stats.bytesFromPeers += got.bytes.length;
+      return got.bytes.subarray(COMMITMENT_TAG.length);
+    } catch {
+      return null;
+    }
+  }
+
+  async shareCheckpoint(ck: Checkpoint): Promise<void> {
+    const names = parameterOrder(ck.params.keys());
+    let n = 0;
+    for (const name of names) n += (ck.params.get(name) as Float32Array).byteLength;
+    const blob = new Uint8Array(n);
+    let o = 0;
+    for (const name of names) {
+      const t = ck.params.get(name) as Float32Array;
+      blob.set(new Uint8Array(t.buffer, t.byteOffset, t.byteLength), o);
+      o += t.byteLength;
+    }
+    const root = this.shareParams(blob);
+    const contentHash = this.node.checkpoints.manifestOf(root)?.contentHash;
+    if (contentHash !== undefined && bytesToHex(contentHash) !== bytesToHex(ck.paramHash))
+      this.log(`p2p: shared parameters hash to ${bytesToHex(contentHash)}, not ${bytesToHex(ck.paramHash)}`);
+  }
+
+  /** Serves `bytes` (parameters in wire order) as a checkpoint; returns its root. */
+  private shareParams(bytes: Uint8Array): Uint8Array {
+    const root = this.node.shareCheckpoint(bytes, PARAM_PIECE_BYTES);
+    if (this.shared.some((r) => bytesToHex(r) === bytesToHex(root))) return root;
+    this.shared.push(root);
+    // Keep the two newest epochs: a joiner asks for the latest, a slow one for the one before.
+    while (this.shared.length > 2) this.node.checkpoints.unshare(this.shared.shift() as Uint8Array);
+    return root;
+  }
+
+  /**
+   * Parameters whose hash is `paramHash`, pieces pulled from every peer of the run that holds them at once;
+   * null if the peers could not deliver them all (the caller then falls back to the relay).
+   */
+  async fetchParams(
+    paramHash: Uint8Array,
+    sizes: ReadonlyMap<string, number>,
+  ): Promise<Map<string, Float32Array> | null> {
+    const targets = this.runPeers();
+    if (targets.length === 0) return null;
+    let bytes: Uint8Array;
+    try {
+      const got = await this.node.downloadCheckpointByContent(paramHash, targets, {
+        maxBytes: 4 * 1024 ** 3,
+        pieceTimeoutMs: 30_000,
+      });
+      bytes = got.bytes;
+      const contributors = [...got.piecesByPeer.values()].filter((n) => n > 0).length;
+      this.stats.lastParamsPeers = contributors;
+      this.stats.paramBytesFromPeers += bytes.length;
+      this.log(
+        `p2p: parameters ${bytesToHex(paramHash).slice(0, 16)}… (${got.manifest.pieceHashes.length} pieces) ` +
+          `from ${contributors} of ${targets.length} peers` +
+          (got.failures.length > 0
+            ? `; ${got.failures.length} requests failed (peer without it, or retried)`
+            : ''),
+      );
+    } catch (e) {
+      this.log(
+        `p2p: parameters ${bytesToHex(paramHash).slice(0, 16)}… not available from peers: ${(e as Error).message}`,
+      );
+      return null;
+    }
+    const out = new Map<string, Float32Array>();
+    let o = 0;
+    for (const name of parameterOrder(sizes.keys())) {
+      const count = sizes.get(name) as number;
+      if (o + 4 * count > bytes.length) return null;
+      out.set(name, new Float32Array(bytes.slice(o, o + 4 * count).buffer));
+      o += 4 * count;
+    }
+    if (o !== bytes.length) return null;
+    // Verified against the parameter hash: serve them on at once, so the next joiner has one more source
+    // (until this peer finishes an epoch of its own, it holds nothing else to share).
+    this.shareParams(bytes);
+    this.stats.paramsFromPeers++;
+    return out;
+  }
+
+  async stop(): Promise<void> {
+    await this.node.stop();
+  }
+}
+
+/**
+ * Checkpoints from peers first: the relay says which parameter hash the step has (a small JSON answer),
+ * peers deliver the bytes with that hash; the relay's files are the fallback.
+ */
+export function peerFirstCheckpoints(o: {
+  relay: CheckpointSource;
+  relayUrl: string;
+  runId: string;
+  network: MeshNetwork | null;
+  sizes: ReadonlyMap<string, number>;
+  log?: (line: string) => void;
+}): CheckpointSource {
+  const source: CheckpointSource = {
+    async load(step) {
+      if (o.network) {
+        const res = await fetch(
+          `${o.relayUrl.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(o.runId)}/checkpoint?step=${step}`,
+        ).catch(() => null);
+        if (res?.ok) {
+          const summary = (await res.json()) as {
+            step: number;
+            epoch: number;
+            paramHash: string;
+            rolledBackFrom?: number;
+          };
+          let hash: Uint8Array | null = null;
+          try {
+            hash = hexToBytes(summary.paramHash, 32);
+          } catch {
+            o.log?.(`the relay's parameter hash for step ${step} is not 32 bytes of hex; using its files`);
+          }
+          const params = hash ? await o.network.fetchParams(hash, o.sizes) : null;
+          if (hash && params && bytesToHex(parameterHash(params)) === summary.paramHash) {
+            o.log?.(
+              `loaded the parameters of step ${step} from peers (hash ${summary.paramHash.slice(0, 16)}…)`,
+            );
+            return {
+              step: summary.step,
+              epoch: summary.epoch,
+              paramHash: hash,
+              params,
+              via: 'peers',
+              ...(summary.rolledBackFrom !== undefined ? { rolledBackFrom: summary.rolledBackFrom } : {}),
+            };
+          }
+        }
+      }
+      const ck = await o.relay.load(step);
+      return ck ? { ...ck, via: 'relay' } : null;
+    },
+  };
+  if (o.relay.upload) source.upload = (ck) => (o.relay.upload as (c: Checkpoint) => Promise<void>)(ck);
+  return source;
+}
