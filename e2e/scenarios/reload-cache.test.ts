@@ -2,7 +2,8 @@
 // instead of downloading the model again. The tab trains a `micro` run; the run creator pauses it (the epoch
 // ends with a Cooldown, where the tab hashes, uploads and caches its parameters); the tab is reloaded; the
 // run resumes and the reloaded tab joins the next epoch with the cached parameters — it fetches the relay's
-// small checkpoint summary to compare hashes, never `model.safetensors` — and the run trains on.
+// small checkpoint summary to compare hashes, never `model.safetensors` — and the run trains on, reading
+// training data it had already fetched from its IndexedDB data cache.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityFromSeed } from '@meshtrain/core';
 import { signAdminRequest } from '../../apps/relay/src/middleware/admin-auth.ts';
@@ -98,15 +99,19 @@ describe('reloading a training tab', () => {
       120_000,
     );
     const source = await page.getByTestId('checkpoint-source').innerText();
+    // Training data comes in blocks cached in IndexedDB: the resumed epoch re-reads samples near the pause
+    // (the data rewinds for the rounds a Cooldown cuts short) that the page fetched before it was reloaded.
+    const dataHits = Number(await page.getByTestId('data-source').getAttribute('data-hits'));
     await writeArtifact(
       'reload/summary.json',
-      JSON.stringify({ pausedAt: paused, before, after: source, requests }, null, 2),
+      JSON.stringify({ pausedAt: paused, before, after: source, dataHits, requests }, null, 2),
     );
     await page.getByText('Your device').click();
     await screenshot(page, 'reload/after-reload');
     await writeArtifact('reload/tab.console.log', log.dump());
 
     expect(source).toMatch(/^cached \(0 B downloaded\)/);
+    expect(dataHits).toBeGreaterThan(0);
     expect(requests.filter((u) => u.includes('model.safetensors'))).toEqual([]);
     expect(requests.some((u) => u.includes(`/checkpoint?step=${paused.step}`))).toBe(true);
     expect(log.pageErrors).toEqual([]);

@@ -22,6 +22,8 @@ import type {
 } from './protocol.ts';
 import { cachedCheckpoints } from './checkpoint-cache.ts';
 import type { CachedCheckpoints } from './checkpoint-cache.ts';
+import { cachedDataSource } from './data-cache.ts';
+import type { CachedDataSource } from './data-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 
 interface WorkerScope {
@@ -46,6 +48,7 @@ let session: {
   link: RelayLink;
   client: Client;
   checkpoints: CachedCheckpoints;
+  data: CachedDataSource;
   done: Promise<void>;
 } | null = null;
 let joining: Promise<void> | null = null;
@@ -59,7 +62,14 @@ function log(line: string): void {
   post({ type: 'log', line });
 }
 /** Counters of sessions that ended (pause/resume starts a new one), so the page sees totals. */
-const previous = { bytesSent: 0, bytesReceived: 0, checkpointDownloadedBytes: 0, checkpointCacheHits: 0 };
+const previous = {
+  bytesSent: 0,
+  bytesReceived: 0,
+  checkpointDownloadedBytes: 0,
+  checkpointCacheHits: 0,
+  dataDownloadedBytes: 0,
+  dataCacheHits: 0,
+};
 
 function publish(): void {
   if (session) {
@@ -68,6 +78,8 @@ function publish(): void {
     status.stats.checkpointDownloadedBytes =
       previous.checkpointDownloadedBytes + session.checkpoints.stats.downloadedBytes;
     status.stats.checkpointCacheHits = previous.checkpointCacheHits + session.checkpoints.stats.cacheHits;
+    status.stats.dataDownloadedBytes = previous.dataDownloadedBytes + session.data.stats.downloadedBytes;
+    status.stats.dataCacheHits = previous.dataCacheHits + session.data.stats.hits;
   }
   if (backend && distro) {
     status.stats.gpuResident =
@@ -176,6 +188,14 @@ async function join(): Promise<void> {
     relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey }),
     { relayUrl: run.relayUrl, runId: run.runId, log },
   );
+  // Blocks of about 64 KiB: whole blocks are downloaded, so they must stay small next to a client's batch.
+  const rowBytes = (runConfig.model.LLM.max_seq_len + 1) * 4;
+  const data = cachedDataSource(relayDataSource(run.relayUrl, run.runId), {
+    runId: run.runId,
+    datasetKey: `${JSON.stringify(runConfig.model.LLM.data_location)}|seq=${runConfig.model.LLM.max_seq_len}`,
+    samplesPerBlock: Math.max(1, Math.min(32, Math.floor(65536 / rowBytes))),
+    log,
+  });
   const client = new Client({
     run: runConfig,
     runId: run.runId,
@@ -183,7 +203,7 @@ async function join(): Promise<void> {
     link,
     backend,
     distro,
-    data: relayDataSource(run.relayUrl, run.runId),
+    data,
     initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
     checkpoints,
     onEvent: onClientEvent,
@@ -204,7 +224,7 @@ async function join(): Promise<void> {
       post({ type: 'error', where: 'client', message: e instanceof Error ? e.message : String(e) });
     },
   );
-  session = { link, client, checkpoints, done };
+  session = { link, client, checkpoints, data, done };
 }
 
 function leave(): void {
@@ -214,6 +234,8 @@ function leave(): void {
   previous.bytesReceived = status.stats.bytesReceived;
   previous.checkpointDownloadedBytes = status.stats.checkpointDownloadedBytes;
   previous.checkpointCacheHits = status.stats.checkpointCacheHits;
+  previous.dataDownloadedBytes = status.stats.dataDownloadedBytes;
+  previous.dataCacheHits = status.stats.dataCacheHits;
   session.client.stop();
   session.link.close();
   session = null;
