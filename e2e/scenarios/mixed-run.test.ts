@@ -1,5 +1,6 @@
 // Issue 6, scenario a: two browser tabs (WebGPU on SwiftShader, the trainer in their workers) and one
-// node-trainer (onnxruntime-node, CPU) train the same `micro` run on the real relay. Asserted through the
+// node-trainer (onnxruntime-node, CPU) train the same `micro` run on the real relay, with its libp2p node on:
+// the tabs' js-libp2p peers and the node-trainer's exchange results through the relay's circuit. Asserted through the
 // relay's API: the run passes step 10, the round losses fall, and at an epoch end all three clients report the
 // same parameter hash (no mismatches), so browser and native replicas hold bit-identical parameters.
 import { spawn } from 'node:child_process';
@@ -38,7 +39,7 @@ beforeAll(async () => {
   const config = join(tmp, 'run.toml');
   // Epochs of ~50 s: the first epoch end (parameter hashes) comes after a dozen rounds or so.
   await writeFile(config, microRunToml({ runId: RUN, steps: 400, clients: 3, epochTime: 50 }));
-  relay = await startRelayProcess({ args: ['--config', config] });
+  relay = await startRelayProcess({ args: ['--config', config], p2p: true });
 });
 
 afterAll(async () => {
@@ -134,6 +135,16 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
       expect(t.log.pageErrors).toEqual([]);
       expect(t.log.gpuErrors()).toEqual([]);
     }
+    // js-libp2p in the tabs: each joined the mesh through the relay's circuit, and results travelled between
+    // peers (the tabs fetch accepted results from their trainers before asking the relay).
+    let fromPeers = 0;
+    for (const [i, t] of tabs.entries()) {
+      const trainerLog = (await t.page.getByTestId('trainer-log').textContent()) ?? '';
+      await writeArtifact(`mixed/tab-${i + 1}.trainer.log`, trainerLog);
+      expect(trainerLog, `tab ${i + 1}`).toMatch(/p2p: peer \S+ connected to the relay/);
+      fromPeers += Number(await t.page.getByTestId('p2p-peers').getAttribute('data-results'));
+    }
+    expect(fromPeers, 'results the tabs fetched from peers').toBeGreaterThan(0);
     // GPU-resident training: the tabs fed ORT from DisTrO's GPU tensors and compressed ORT's gradient buffers in
     // WGSL. Per batch, what came back to the host must be far below one copy of the parameters (the host-copy
     // path reads them and the gradients, two copies, every step).

@@ -22,6 +22,8 @@ export interface StartRelayOptions {
   /** Extra `meshtrain-relay run` flags (e.g. ['--config', file]). */
   args?: readonly string[];
   timeoutMs?: number;
+  /** Start the relay's libp2p node (off by default: most scenarios only need the coordinator and HTTP). */
+  p2p?: boolean;
 }
 
 export async function startRelayProcess(opts: StartRelayOptions = {}): Promise<RelayProcess> {
@@ -35,7 +37,7 @@ export async function startRelayProcess(opts: StartRelayOptions = {}): Promise<R
     '127.0.0.1',
     '--data-dir',
     dataDir,
-    '--no-p2p',
+    ...(opts.p2p === true ? [] : ['--no-p2p']),
     ...(opts.args ?? []),
   ];
   const child: ChildProcess = spawn(process.execPath, args, {

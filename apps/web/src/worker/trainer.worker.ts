@@ -2,13 +2,19 @@
 // worker — coordinator session over the relay's WebSocket (RelayLink), data and checkpoints over its HTTP
 // API, the train step on onnxruntime-web's WebGPU EP and DisTrO's WGSL on the same GPUDevice, so parameters
 // and gradients stay in GPU buffers. The page only sees the typed messages of protocol.ts.
-import { Client, RelayLink, relayCheckpoints, relayDataSource } from '@meshtrain/client';
-import type { ClientEvent } from '@meshtrain/client';
+import {
+  Client,
+  peerFirstCheckpoints,
+  RelayLink,
+  relayCheckpoints,
+  relayDataSource,
+} from '@meshtrain/client';
+import type { ClientEvent, MeshNetwork } from '@meshtrain/client';
 import { bytesToHex, hexToBytes, parseRunConfig, publicKeyOf } from '@meshtrain/core';
 import type { CoordinatorState, RunConfig } from '@meshtrain/core';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import type { WebGpuDistroBackend } from '@meshtrain/distro';
-import { ByteTokenizer, initParameters, parameterCount, PRESETS } from '@meshtrain/model';
+import { ByteTokenizer, initParameters, parameterCount, parameterSpecs, PRESETS } from '@meshtrain/model';
 import type { LlamaConfig } from '@meshtrain/model';
 import { probeDevice } from './device-probe.ts';
 import { emptyStats } from './protocol.ts';
@@ -25,6 +31,7 @@ import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
+import { startTabNetwork } from './peer-network.ts';
 
 interface WorkerScope {
   postMessage(message: WorkerToPage): void;
@@ -43,6 +50,10 @@ let userPaused = false;
 let device: GPUDevice | null = null;
 let backend: WebGpuTrainingBackend | null = null;
 let distro: WebGpuDistroBackend | null = null;
+/** The relay's libp2p addresses (GET /api/runs/:id), and this tab's peer once started (kept across pauses). */
+let p2pAddrs: string[] = [];
+let network: Promise<MeshNetwork | null> | null = null;
+let mesh: MeshNetwork | null = null;
 let adapterName = 'WebGPU';
 let session: {
   link: RelayLink;
@@ -80,6 +91,11 @@ function publish(): void {
     status.stats.checkpointCacheHits = previous.checkpointCacheHits + session.checkpoints.stats.cacheHits;
     status.stats.dataDownloadedBytes = previous.dataDownloadedBytes + session.data.stats.downloadedBytes;
     status.stats.dataCacheHits = previous.dataCacheHits + session.data.stats.hits;
+  }
+  if (mesh) {
+    status.stats.peersConnected = mesh.stats.peersConnected;
+    status.stats.resultsFromPeers = mesh.stats.resultsFromPeers;
+    status.stats.bytesFromPeers = mesh.stats.bytesFromPeers;
   }
   if (backend && distro) {
     status.stats.gpuResident =
@@ -169,14 +185,21 @@ function onClientEvent(e: ClientEvent): void {
 async function join(): Promise<void> {
   if (!run || !runConfig || !model || !secretKey || !backend || !distro) return;
   if (session) return;
+  const key = secretKey;
+  const target = run;
+  network ??= startTabNetwork({ relayUrl: target.relayUrl, announced: p2pAddrs, secretKey: key, log });
+  mesh = await network;
+  const net = mesh;
   const link = new RelayLink({
     relayUrl: run.relayUrl,
     runId: run.runId,
     secretKey,
     deviceKind: `browser webgpu (${adapterName})`,
+    ...(net ? { p2pPeerId: net.node.peerId } : {}),
     onLog: log,
   });
   link.onState((s) => {
+    net?.setState(s);
     lastState = s;
     if (status.phase === 'training') {
       status.message = `Contributing: ${describeState(s)}.`;
@@ -184,8 +207,25 @@ async function join(): Promise<void> {
     }
   });
   link.onNotice = (code, message) => log(`relay notice ${code}: ${message}`);
+  // This browser's cache first, then peers (by the parameter hash the relay names), then the relay's files.
+  const fromRelay = relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey });
+  const fromPeers = peerFirstCheckpoints({
+    relay: fromRelay,
+    relayUrl: run.relayUrl,
+    runId: run.runId,
+    network: net,
+    sizes: new Map(parameterSpecs(model).map((p) => [p.name, p.shape.reduce((a, b) => a * b, 1)] as const)),
+    log,
+  });
   const checkpoints = cachedCheckpoints(
-    relayCheckpoints({ relayUrl: run.relayUrl, runId: run.runId, model, secretKey }),
+    {
+      load: (step) => fromPeers.load(step),
+      upload: (ck) => fromRelay.upload?.(ck) ?? Promise.resolve(),
+      // "Model download" on the page counts the relay's bytes; parameters from peers show as peer bytes.
+      get bytes() {
+        return fromRelay.bytes;
+      },
+    },
     { relayUrl: run.relayUrl, runId: run.runId, log },
   );
   // Blocks of about 64 KiB: whole blocks are downloaded, so they must stay small next to a client's batch.
@@ -206,6 +246,7 @@ async function join(): Promise<void> {
     data,
     initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
     checkpoints,
+    ...(net ? { peers: net } : {}),
     onEvent: onClientEvent,
   });
   client.setShapes(backend.shapes);
@@ -276,7 +317,8 @@ async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void>
 
   const res = await fetch(`${run.relayUrl}/api/runs/${encodeURIComponent(run.runId)}`);
   if (!res.ok) throw new Error(`GET /api/runs/${run.runId}: HTTP ${res.status}`);
-  const body = (await res.json()) as { config?: { toml?: string } };
+  const body = (await res.json()) as { config?: { toml?: string }; p2p_multiaddrs?: string[] };
+  p2pAddrs = body.p2p_multiaddrs ?? [];
   if (!body.config?.toml) throw new Error('the relay sent no config for this run');
   runConfig = parseRunConfig(body.config.toml).config;
   model = modelOf(runConfig);
@@ -350,6 +392,9 @@ async function handle(m: PageToWorker): Promise<void> {
       backend = null;
       distro?.destroy();
       distro = null;
+      await mesh?.stop().catch(() => {});
+      mesh = null;
+      network = null;
       device?.destroy();
       device = null;
       setPhase('stopped', 'Stopped.');
