@@ -30,6 +30,7 @@ import { cachedCheckpoints } from './checkpoint-cache.ts';
 import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
+import { foldedDataSource } from './data-fold.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 import { startTabNetwork } from './peer-network.ts';
 
@@ -236,6 +237,14 @@ async function join(): Promise<void> {
     samplesPerBlock: Math.max(1, Math.min(32, Math.floor(65536 / rowBytes))),
     log,
   });
+  const relayUrl = run.relayUrl;
+  const runId = run.runId;
+  // Later passes over the split read the blocks the first one cached.
+  const folded = foldedDataSource(data, async () => {
+    const res = await fetch(`${relayUrl}/api/runs/${encodeURIComponent(runId)}/data/manifest`);
+    if (!res.ok) throw new Error(`data manifest: HTTP ${res.status}`);
+    return ((await res.json()) as { samples?: { train?: number } }).samples?.train ?? 0;
+  });
   const client = new Client({
     run: runConfig,
     runId: run.runId,
@@ -243,7 +252,7 @@ async function join(): Promise<void> {
     link,
     backend,
     distro,
-    data,
+    data: folded,
     initParams: () => initParameters(model as LlamaConfig, (runConfig as RunConfig).meshtrain.seed),
     checkpoints,
     ...(net ? { peers: net } : {}),

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { foldedDataSource } from '../src/worker/data-fold.ts';
+
+/** A split of 10 samples, 3 ids each (sample i = [i, i, i]); records the ranges it was asked for. */
+function split() {
+  const calls: [number, number][] = [];
+  return {
+    calls,
+    async samples(start: number, end: number): Promise<Int32Array> {
+      calls.push([start, end]);
+      if (start < 0 || end >= 10) throw new Error(`out of the split: ${start}..${end}`);
+      const out = new Int32Array((end - start + 1) * 3);
+      for (let i = start; i <= end; i++) out.fill(i, (i - start) * 3, (i - start + 1) * 3);
+      return out;
+    },
+  };
+}
+
+describe('foldedDataSource', () => {
+  it('folds global indices into the split and splits a range at its end', async () => {
+    const inner = split();
+    const src = foldedDataSource(inner, async () => 10);
+    expect([...(await src.samples(23, 24))]).toEqual([3, 3, 3, 4, 4, 4]);
+    expect([...(await src.samples(8, 11))]).toEqual([8, 8, 8, 9, 9, 9, 0, 0, 0, 1, 1, 1]);
+    expect(inner.calls).toEqual([
+      [3, 4],
+      [8, 9],
+      [0, 1],
+    ]);
+  });
+  it('asks for the split size once, again after a failure, and refuses a bad size', async () => {
+    let asked = 0;
+    const flaky = foldedDataSource(split(), async () => {
+      asked++;
+      if (asked === 1) throw new Error('manifest unavailable');
+      return 10;
+    });
+    await expect(flaky.samples(0, 0)).rejects.toThrow(/manifest unavailable/);
+    await flaky.samples(0, 0);
+    await flaky.samples(1, 1);
+    expect(asked).toBe(2);
+    await expect(foldedDataSource(split(), async () => 0).samples(0, 0)).rejects.toThrow(/0 samples/);
+  });
+});
