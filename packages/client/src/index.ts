@@ -5,4 +5,5 @@ export * from './client.ts';
 export * from './local-hub.ts';
 export * from './relay-link.ts';
 export * from './relay-http.ts';
+export * from './data-fold.ts';
 export * from './mesh-network.ts';

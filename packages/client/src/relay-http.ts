@@ -2,6 +2,7 @@
 // Isomorphic (global fetch).
 import { bytesToHex, hexToBytes, sha256, sign, publicKeyOf, utf8Bytes } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
+import { foldedDataSource } from './data-fold.ts';
 import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
 
 const base = (relayUrl: string, runId: string) =>
@@ -20,15 +21,14 @@ async function ok(res: Response, what: string): Promise<Response> {
 
 /**
  * Samples from the relay's data provider, in requests of at most `maxPerRequest` samples. Sample ids past
- * the end of the training split wrap around (id mod count), as a local shard does, so a run longer than its
- * dataset keeps going over it again instead of failing.
+ * the end of the training split wrap around (id mod count, see data-fold.ts), as a local shard does.
+ * `samplesInSplit` is the training split's size from the relay's data manifest.
  */
 export function relayDataSource(
   relayUrl: string,
   runId: string,
   maxPerRequest = 512,
-): DataSource & { bytes: number } {
-  let count: Promise<number> | null = null;
+): DataSource & { bytes: number; samplesInSplit(): Promise<number> } {
   const samplesInSplit = async (): Promise<number> => {
     const res = await ok(await fetch(`${base(relayUrl, runId)}/data/manifest`), 'data manifest');
     const m = (await res.json()) as { samples?: { train?: number } };
@@ -48,31 +48,11 @@ export function relayDataSource(
     for (let i = 0; i < out.length; i++) out[i] = view.getInt32(4 * i, true);
     return out;
   };
+  const folded = foldedDataSource({ samples: range }, samplesInSplit, maxPerRequest);
   const src = {
     bytes: 0,
-    async samples(start: number, end: number): Promise<Int32Array> {
-      count ??= samplesInSplit().catch((e: unknown) => {
-        count = null;
-        throw e;
-      });
-      const n = await count;
-      const parts: Int32Array[] = [];
-      // Contiguous runs of wrapped ids, each at most maxPerRequest long.
-      for (let id = start; id <= end;) {
-        const s = id % n;
-        const len = Math.min(end - id + 1, n - s, maxPerRequest);
-        parts.push(await range(s, s + len - 1));
-        id += len;
-      }
-      if (parts.length === 1) return parts[0] as Int32Array;
-      const all = new Int32Array(parts.reduce((k, p) => k + p.length, 0));
-      let o = 0;
-      for (const p of parts) {
-        all.set(p, o);
-        o += p.length;
-      }
-      return all;
-    },
+    samplesInSplit,
+    samples: (start: number, end: number) => folded.samples(start, end),
   };
   return src;
 }

@@ -4,6 +4,7 @@
 // and gradients stay in GPU buffers. The page only sees the typed messages of protocol.ts.
 import {
   Client,
+  foldedDataSource,
   peerFirstCheckpoints,
   RelayLink,
   relayCheckpoints,
@@ -30,7 +31,6 @@ import { cachedCheckpoints } from './checkpoint-cache.ts';
 import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
-import { foldedDataSource } from './data-fold.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 import { startTabNetwork } from './peer-network.ts';
 
@@ -231,20 +231,15 @@ async function join(): Promise<void> {
   );
   // Blocks of about 64 KiB: whole blocks are downloaded, so they must stay small next to a client's batch.
   const rowBytes = (runConfig.model.LLM.max_seq_len + 1) * 4;
-  const data = cachedDataSource(relayDataSource(run.relayUrl, run.runId), {
+  const relayData = relayDataSource(run.relayUrl, run.runId);
+  const data = cachedDataSource(relayData, {
     runId: run.runId,
     datasetKey: `${JSON.stringify(runConfig.model.LLM.data_location)}|seq=${runConfig.model.LLM.max_seq_len}`,
     samplesPerBlock: Math.max(1, Math.min(32, Math.floor(65536 / rowBytes))),
     log,
   });
-  const relayUrl = run.relayUrl;
-  const runId = run.runId;
   // Later passes over the split read the blocks the first one cached.
-  const folded = foldedDataSource(data, async () => {
-    const res = await fetch(`${relayUrl}/api/runs/${encodeURIComponent(runId)}/data/manifest`);
-    if (!res.ok) throw new Error(`data manifest: HTTP ${res.status}`);
-    return ((await res.json()) as { samples?: { train?: number } }).samples?.train ?? 0;
-  });
+  const folded = foldedDataSource(data, () => relayData.samplesInSplit());
   const client = new Client({
     run: runConfig,
     runId: run.runId,

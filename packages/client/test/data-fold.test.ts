@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { foldedDataSource } from '../src/worker/data-fold.ts';
+import { foldedDataSource } from '../src/data-fold.ts';
 
 /** A split of 10 samples, 3 ids each (sample i = [i, i, i]); records the ranges it was asked for. */
 function split() {
@@ -26,6 +26,16 @@ describe('foldedDataSource', () => {
       [3, 4],
       [8, 9],
       [0, 1],
+    ]);
+  });
+  it('cuts requests to maxPerRequest', async () => {
+    const inner = split();
+    const src = foldedDataSource(inner, async () => 10, 3);
+    expect((await src.samples(12, 19)).length).toBe(8 * 3);
+    expect(inner.calls).toEqual([
+      [2, 4],
+      [5, 7],
+      [8, 9],
     ]);
   });
   it('asks for the split size once, again after a failure, and refuses a bad size', async () => {

@@ -1,9 +1,15 @@
-// Global sample indices grow without bound (every step takes the next global batch), while the relay's split has
-// `n` samples and serves index i as sample i mod n. Folding requests into [0, n) before the data cache lets a
-// later pass over the split hit the blocks the first pass stored, instead of keying the same samples anew.
-import type { DataSource } from '@meshtrain/client';
+// Global sample indices grow without bound (every step takes the next global batch), while a split has `n`
+// samples: index i is sample i mod n, so a run longer than its dataset goes over it again instead of failing.
+// The relay's data source folds this way; the tab folds before its data cache too, so a later pass over the
+// split hits the blocks the first pass stored instead of keying the same samples anew.
+import type { DataSource } from './interfaces.ts';
 
-export function foldedDataSource(inner: DataSource, samplesInSplit: () => Promise<number>): DataSource {
+/** `inner` asked only for ranges inside [0, n), each at most `maxPerRequest` samples long. */
+export function foldedDataSource(
+  inner: DataSource,
+  samplesInSplit: () => Promise<number>,
+  maxPerRequest = Infinity,
+): DataSource {
   let n: Promise<number> | null = null;
   return {
     async samples(start: number, end: number): Promise<Int32Array> {
@@ -21,7 +27,7 @@ export function foldedDataSource(inner: DataSource, samplesInSplit: () => Promis
       const parts: Int32Array[] = [];
       for (let id = start; id <= end;) {
         const s = id % size;
-        const len = Math.min(end - id + 1, size - s);
+        const len = Math.min(end - id + 1, size - s, maxPerRequest);
         parts.push(await inner.samples(s, s + len - 1));
         id += len;
       }
