@@ -17,6 +17,9 @@ describe('pageRelayAddrs', () => {
       `/dns/train.example.org/tcp/443/tls/ws/p2p/${ID}`,
     );
     expect(pageRelayAddrs('http://[::1]:9000', announced)[0]).toBe(`/ip6/::1/tcp/9000/ws/p2p/${ID}`);
+    expect(pageRelayAddrs('http://localhost:8787', announced)[0]).toBe(
+      `/ip4/127.0.0.1/tcp/8787/ws/p2p/${ID}`,
+    );
   });
   it('adds nothing when the relay announces no libp2p address, and dedupes', () => {
     expect(pageRelayAddrs('http://127.0.0.1:8787', [])).toEqual([]);

@@ -15,7 +15,8 @@ export function pageRelayAddrs(relayUrl: string, announced: readonly string[]): 
   }
   const secure = origin.protocol === 'https:';
   const port = origin.port !== '' ? origin.port : secure ? '443' : '80';
-  const host = origin.hostname.replace(/^\[|\]$/g, '');
+  // "localhost" is loopback: dial it as an address, not a name libp2p may try to resolve.
+  const host = origin.hostname === 'localhost' ? '127.0.0.1' : origin.hostname.replace(/^\[|\]$/g, '');
   const proto = /^\d+\.\d+\.\d+\.\d+$/.test(host) ? 'ip4' : host.includes(':') ? 'ip6' : 'dns';
   const fromOrigin = ids.map((id) => `/${proto}/${host}/tcp/${port}/${secure ? 'tls/ws' : 'ws'}/p2p/${id}`);
   return [...new Set([...fromOrigin, ...announced])];
