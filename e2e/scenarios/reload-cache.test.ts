@@ -3,7 +3,7 @@
 // ends with a Cooldown, where the tab hashes, uploads and caches its parameters); the tab is reloaded; the
 // run resumes and the reloaded tab joins the next epoch with the cached parameters — it fetches the relay's
 // small checkpoint summary to compare hashes, never `model.safetensors` — and the run trains on, reading
-// training data it had already fetched from its IndexedDB data cache.
+// training data it had already fetched from its IndexedDB data cache, and its local metrics restored.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityFromSeed } from '@meshtrain/core';
 import { signAdminRequest } from '../../apps/relay/src/middleware/admin-auth.ts';
@@ -84,6 +84,7 @@ describe('reloading a training tab', () => {
       return res.ok ? true : undefined;
     });
     const before = await page.getByTestId('checkpoint-source').innerText();
+    const batchesBefore = Number(await page.getByTestId('my-batches').innerText());
 
     // Reload the tab, resume the run, contribute again: only the reloaded page's requests are recorded.
     const requests: string[] = [];
@@ -99,19 +100,41 @@ describe('reloading a training tab', () => {
       120_000,
     );
     const source = await page.getByTestId('checkpoint-source').innerText();
+    // Local metrics live in IndexedDB too: the reloaded tab restored its record and counts on from it.
+    const restored = /restored this browser's record of run \S+: (\d+) batches/.exec(
+      (await trainerLog.textContent()) ?? '',
+    );
+    await expect
+      .poll(async () => Number(await page.getByTestId('my-batches').innerText()), { timeout: 60_000 })
+      .toBeGreaterThan(batchesBefore);
     // Training data comes in blocks cached in IndexedDB: the resumed epoch re-reads samples near the pause
     // (the data rewinds for the rounds a Cooldown cuts short) that the page fetched before it was reloaded.
     const dataHits = Number(await page.getByTestId('data-source').getAttribute('data-hits'));
     await writeArtifact(
       'reload/summary.json',
-      JSON.stringify({ pausedAt: paused, before, after: source, dataHits, requests }, null, 2),
+      JSON.stringify(
+        {
+          pausedAt: paused,
+          before,
+          after: source,
+          dataHits,
+          batchesBefore,
+          restored: restored?.[1],
+          requests,
+        },
+        null,
+        2,
+      ),
     );
     await page.getByText('Your device').click();
     await screenshot(page, 'reload/after-reload');
     await writeArtifact('reload/tab.console.log', log.dump());
+    await writeArtifact('reload/tab.trainer.log', (await trainerLog.textContent()) ?? '');
 
     expect(source).toMatch(/^cached \(0 B downloaded\)/);
     expect(dataHits).toBeGreaterThan(0);
+    expect(batchesBefore).toBeGreaterThan(0);
+    expect(Number(restored?.[1])).toBe(batchesBefore);
     expect(requests.filter((u) => u.includes('model.safetensors'))).toEqual([]);
     expect(requests.some((u) => u.includes(`/checkpoint?step=${paused.step}`))).toBe(true);
     expect(log.pageErrors).toEqual([]);

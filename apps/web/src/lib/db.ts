@@ -1,5 +1,5 @@
-// The browser's own storage (IndexedDB through Dexie): identity keys, and later cached checkpoints, data and
-// local metrics for the training worker. One database, versioned schema.
+// The browser's own storage (IndexedDB through Dexie): identity keys, and the training worker's cached
+// checkpoints, data blocks and local metrics. One database, versioned schema.
 import { Dexie } from 'dexie';
 import type { EntityTable } from 'dexie';
 
@@ -42,10 +42,29 @@ export interface StoredDataBlock {
   lastUsed: number;
 }
 
+/**
+ * This browser's own record of its contribution to a run (worker/local-metrics.ts), so a reload shows the
+ * batches, bytes and loss history the tab had, and keeps counting from there. Keyed by run and volunteer id.
+ */
+export interface StoredMetrics {
+  runId: string;
+  clientId: string;
+  batches: number;
+  bytesSent: number;
+  bytesReceived: number;
+  resultBytes: number;
+  rawGradientBytes: number;
+  checkpointDownloadedBytes: number;
+  dataDownloadedBytes: number;
+  losses: { step: number; loss: number }[];
+  updatedAt: number;
+}
+
 export type MeshtrainDb = Dexie & {
   keys: EntityTable<StoredKey, 'role'>;
   checkpoints: Dexie.Table<StoredCheckpoint, [string, number]>;
   dataBlocks: Dexie.Table<StoredDataBlock, [string, string, number]>;
+  metrics: Dexie.Table<StoredMetrics, [string, string]>;
 };
 
 let db: MeshtrainDb | undefined;
@@ -59,6 +78,12 @@ export function meshtrainDb(): MeshtrainDb {
       keys: 'role',
       checkpoints: '[runId+step], runId',
       dataBlocks: '[runId+datasetKey+block], lastUsed, bytes',
+    });
+    db.version(4).stores({
+      keys: 'role',
+      checkpoints: '[runId+step], runId',
+      dataBlocks: '[runId+datasetKey+block], lastUsed, bytes',
+      metrics: '[runId+clientId]',
     });
   }
   return db;

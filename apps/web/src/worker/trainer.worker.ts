@@ -33,6 +33,8 @@ import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
 import { startTabNetwork } from './peer-network.ts';
+import { localMetrics } from './local-metrics.ts';
+import type { LocalMetrics } from './local-metrics.ts';
 
 interface WorkerScope {
   postMessage(message: WorkerToPage): void;
@@ -55,6 +57,7 @@ let distro: WebGpuDistroBackend | null = null;
 let p2pAddrs: string[] = [];
 let network: Promise<MeshNetwork | null> | null = null;
 let mesh: MeshNetwork | null = null;
+let metrics: LocalMetrics | null = null;
 let adapterName = 'WebGPU';
 let session: {
   link: RelayLink;
@@ -103,6 +106,7 @@ function publish(): void {
       backend.stats.residentSteps > 0 && backend.stats.hostParamBytes + backend.stats.hostGradientBytes === 0;
     status.stats.gpuReadbackBytes = distro.stats.readbackBytes;
   }
+  if (session) metrics?.save(status.stats);
   post({ type: 'status', status: structuredClone(status) });
 }
 function setPhase(phase: TrainerPhase, message: string): void {
@@ -357,7 +361,22 @@ async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void>
   log(
     `model: ${parameterCount(model).toLocaleString('en-US')} parameters, ${runConfig.meshtrain.preset ?? 'custom'} preset`,
   );
+  await restoreMetrics(run.runId, status.clientId);
   await settle();
+}
+
+/** This browser's earlier record of the run (a reload, a new visit): the counters go on from there. */
+async function restoreMetrics(runId: string, clientId: string): Promise<void> {
+  metrics = localMetrics(runId, clientId, log);
+  const saved = await metrics.load();
+  if (!saved) return;
+  previous.bytesSent = saved.bytesSent;
+  previous.bytesReceived = saved.bytesReceived;
+  previous.checkpointDownloadedBytes = saved.checkpointDownloadedBytes;
+  previous.dataDownloadedBytes = saved.dataDownloadedBytes;
+  Object.assign(status.stats, saved);
+  log(`restored this browser's record of run ${runId}: ${saved.batches} batches trained earlier`);
+  publish();
 }
 
 async function generateText(prompt: string, maxTokens: number): Promise<void> {
