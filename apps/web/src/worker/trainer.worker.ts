@@ -148,7 +148,7 @@ function onClientEvent(e: ClientEvent): void {
       return;
     case 'model':
       log(
-        `model ${e.source === 'init' ? 'initialised from the run seed' : e.source === 'checkpoint' ? 'loaded from a checkpoint' : 'kept'} at step ${e.step} (hash ${e.hash.slice(0, 16)}…)`,
+        `model ${e.source === 'init' ? 'initialised from the run seed' : e.source === 'checkpoint' ? `loaded from a checkpoint${e.via ? ` (${e.via})` : ''}` : 'kept'} at step ${e.step}${e.hash ? ` (hash ${e.hash.slice(0, 16)}…)` : ''}`,
       );
       break;
     case 'applied':
