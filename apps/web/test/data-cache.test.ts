@@ -194,16 +194,16 @@ describe('data cache in IndexedDB', () => {
     }
   });
 
-  test('schema version 3 upgrades a version-2 database, keeping keys and checkpoints', async () => {
+  test('the current schema upgrades a version-2 database, keeping keys and checkpoints', async () => {
     const up = await runScenario<{ verno: number; key: boolean; checkpoint: boolean; tables: string[] }>(
       page,
       'upgradeFromV2',
     );
     expect(up).toEqual({
-      verno: 3,
+      verno: 4,
       key: true,
       checkpoint: true,
-      tables: ['checkpoints', 'dataBlocks', 'keys'],
+      tables: ['checkpoints', 'dataBlocks', 'keys', 'metrics'],
     });
     await open({ name: 'upgraded', runId: 'run-up' });
     expect((await read('upgraded', 0, 3)).calls).toEqual([[0, 31]]);

@@ -39,6 +39,14 @@ function code(fn: () => unknown): string {
 const bytesOf = (a: Float32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 describe('safetensors encode/decode', () => {
+  it('keeps a tensor named __proto__ (found by the property test below)', () => {
+    const tensors = Object.create(null) as Record<string, TensorToEncode>;
+    tensors['__proto__'] = { shape: [1], data: Float32Array.of(1.5) };
+    tensors['w'] = { shape: [2], data: Float32Array.of(2, 3) };
+    const decoded = decodeSafetensors(encodeSafetensors(tensors));
+    expect([...decoded.tensors.keys()].sort()).toEqual(['__proto__', 'w']);
+  });
+
   it('round-trips random float32 tensors bit-exactly, NaN payloads included', () => {
     const tensor = fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 0, maxLength: 3 }).chain((shape) =>
       fc

@@ -110,7 +110,8 @@ export function encodeSafetensors(
     (a, b) => DTYPE_BYTES[b.dtype] - DTYPE_BYTES[a.dtype] || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
   );
 
-  const header: Record<string, unknown> = {};
+  // No prototype: a tensor named "__proto__" must become a key of the header, not its prototype.
+  const header = Object.create(null) as Record<string, unknown>;
   if (metadata && Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
   for (const p of payloads) {
