@@ -7,12 +7,8 @@ import type { Context } from 'hono';
 import { parseRunConfig, verify } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 import type { MountedRoutes } from './app.ts';
-import {
-  checkpointRoutes,
-  CheckpointStore,
-  ensureInitialCheckpoint,
-  modelConfigForRun,
-} from './checkpoints/index.ts';
+import { modelConfigForRun } from '@meshtrain/model';
+import { checkpointRoutes, CheckpointStore, ensureInitialCheckpoint } from './checkpoints/index.ts';
 import type { CheckpointUpload, UploadVerdict } from './checkpoints/index.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';

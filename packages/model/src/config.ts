@@ -116,9 +116,28 @@ export function parameterSpecs(c: LlamaConfig): ParameterSpec[] {
   return specs.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
+/** Element count of every parameter by HF name (what a flat parameter blob is cut back into). */
+export function parameterSizes(c: LlamaConfig): Map<string, number> {
+  return new Map(parameterSpecs(c).map((s) => [s.name, s.shape.reduce((a, b) => a * b, 1)]));
+}
+
 export function parameterCount(c: LlamaConfig): number {
   return parameterSpecs(c).reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
 }
+
+/** Every field of LlamaConfig: the keys of an HF config.json we read and write, and of a full model shape. */
+export const LLAMA_CONFIG_FIELDS = [
+  'vocab_size',
+  'hidden_size',
+  'intermediate_size',
+  'num_hidden_layers',
+  'num_attention_heads',
+  'num_key_value_heads',
+  'max_position_embeddings',
+  'rms_norm_eps',
+  'rope_theta',
+  'tie_word_embeddings',
+] as const satisfies readonly (keyof LlamaConfig)[];
 
 export function validateLlamaConfig(c: LlamaConfig): string[] {
   const errors: string[] = [];

@@ -1,4 +1,5 @@
 export * from './config.ts';
+export * from './run-model.ts';
 export * from './checkpoint/index.ts';
 export * from './tokenizer/index.ts';
 export * from './data/index.ts';

@@ -10,7 +10,7 @@ import {
   type DataSource,
 } from '@meshtrain/client';
 import { parseRunConfig, type CoordinatorState, type RunConfig } from '@meshtrain/core';
-import { parameterCount, parameterSpecs } from '@meshtrain/model';
+import { modelConfigForRun, parameterCount, parameterSizes } from '@meshtrain/model';
 import { CliError, type Command } from '../command.ts';
 import { parseMemory, rowsForMemory, selectDevice, type DeviceRequest } from '../backend/device.ts';
 import { defaultIdentityPath, IdentityError, loadOrCreateIdentity } from '../identity/index.ts';
@@ -112,7 +112,7 @@ const command: Command = {
 
     const seqLen = run.model.LLM.max_seq_len;
     let maxRows = run.meshtrain.micro_batch_size;
-    const trainerModel = (await import('../net/trainer.ts')).modelOf(run);
+    const trainerModel = modelConfigForRun(run);
     if (values['gpu-memory']) {
       let bytes: number;
       try {
@@ -192,15 +192,12 @@ const command: Command = {
       } else if (p2p.length === 0)
         say('p2p: the relay offers no libp2p address; using the relay for everything');
     }
-    const sizes = new Map(
-      parameterSpecs(trainerModel).map((p) => [p.name, p.shape.reduce((a, b) => a * b, 1)] as const),
-    );
     const checkpoints = peerFirstCheckpoints({
       relay: relayCheckpoints({ relayUrl: relay, runId, model: trainerModel, secretKey: identity.secretKey }),
       relayUrl: relay,
       runId,
       network,
-      sizes,
+      sizes: parameterSizes(trainerModel),
       log: say,
     });
 

@@ -10,15 +10,9 @@ import {
 } from '@meshtrain/client';
 import type { RunConfig } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
-import { initParameters, PRESETS, type LlamaConfig } from '@meshtrain/model';
+import { initParameters, modelConfigForRun, type LlamaConfig } from '@meshtrain/model';
 import { OrtTrainingBackend } from '../backend/ort-backend.ts';
 import type { DeviceChoice } from '../backend/device.ts';
-
-/** The run's Llama shape: its preset with `[meshtrain.model]` overrides. */
-export function modelOf(run: RunConfig): LlamaConfig {
-  const preset = run.meshtrain.preset ?? 'tiny';
-  return { ...PRESETS[preset], ...(run.meshtrain.model ?? {}) } as LlamaConfig;
-}
 
 export interface TrainerOptions {
   run: RunConfig;
@@ -39,7 +33,7 @@ export function createTrainer(o: TrainerOptions): {
   backend: OrtTrainingBackend;
   model: LlamaConfig;
 } {
-  const model = modelOf(o.run);
+  const model = modelConfigForRun(o.run);
   const optimizer = o.run.model.LLM.optimizer;
   if (!('Distro' in optimizer)) throw new Error('node-trainer trains DisTrO runs only');
   const backend = new OrtTrainingBackend({

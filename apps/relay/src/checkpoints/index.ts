@@ -11,7 +11,7 @@ export {
   DEFAULT_KEEP,
 } from './store.ts';
 export type { CheckpointMeta, CheckpointFile, FileInfo, SaveCheckpointInput } from './store.ts';
-export { ensureInitialCheckpoint, modelConfigForRun, RunModelError, INITIAL_STEP } from './initial.ts';
+export { ensureInitialCheckpoint, INITIAL_STEP } from './initial.ts';
 export { checkpointRoutes, summarize, DEFAULT_MAX_UPLOAD_BYTES } from './routes.ts';
 export type {
   CheckpointRoutesDeps,

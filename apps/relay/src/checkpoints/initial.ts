@@ -1,48 +1,12 @@
 // The initial checkpoint of a fresh run: packages/model's deterministic init from the run's preset (+
 // `[meshtrain.model]` overrides) and `meshtrain.seed`, stored like any other checkpoint so a joiner can
 // download the exact start weights (and check them against their hash) instead of trusting its own init.
-import { PRESETS, initParameters, validateLlamaConfig, type LlamaConfig } from '@meshtrain/model';
+import { initParameters, modelConfigForRun, RunModelError } from '@meshtrain/model';
 import type { RunConfig } from '@meshtrain/core';
 import type { CheckpointMeta, CheckpointStore } from './store.ts';
 
 /** Step of a fresh coordinator (core's create.ts starts `progress.step` at 1, Psyche's 1-based rounds). */
 export const INITIAL_STEP = 1;
-
-export class RunModelError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'RunModelError';
-  }
-}
-
-/** The LlamaConfig a run trains: its preset with `[meshtrain.model]` overrides applied. */
-export function modelConfigForRun(run: RunConfig): LlamaConfig {
-  const preset = run.meshtrain.preset;
-  const overrides = run.meshtrain.model ?? {};
-  const base: Partial<LlamaConfig> = preset === undefined ? {} : PRESETS[preset];
-  const config = { ...base, ...overrides } as LlamaConfig;
-  const missing = (
-    [
-      'vocab_size',
-      'hidden_size',
-      'intermediate_size',
-      'num_hidden_layers',
-      'num_attention_heads',
-      'num_key_value_heads',
-      'max_position_embeddings',
-      'rms_norm_eps',
-      'rope_theta',
-      'tie_word_embeddings',
-    ] as const
-  ).filter((k) => config[k] === undefined);
-  if (missing.length > 0)
-    throw new RunModelError(
-      `the run sets no meshtrain.preset and [meshtrain.model] lacks ${missing.join(', ')}`,
-    );
-  const problems = validateLlamaConfig(config);
-  if (problems.length > 0) throw new RunModelError(`model config: ${problems.join('; ')}`);
-  return config;
-}
 
 /**
  * Ensures a run whose model starts fresh (`checkpoint = "Ephemeral"` or `Dummy`) has its seeded initial

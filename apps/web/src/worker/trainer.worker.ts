@@ -15,7 +15,13 @@ import { bytesToHex, hexToBytes, parseRunConfig, publicKeyOf } from '@meshtrain/
 import type { CoordinatorState, RunConfig } from '@meshtrain/core';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import type { WebGpuDistroBackend } from '@meshtrain/distro';
-import { ByteTokenizer, initParameters, parameterCount, parameterSpecs, PRESETS } from '@meshtrain/model';
+import {
+  ByteTokenizer,
+  initParameters,
+  modelConfigForRun,
+  parameterCount,
+  parameterSizes,
+} from '@meshtrain/model';
 import type { LlamaConfig } from '@meshtrain/model';
 import { probeDevice } from './device-probe.ts';
 import { emptyStats } from './protocol.ts';
@@ -113,10 +119,6 @@ function setPhase(phase: TrainerPhase, message: string): void {
   status.phase = phase;
   status.message = message;
   publish();
-}
-
-function modelOf(rc: RunConfig): LlamaConfig {
-  return { ...PRESETS[rc.meshtrain.preset ?? 'tiny'], ...(rc.meshtrain.model ?? {}) } as LlamaConfig;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -219,7 +221,7 @@ async function join(): Promise<void> {
     relayUrl: run.relayUrl,
     runId: run.runId,
     network: net,
-    sizes: new Map(parameterSpecs(model).map((p) => [p.name, p.shape.reduce((a, b) => a * b, 1)] as const)),
+    sizes: parameterSizes(model),
     log,
   });
   const checkpoints = cachedCheckpoints(
@@ -329,7 +331,7 @@ async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void>
   p2pAddrs = body.p2p_multiaddrs ?? [];
   if (!body.config?.toml) throw new Error('the relay sent no config for this run');
   runConfig = parseRunConfig(body.config.toml).config;
-  model = modelOf(runConfig);
+  model = modelConfigForRun(runConfig);
   device = await createTrainingDevice(outcome.adapter);
   device.addEventListener('uncapturederror', (ev) =>
     post({ type: 'error', where: 'webgpu', message: (ev as GPUUncapturedErrorEvent).error.message }),

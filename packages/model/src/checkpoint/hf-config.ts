@@ -1,21 +1,10 @@
 // config.json in Hugging Face's LlamaConfig format: what we write next to model.safetensors, and what we
 // accept from a checkpoint made by `transformers`.
-import { validateLlamaConfig, type LlamaConfig } from '../config.ts';
+import { LLAMA_CONFIG_FIELDS, validateLlamaConfig, type LlamaConfig } from '../config.ts';
 import { CheckpointError } from './errors.ts';
 
 /** Our LlamaConfig fields: everything else in an HF config.json is either checked below or reported. */
-const CONFIG_FIELDS = [
-  'vocab_size',
-  'hidden_size',
-  'intermediate_size',
-  'num_hidden_layers',
-  'num_attention_heads',
-  'num_key_value_heads',
-  'max_position_embeddings',
-  'rms_norm_eps',
-  'rope_theta',
-  'tie_word_embeddings',
-] as const satisfies readonly (keyof LlamaConfig)[];
+const CONFIG_FIELDS = LLAMA_CONFIG_FIELDS;
 
 /** The std of HF's `_init_weights` normal init; written so `transformers` re-initialises the same way. */
 export const INITIALIZER_RANGE = 0.02;
