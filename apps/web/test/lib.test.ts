@@ -1,8 +1,6 @@
 // Unit tests of the web app's pure modules (the browser scenarios are in e2e/scenarios).
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RUN_TOML, identityFromSeed } from '@meshtrain/core';
-import { signAdminRequest } from '../../relay/src/middleware/admin-auth.ts';
-import { adminCanonical, adminHeaders } from '../src/lib/admin.ts';
+import { DEFAULT_RUN_TOML } from '@meshtrain/core';
 import { parsePrometheus } from '../src/lib/api.ts';
 import type { RoundRecord } from '../src/lib/api.ts';
 import { lossPoints, throughputPoints } from '../src/lib/chart.ts';
@@ -17,20 +15,6 @@ describe('routes', () => {
     expect(parseRoute('/runs/my%20run')).toEqual({ page: 'run', runId: 'my run' });
     expect(parseRoute('/runs/%E0')).toEqual({ page: 'not-found', path: '/runs/%E0' });
     expect(parseRoute('/nope')).toEqual({ page: 'not-found', path: '/nope' });
-  });
-});
-
-describe('admin signatures', () => {
-  it("produce exactly the relay's headers for the same request", () => {
-    const id = identityFromSeed(new Uint8Array(32).fill(9));
-    const body = 'run_id = "x"\n';
-    const ts = 1_795_000_000_000;
-    expect(adminHeaders(id.secretKey, 'POST', '/api/runs?paused=1', body, ts)).toEqual(
-      signAdminRequest(id.secretKey, 'POST', '/api/runs?paused=1', body, ts),
-    );
-    expect(adminCanonical('post', '/api/runs', '1', '')).toBe(
-      'meshtrain-admin/v1\nPOST\n/api/runs\n1\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
-    );
   });
 });
 

@@ -1,16 +1,22 @@
 // Signed admin requests (PROTOCOL.md "Admin"). The middleware proves who signed the request and that it is
 // fresh; which key may do what (main authority, join authority, grantee) is the route's decision, because
 // it depends on the run. 401 = we don't know who you are; 403 = we know, and you may not.
-import { createHash } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
-import { publicKeyOf, sign, verify } from '@meshtrain/core';
+import {
+  ADMIN_HEADER_KEY as HEADER_KEY,
+  ADMIN_HEADER_SIGNATURE as HEADER_SIGNATURE,
+  ADMIN_HEADER_TIMESTAMP as HEADER_TIMESTAMP,
+  adminCanonical,
+  hexToBytes,
+  utf8Bytes,
+  verify,
+} from '@meshtrain/core';
 
-export const ADMIN_SIGNATURE_TAG = 'meshtrain-admin/v1';
+// The request format is core's (clients sign with the same code); re-exported for the relay's API.
+export { ADMIN_SIGNATURE_TAG, adminCanonical, signAdminRequest } from '@meshtrain/core';
+export { HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP };
 /** Timestamps further than this from the relay's clock (either way) are refused. */
 export const ADMIN_WINDOW_MS = 5 * 60 * 1000;
-export const HEADER_KEY = 'X-Meshtrain-Key';
-export const HEADER_TIMESTAMP = 'X-Meshtrain-Timestamp';
-export const HEADER_SIGNATURE = 'X-Meshtrain-Signature';
 
 const KEY_HEX = /^[0-9a-f]{64}$/;
 const SIG_HEX = /^[0-9a-f]{128}$/;
@@ -22,32 +28,6 @@ export interface AdminEnv {
     signer: string;
     /** The request body as text (already read to hash it). */
     body: string;
-  };
-}
-
-function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
-/** The exact string an admin request's signature covers. `path` is the URL path plus query, as sent. */
-export function adminCanonical(method: string, path: string, timestamp: string, body: string): string {
-  return `${ADMIN_SIGNATURE_TAG}\n${method.toUpperCase()}\n${path}\n${timestamp}\n${sha256Hex(body)}`;
-}
-
-/** Headers for a signed admin request (for CLIs, the web admin console and tests). */
-export function signAdminRequest(
-  secretKey: Uint8Array,
-  method: string,
-  path: string,
-  body: string,
-  timestampMs: number,
-): Record<string, string> {
-  const ts = String(timestampMs);
-  const sig = sign(secretKey, new TextEncoder().encode(adminCanonical(method, path, ts, body)));
-  return {
-    [HEADER_KEY]: Buffer.from(publicKeyOf(secretKey)).toString('hex'),
-    [HEADER_TIMESTAMP]: ts,
-    [HEADER_SIGNATURE]: Buffer.from(sig).toString('hex'),
   };
 }
 
@@ -78,11 +58,7 @@ export function adminAuth(clock: () => number = Date.now): MiddlewareHandler<Adm
     const body = await c.req.text();
     const url = new URL(c.req.url);
     const canonical = adminCanonical(c.req.method, url.pathname + url.search, ts, body);
-    const ok = verify(
-      Uint8Array.from(Buffer.from(key, 'hex')),
-      new TextEncoder().encode(canonical),
-      Uint8Array.from(Buffer.from(sig, 'hex')),
-    );
+    const ok = verify(hexToBytes(key, 32), utf8Bytes(canonical), hexToBytes(sig, 64));
     if (!ok)
       return unauthenticated('signature does not verify for this key, method, path, timestamp and body');
     for (const [s, until] of seen) if (until < now) seen.delete(s);

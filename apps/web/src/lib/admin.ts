@@ -1,29 +1,7 @@
-// Signed admin requests (apps/relay/PROTOCOL.md "Admin"): Ed25519 over
-// "meshtrain-admin/v1\n" + METHOD + "\n" + PATH(+query) + "\n" + TIMESTAMP + "\n" + sha256hex(body).
-import { bytesToHex, publicKeyOf, sha256Hex, sign, utf8Bytes } from '@meshtrain/core';
+// Signed admin requests (apps/relay/PROTOCOL.md "Admin"), signed with core's signAdminRequest: the same code the
+// relay verifies with.
+import { signAdminRequest } from '@meshtrain/core';
 import { errorOf, readBody } from './api.ts';
-
-export const ADMIN_SIGNATURE_TAG = 'meshtrain-admin/v1';
-
-export function adminCanonical(method: string, path: string, timestamp: string, body: string): string {
-  return `${ADMIN_SIGNATURE_TAG}\n${method.toUpperCase()}\n${path}\n${timestamp}\n${sha256Hex(utf8Bytes(body))}`;
-}
-
-export function adminHeaders(
-  secretKey: Uint8Array,
-  method: string,
-  path: string,
-  body: string,
-  timestampMs: number,
-): Record<string, string> {
-  const ts = String(timestampMs);
-  const sig = sign(secretKey, utf8Bytes(adminCanonical(method, path, ts, body)));
-  return {
-    'X-Meshtrain-Key': bytesToHex(publicKeyOf(secretKey)),
-    'X-Meshtrain-Timestamp': ts,
-    'X-Meshtrain-Signature': bytesToHex(sig),
-  };
-}
 
 /** What the relay answered, kept for display whether it succeeded or not. */
 export interface AdminReply {
@@ -45,7 +23,10 @@ export async function adminRequest(
   body = '',
   contentType = 'text/plain; charset=utf-8',
 ): Promise<AdminReply> {
-  const headers = { ...adminHeaders(secretKey, method, path, body, Date.now()), 'content-type': contentType };
+  const headers = {
+    ...signAdminRequest(secretKey, method, path, body, Date.now()),
+    'content-type': contentType,
+  };
   let res: Response;
   try {
     res = await fetch(path, { method, headers, body });

@@ -1,5 +1,7 @@
-// Crypto primitives for meshtrain: bytes/hex helpers, SHA-256, Ed25519 identities and signatures.
+// Crypto primitives for meshtrain: bytes/hex helpers, SHA-256, Ed25519 identities and signatures, signed admin
+// requests.
 export * from './errors.ts';
 export * from './bytes.ts';
 export * from './hash.ts';
 export * from './ed25519.ts';
+export * from './admin-request.ts';
