@@ -72,6 +72,19 @@ import type {
   TrainingBackend,
 } from './interfaces.ts';
 
+/** The batch's rows in slices of at most `maxRows` (`n` rows each), as the backend runs them. */
+function* microBatches(
+  tokens: Int32Array,
+  rows: number,
+  maxRows: number,
+): Generator<{ part: Int32Array; n: number }> {
+  const width = tokens.length / rows;
+  for (let r0 = 0; r0 < rows; r0 += maxRows) {
+    const n = Math.min(maxRows, rows - r0);
+    yield { part: tokens.subarray(r0 * width, (r0 + n) * width), n };
+  }
+}
+
 /** A train step's mean loss and gradients (DisTrO tensors), and how to free them once compressed. */
 interface Gradients {
   loss: number;
@@ -768,12 +781,10 @@ export class Client {
       look.set(this.names[i] as string, await d.read(this.scratch[i] as DistroTensor));
     await backend.loadParams(look);
     // Micro-batches: gradients are means over their rows, so accumulate weighted by row count.
-    const width = tokens.length / rows;
     let loss = 0;
     const sums = new Map<string, Float32Array>();
-    for (let r0 = 0; r0 < rows; r0 += backend.maxRows) {
-      const n = Math.min(backend.maxRows, rows - r0);
-      const out = await backend.trainStep(tokens.subarray(r0 * width, (r0 + n) * width), n);
+    for (const { part, n } of microBatches(tokens, rows, backend.maxRows)) {
+      const out = await backend.trainStep(part, n);
       loss += (out.loss * n) / rows;
       for (const name of this.names) {
         const g = out.grads.get(name);
@@ -815,14 +826,12 @@ export class Client {
         throw e;
       }
     }
-    const width = tokens.length / rows;
     const sums = this.params.map((p) => d.tensor(p.shape));
     const release = () => sums.forEach((g) => d.release(g));
     let loss = 0;
     try {
-      for (let r0 = 0; r0 < rows; r0 += backend.maxRows) {
-        const n = Math.min(backend.maxRows, rows - r0);
-        const out = await backend.trainStepResident(tokens.subarray(r0 * width, (r0 + n) * width), n);
+      for (const { part, n } of microBatches(tokens, rows, backend.maxRows)) {
+        const out = await backend.trainStepResident(part, n);
         try {
           loss += (out.loss * n) / rows;
           // momentum with decay 1 is acc + w·g: the accumulation, in the same kernel.

@@ -117,17 +117,30 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
     this.params = params;
   }
 
-  private feeds(graph: BuiltGraph, tokens: Int32Array, params: ParameterMap): Record<string, ort.Tensor> {
+  /** The graph's inputs: the token ids, and each parameter as `param` makes it (undefined: not loaded). */
+  private feeds(
+    graph: BuiltGraph,
+    tokens: Int32Array,
+    param: (name: string, dims: number[]) => ort.Tensor | undefined,
+  ): Record<string, ort.Tensor> {
     const out: Record<string, ort.Tensor> = {};
     for (const input of graph.inputs) {
       if (input.name === 'tokens') out.tokens = new ort.Tensor('int32', tokens, input.shape);
       else {
-        const data = params.get(input.name);
-        if (!data) throw new Error(`the graph wants parameter ${input.name}, which was not loaded`);
-        out[input.name] = new ort.Tensor('float32', data, input.shape);
+        const t = param(input.name, input.shape);
+        if (!t) throw new Error(`the graph wants parameter ${input.name}, which was not loaded`);
+        out[input.name] = t;
       }
     }
     return out;
+  }
+
+  /** Feeds from host copies of the parameters. */
+  private hostFeeds(graph: BuiltGraph, tokens: Int32Array, params: ParameterMap): Record<string, ort.Tensor> {
+    return this.feeds(graph, tokens, (name, dims) => {
+      const data = params.get(name);
+      return data ? new ort.Tensor('float32', data, dims) : undefined;
+    });
   }
 
   async loadParamTensors(params: ReadonlyMap<string, DistroTensor>): Promise<void> {
@@ -139,21 +152,16 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
     const t0 = performance.now();
     const { graph, session } = await this.session('train-resident', rows);
     const temporary: GPUBuffer[] = [];
-    const feeds: Record<string, ort.Tensor> = {};
-    for (const input of graph.inputs) {
-      if (input.name === 'tokens') {
-        feeds.tokens = new ort.Tensor('int32', tokens, input.shape);
-        continue;
-      }
-      const t = this.paramTensors.get(input.name);
-      if (!t) throw new Error(`the graph wants parameter ${input.name}, which was not loaded`);
-      const { buffer, temporary: temp } = this.o.distro.bufferOf(t);
-      if (temp) temporary.push(buffer);
-      // fromGpuBuffer tensors do not own the buffer: the DisTrO backend does, so these are never disposed.
-      feeds[input.name] = ort.Tensor.fromGpuBuffer(buffer, { dataType: 'float32', dims: input.shape });
-    }
     let out: ort.InferenceSession.ReturnType;
     try {
+      const feeds = this.feeds(graph, tokens, (name, dims) => {
+        const t = this.paramTensors.get(name);
+        if (!t) return undefined;
+        const { buffer, temporary: temp } = this.o.distro.bufferOf(t);
+        if (temp) temporary.push(buffer);
+        // fromGpuBuffer tensors do not own the buffer: the DisTrO backend does, so these are never disposed.
+        return ort.Tensor.fromGpuBuffer(buffer, { dataType: 'float32', dims });
+      });
       out = await this.exclusive(() => session.run(feeds));
     } finally {
       // Submitted work keeps what it reads alive; destroy() only frees the buffers once it completes.
@@ -186,7 +194,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
     await this.o.gate?.();
     const t0 = performance.now();
     const { graph, session } = await this.session('train', rows);
-    const out = await this.exclusive(() => session.run(this.feeds(graph, tokens, this.params)));
+    const out = await this.exclusive(() => session.run(this.hostFeeds(graph, tokens, this.params)));
     const grads: ParameterMap = new Map();
     for (const name of this.params.keys()) {
       const g = out[`grad.${name}`];
@@ -203,7 +211,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
 
   async evalLoss(tokens: Int32Array, rows: number): Promise<number> {
     const { graph, session } = await this.session('eval', rows);
-    const out = await this.exclusive(() => session.run(this.feeds(graph, tokens, this.params)));
+    const out = await this.exclusive(() => session.run(this.hostFeeds(graph, tokens, this.params)));
     const loss = Number((out.loss as ort.Tensor).data[0]);
     for (const t of Object.values(out)) t.dispose();
     return loss;
@@ -227,7 +235,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
       const tail = ctx.slice(-window);
       const tokens = new Int32Array(window).fill(padId);
       tokens.set(tail, window - tail.length);
-      const res = await this.exclusive(() => session.run(this.feeds(graph, tokens, params)));
+      const res = await this.exclusive(() => session.run(this.hostFeeds(graph, tokens, params)));
       const logits = (res.logits as ort.Tensor).data as Float32Array;
       let best = 0;
       for (let v = 1; v < logits.length; v++) if ((logits[v] as number) > (logits[best] as number)) best = v;
