@@ -4,7 +4,7 @@
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import type { Context } from 'hono';
-import { parseRunConfig, verify } from '@meshtrain/core';
+import { checkpointCanonical, hexToBytes, parseRunConfig, utf8Bytes, verify } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 import type { MountedRoutes } from './app.ts';
 import { modelConfigForRun } from '@meshtrain/model';
@@ -18,30 +18,8 @@ import type { Relay } from './relay.ts';
 import type { RunHost } from './run-host.ts';
 import { webRoutes } from './web/static.ts';
 
-export const CHECKPOINT_SIGNATURE_TAG = 'meshtrain-checkpoint/v1';
-
-/**
- * The string a client signs to upload a checkpoint (PROTOCOL.md): it binds the run, step, epoch, both files'
- * SHA-256 and a timestamp, so an upload cannot be replayed for another run or with other bytes.
- */
-export function checkpointCanonical(u: {
-  runId: string;
-  step: number;
-  epoch: number;
-  safetensorsSha256: string;
-  configSha256: string;
-  timestamp: string;
-}): string {
-  return [
-    CHECKPOINT_SIGNATURE_TAG,
-    u.runId,
-    u.step,
-    u.epoch,
-    u.safetensorsSha256,
-    u.configSha256,
-    u.timestamp,
-  ].join('\n');
-}
+// The upload's signed string is core's (the clients sign with the same code); re-exported for the relay's API.
+export { CHECKPOINT_SIGNATURE_TAG, checkpointCanonical } from '@meshtrain/core';
 
 function runConfigOf(host: RunHost): RunConfig | undefined {
   try {
@@ -72,8 +50,8 @@ export function verifyCheckpointUpload(relay: Relay, upload: CheckpointUpload, c
       code: 'unauthenticated',
       message: 'timestamp outside the 5-minute window',
     };
-  const message = new TextEncoder().encode(checkpointCanonical({ ...upload, timestamp: ts }));
-  if (!verify(Uint8Array.from(Buffer.from(key, 'hex')), message, Uint8Array.from(Buffer.from(sig, 'hex'))))
+  const message = utf8Bytes(checkpointCanonical({ ...upload, timestamp: ts }));
+  if (!verify(hexToBytes(key, 32), message, hexToBytes(sig, 64)))
     return { ok: false, status: 401, code: 'unauthenticated', message: 'upload signature does not verify' };
   const s = host.state;
   const inRun =

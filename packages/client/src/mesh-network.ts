@@ -28,6 +28,7 @@ import {
 import type { MeshNode, PeerServices } from '@meshtrain/p2p/browser';
 import type { Multiaddr } from '@multiformats/multiaddr';
 import type { Checkpoint, CheckpointSource, PeerNetwork } from './interfaces.ts';
+import { fetchCheckpointSummary, type RelayCheckpoints } from './relay-http.ts';
 
 /** What MeshNetwork runs on: the node either factory returns (NodePeer and BrowserPeer are both this type). */
 export type MeshPeer = MeshNode<PeerServices>;
@@ -220,10 +221,10 @@ export class MeshNetwork implements PeerNetwork {
 
 /**
  * Checkpoints from peers first: the relay says which parameter hash the step has (a small JSON answer),
- * peers deliver the bytes with that hash; the relay's files are the fallback.
+ * peers deliver the bytes with that hash; the relay's files are the fallback (for the summary already fetched).
  */
 export function peerFirstCheckpoints(o: {
-  relay: CheckpointSource;
+  relay: RelayCheckpoints;
   relayUrl: string;
   runId: string;
   network: MeshNetwork | null;
@@ -232,43 +233,36 @@ export function peerFirstCheckpoints(o: {
 }): CheckpointSource {
   const source: CheckpointSource = {
     async load(step) {
-      if (o.network) {
-        const res = await fetch(
-          `${o.relayUrl.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(o.runId)}/checkpoint?step=${step}`,
-        ).catch(() => null);
-        if (res?.ok) {
-          const summary = (await res.json()) as {
-            step: number;
-            epoch: number;
-            paramHash: string;
-            rolledBackFrom?: number;
-          };
-          let hash: Uint8Array | null = null;
-          try {
-            hash = hexToBytes(summary.paramHash, 32);
-          } catch {
-            o.log?.(`the relay's parameter hash for step ${step} is not 32 bytes of hex; using its files`);
-          }
-          const params = hash ? await o.network.fetchParams(hash, o.sizes) : null;
-          if (hash && params && bytesToHex(parameterHash(params)) === summary.paramHash) {
-            o.log?.(
-              `loaded the parameters of step ${step} from peers (hash ${summary.paramHash.slice(0, 16)}…)`,
-            );
-            return {
-              step: summary.step,
-              epoch: summary.epoch,
-              paramHash: hash,
-              params,
-              via: 'peers',
-              ...(summary.rolledBackFrom !== undefined ? { rolledBackFrom: summary.rolledBackFrom } : {}),
-            };
-          }
-        }
+      if (!o.network) return withVia(await o.relay.load(step));
+      // undefined: the summary could not be read; the relay's own load asks again and reports why.
+      const summary = await fetchCheckpointSummary(o.relayUrl, o.runId, step).catch(() => undefined);
+      if (summary === undefined) return withVia(await o.relay.load(step));
+      if (summary === null) return null;
+      let hash: Uint8Array | null = null;
+      try {
+        hash = hexToBytes(summary.paramHash, 32);
+      } catch {
+        o.log?.(`the relay's parameter hash for step ${step} is not 32 bytes of hex; using its files`);
       }
-      const ck = await o.relay.load(step);
-      return ck ? { ...ck, via: 'relay' } : null;
+      const params = hash ? await o.network.fetchParams(hash, o.sizes) : null;
+      if (hash && params && bytesToHex(parameterHash(params)) === summary.paramHash) {
+        o.log?.(`loaded the parameters of step ${step} from peers (hash ${summary.paramHash.slice(0, 16)}…)`);
+        return {
+          step: summary.step,
+          epoch: summary.epoch,
+          paramHash: hash,
+          params,
+          via: 'peers',
+          ...(summary.rolledBackFrom !== undefined ? { rolledBackFrom: summary.rolledBackFrom } : {}),
+        };
+      }
+      return withVia(await o.relay.loadSummary(summary));
     },
   };
   if (o.relay.upload) source.upload = (ck) => (o.relay.upload as (c: Checkpoint) => Promise<void>)(ck);
   return source;
+}
+
+function withVia(ck: Checkpoint | null): Checkpoint | null {
+  return ck ? { ...ck, via: 'relay' } : null;
 }

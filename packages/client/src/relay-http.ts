@@ -1,6 +1,6 @@
 // The relay's HTTP routes a client reads (PROTOCOL.md "HTTP API"): data samples and checkpoints.
 // Isomorphic (global fetch).
-import { bytesToHex, hexToBytes, sha256, sign, publicKeyOf, utf8Bytes } from '@meshtrain/core';
+import { bytesToHex, hexToBytes, sha256, signCheckpointUpload, utf8Bytes } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
 import { foldedDataSource } from './data-fold.ts';
 import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
@@ -66,28 +66,48 @@ export interface RelayCheckpointOptions {
   secretKey: Uint8Array;
 }
 
-interface Summary {
+/** The relay's record of the checkpoint that serves a step (GET /api/runs/:id/checkpoint?step=S). */
+export interface CheckpointSummary {
   step: number;
   epoch: number;
+  /** parameterHash of its parameters, hex. */
   paramHash: string;
+  /** Download URLs (absolute or relay-relative) by file name: model.safetensors, config.json. */
   files: Record<string, string>;
   /** Present when an earlier checkpoint stands in for parameters lost with their epoch's last clients. */
   rolledBackFrom?: number;
 }
 
+/** The summary for `step`, or null when the relay has no checkpoint for it yet (404); throws on other failures. */
+export async function fetchCheckpointSummary(
+  relayUrl: string,
+  runId: string,
+  step: number,
+): Promise<CheckpointSummary | null> {
+  const res = await fetch(`${base(relayUrl, runId)}/checkpoint?step=${step}`);
+  if (res.status === 404) return null;
+  return (await (await ok(res, 'checkpoint')).json()) as CheckpointSummary;
+}
+
+/** The relay's checkpoints; `loadSummary` downloads the files of a summary already fetched. */
+export type RelayCheckpoints = CheckpointSource & {
+  bytes: number;
+  loadSummary(summary: CheckpointSummary): Promise<Checkpoint>;
+};
+
 /**
  * Checkpoints from the relay's store. Uploads are multipart (`model.safetensors`, `config.json`, `step`,
- * `epoch`) signed by the client: X-Meshtrain-Key / -Timestamp / -Signature (Ed25519 over the canonical
- * string below).
+ * `epoch`) signed by the client with core's signCheckpointUpload (the string the relay verifies).
  */
-export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & { bytes: number } {
+export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
   const root = o.relayUrl.replace(/\/+$/, '');
   const src = {
     bytes: 0,
     async load(step: number): Promise<Checkpoint | null> {
-      const res = await fetch(`${base(o.relayUrl, o.runId)}/checkpoint?step=${step}`);
-      if (res.status === 404) return null;
-      const summary = (await (await ok(res, 'checkpoint')).json()) as Summary;
+      const summary = await fetchCheckpointSummary(o.relayUrl, o.runId, step);
+      return summary ? src.loadSummary(summary) : null;
+    },
+    async loadSummary(summary: CheckpointSummary): Promise<Checkpoint> {
       const get = async (name: string) => {
         const url = summary.files[name];
         if (!url) throw new Error(`checkpoint summary lists no ${name}`);
@@ -109,18 +129,6 @@ export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & 
     },
     async upload(ck: Checkpoint): Promise<void> {
       const enc = encodeCheckpoint(o.model, ck.params);
-      const timestamp = String(Date.now());
-      // The relay's canonical upload string (apps/relay extras.ts checkpointCanonical): run, step, epoch,
-      // both files' SHA-256 and the timestamp, so an upload cannot be replayed with other bytes.
-      const message = [
-        'meshtrain-checkpoint/v1',
-        o.runId,
-        ck.step,
-        ck.epoch,
-        bytesToHex(sha256(enc.safetensors)),
-        bytesToHex(sha256(utf8Bytes(enc.configJson))),
-        timestamp,
-      ].join('\n');
       const form = new FormData();
       form.set('model.safetensors', new Blob([enc.safetensors as BlobPart]), 'model.safetensors');
       form.set('config.json', new Blob([enc.configJson]), 'config.json');
@@ -129,11 +137,14 @@ export function relayCheckpoints(o: RelayCheckpointOptions): CheckpointSource & 
       const res = await fetch(`${base(o.relayUrl, o.runId)}/checkpoint`, {
         method: 'POST',
         body: form,
-        headers: {
-          'X-Meshtrain-Key': bytesToHex(publicKeyOf(o.secretKey)),
-          'X-Meshtrain-Timestamp': timestamp,
-          'X-Meshtrain-Signature': bytesToHex(sign(o.secretKey, utf8Bytes(message))),
-        },
+        headers: signCheckpointUpload(o.secretKey, {
+          runId: o.runId,
+          step: ck.step,
+          epoch: ck.epoch,
+          safetensorsSha256: bytesToHex(sha256(enc.safetensors)),
+          configSha256: bytesToHex(sha256(utf8Bytes(enc.configJson))),
+          timestamp: String(Date.now()),
+        }),
       });
       await ok(res, 'checkpoint upload');
       src.bytes += enc.safetensors.length;

@@ -3,9 +3,9 @@
 // it depends on the run. 401 = we don't know who you are; 403 = we know, and you may not.
 import type { MiddlewareHandler } from 'hono';
 import {
-  ADMIN_HEADER_KEY as HEADER_KEY,
-  ADMIN_HEADER_SIGNATURE as HEADER_SIGNATURE,
-  ADMIN_HEADER_TIMESTAMP as HEADER_TIMESTAMP,
+  SIGNED_HEADER_KEY as HEADER_KEY,
+  SIGNED_HEADER_SIGNATURE as HEADER_SIGNATURE,
+  SIGNED_HEADER_TIMESTAMP as HEADER_TIMESTAMP,
   adminCanonical,
   hexToBytes,
   utf8Bytes,
