@@ -3,21 +3,17 @@
 // CoordinatorState, so they can never disagree with what clients see), `countBytesIn/Out` on every frame
 // and HTTP body, and `setLoss` when clients report losses. Series of a deleted run go with `forgetRun`.
 import { Hono } from 'hono';
-import { currentRound, quorum, type CoordinatorState } from '@meshtrain/core';
+import {
+  CLIENT_STATE_NAMES,
+  currentRound,
+  quorum,
+  RUN_STATE_NAMES,
+  type CoordinatorState,
+} from '@meshtrain/core';
 import { MetricsRegistry, type Counter, type Gauge } from './registry.ts';
 
 /** Client states reported by meshtrain_clients: the epoch's states plus members waiting for an epoch. */
-export const CLIENT_STATES = ['Healthy', 'Dropped', 'Withdrawn', 'Ejected', 'Waiting'] as const;
-const RUN_STATES = [
-  'Uninitialized',
-  'WaitingForMembers',
-  'Warmup',
-  'RoundTrain',
-  'RoundWitness',
-  'Cooldown',
-  'Finished',
-  'Paused',
-] as const;
+export const CLIENT_STATES = [...CLIENT_STATE_NAMES, 'Waiting'] as const;
 
 export class RelayMetrics {
   readonly registry: MetricsRegistry;
@@ -82,7 +78,7 @@ export class RelayMetrics {
     }
     counts.set('Waiting', state.members.filter((m) => !inEpoch.has(m.id)).length);
     for (const [s, n] of counts) this.clients.set({ run, state: s }, n);
-    for (const s of RUN_STATES) this.runState.set({ run, state: s }, state.run_state === s ? 1 : 0);
+    for (const s of RUN_STATE_NAMES) this.runState.set({ run, state: s }, state.run_state === s ? 1 : 0);
     this.step.set({ run }, state.progress.step);
     this.epoch.set({ run }, state.progress.epoch);
     const round = currentRound(state);
