@@ -13,7 +13,7 @@ import type { CheckpointUpload, UploadVerdict } from './checkpoints/index.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
 import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
-import { ADMIN_WINDOW_MS, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP } from './middleware/admin-auth.ts';
+import { readSignedHeaders } from './middleware/admin-auth.ts';
 import type { Relay } from './relay.ts';
 import type { RunHost } from './run-host.ts';
 import { webRoutes } from './web/static.ts';
@@ -33,23 +33,10 @@ function runConfigOf(host: RunHost): RunConfig | undefined {
 export function verifyCheckpointUpload(relay: Relay, upload: CheckpointUpload, c: Context): UploadVerdict {
   const host = relay.run(upload.runId);
   if (!host) return { ok: false, status: 400, code: 'unknown_run', message: `no run '${upload.runId}'` };
-  const key = c.req.header(HEADER_KEY) ?? '';
-  const ts = c.req.header(HEADER_TIMESTAMP) ?? '';
-  const sig = c.req.header(HEADER_SIGNATURE) ?? '';
-  if (!/^[0-9a-f]{64}$/.test(key) || !/^[0-9]{1,16}$/.test(ts) || !/^[0-9a-f]{128}$/.test(sig))
-    return {
-      ok: false,
-      status: 401,
-      code: 'unauthenticated',
-      message: `sign the upload (${HEADER_KEY}, ${HEADER_TIMESTAMP}, ${HEADER_SIGNATURE})`,
-    };
-  if (Math.abs(relay.clock() - Number(ts)) > ADMIN_WINDOW_MS)
-    return {
-      ok: false,
-      status: 401,
-      code: 'unauthenticated',
-      message: 'timestamp outside the 5-minute window',
-    };
+  const signed = readSignedHeaders((name) => c.req.header(name), relay.clock());
+  if ('problem' in signed)
+    return { ok: false, status: 401, code: 'unauthenticated', message: signed.problem };
+  const { key, ts, sig } = signed;
   const message = utf8Bytes(checkpointCanonical({ ...upload, timestamp: ts }));
   if (!verify(hexToBytes(key, 32), message, hexToBytes(sig, 64)))
     return { ok: false, status: 401, code: 'unauthenticated', message: 'upload signature does not verify' };

@@ -35,6 +35,26 @@ function unauthenticated(message: string): Response {
   return Response.json({ error: { code: 'unauthenticated', message } }, { status: 401 });
 }
 
+/** A signed request's headers, checked for form and freshness (the signature itself is the caller's check). */
+export type SignedHeaders = { key: string; ts: string; sig: string } | { problem: string };
+
+/** Reads the signature headers of an admin request or a checkpoint upload; `now` is the relay's clock. */
+export function readSignedHeaders(header: (name: string) => string | undefined, now: number): SignedHeaders {
+  const key = header(HEADER_KEY);
+  const ts = header(HEADER_TIMESTAMP);
+  const sig = header(HEADER_SIGNATURE);
+  if (key === undefined || ts === undefined || sig === undefined)
+    return {
+      problem: `sign the request: ${HEADER_KEY}, ${HEADER_TIMESTAMP} and ${HEADER_SIGNATURE} are required`,
+    };
+  if (!KEY_HEX.test(key)) return { problem: `${HEADER_KEY} must be 64 lowercase hex digits` };
+  if (!DIGITS.test(ts)) return { problem: `${HEADER_TIMESTAMP} must be unix milliseconds` };
+  if (!SIG_HEX.test(sig)) return { problem: `${HEADER_SIGNATURE} must be 128 lowercase hex digits` };
+  if (Math.abs(now - Number(ts)) > ADMIN_WINDOW_MS)
+    return { problem: 'timestamp outside the 5-minute window; check the clock and sign again' };
+  return { key, ts, sig };
+}
+
 /**
  * Verifies the signature headers and puts the signer and body in the context. A signature is accepted once:
  * replaying the exact request inside the window is refused too.
@@ -42,19 +62,10 @@ function unauthenticated(message: string): Response {
 export function adminAuth(clock: () => number = Date.now): MiddlewareHandler<AdminEnv> {
   const seen = new Map<string, number>();
   return async (c, next) => {
-    const key = c.req.header(HEADER_KEY);
-    const ts = c.req.header(HEADER_TIMESTAMP);
-    const sig = c.req.header(HEADER_SIGNATURE);
-    if (key === undefined || ts === undefined || sig === undefined)
-      return unauthenticated(
-        `sign the request: ${HEADER_KEY}, ${HEADER_TIMESTAMP} and ${HEADER_SIGNATURE} are required`,
-      );
-    if (!KEY_HEX.test(key)) return unauthenticated(`${HEADER_KEY} must be 64 lowercase hex digits`);
-    if (!DIGITS.test(ts)) return unauthenticated(`${HEADER_TIMESTAMP} must be unix milliseconds`);
-    if (!SIG_HEX.test(sig)) return unauthenticated(`${HEADER_SIGNATURE} must be 128 lowercase hex digits`);
     const now = clock();
-    if (Math.abs(now - Number(ts)) > ADMIN_WINDOW_MS)
-      return unauthenticated('timestamp outside the 5-minute window; check the clock and sign again');
+    const signed = readSignedHeaders((name) => c.req.header(name), now);
+    if ('problem' in signed) return unauthenticated(signed.problem);
+    const { key, ts, sig } = signed;
     const body = await c.req.text();
     const url = new URL(c.req.url);
     const canonical = adminCanonical(c.req.method, url.pathname + url.search, ts, body);
