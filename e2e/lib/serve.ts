@@ -11,29 +11,15 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { contentTypeOf } from '../../apps/relay/src/web/static.ts';
 
 /** The repository root (e2e/lib/ is two levels below it). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /** Where onnxruntime-web's runtime files live; mount it and point ort.env.wasm.wasmPaths at the mount. */
 export const ORT_WEB_DIST = resolve(REPO_ROOT, 'node_modules/onnxruntime-web/dist');
-
-const MIME: Readonly<Record<string, string>> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json',
-  '.map': 'application/json',
-  // application/wasm is required for WebAssembly.instantiateStreaming, which ORT uses.
-  '.wasm': 'application/wasm',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.onnx': 'application/octet-stream',
-  '.bin': 'application/octet-stream',
-};
 
 export interface StaticServerOptions {
   /** Directory served at "/" (index.html for directory requests). */
@@ -66,7 +52,7 @@ export async function serveStatic(options: StaticServerOptions): Promise<StaticS
   const root = options.root === undefined ? undefined : resolve(options.root);
 
   const headersFor = (path: string): Record<string, string> => ({
-    'content-type': MIME[extname(path)] ?? 'application/octet-stream',
+    'content-type': contentTypeOf(path),
     // Every test run is a fresh build; never let the profile cache stale bytes across runs that reuse a profile.
     'cache-control': 'no-store',
     ...(options.crossOriginIsolated === true

@@ -22,10 +22,16 @@ const MIME: Readonly<Record<string, string>> = {
   '.svg': 'image/svg+xml',
   '.png': 'image/png',
   '.ico': 'image/x-icon',
+  // application/wasm is required for WebAssembly.instantiateStreaming, which ORT uses.
   '.wasm': 'application/wasm',
   '.txt': 'text/plain; charset=utf-8',
   '.woff2': 'font/woff2',
 };
+
+/** The Content-Type a static file is served with (by extension; unknown ones as octet-stream). */
+export function contentTypeOf(path: string): string {
+  return MIME[extname(path)] ?? 'application/octet-stream';
+}
 
 export interface WebRoutesOptions {
   /** The web build's directory (default apps/web/dist). */
@@ -42,7 +48,7 @@ export function webRoutes(opts: WebRoutesOptions = {}): Hono {
     const info = await stat(file).catch(() => undefined);
     if (!info?.isFile()) return undefined;
     const headers = {
-      'Content-Type': MIME[extname(file)] ?? 'application/octet-stream',
+      'Content-Type': contentTypeOf(file),
       'Cache-Control': cache,
       'X-Content-Type-Options': 'nosniff',
     };
