@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { parameterCount, PRESETS, type PresetName } from '@meshtrain/model';
+import { shortRunToml } from './run-toml.ts';
 
 export interface TestnetOptions {
   numClients: number;
@@ -139,54 +140,20 @@ export function testnetToml(
   const epochTime = o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000;
   // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
   const warmupTime = Math.min(60, epochTime - 10);
-  return `run_id = "testnet"
-
-[config]
-warmup_time = ${warmupTime}
-cooldown_time = 3
-epoch_time = ${epochTime}
-max_round_train_time = 20
-round_witness_time = 1
-waiting_for_members_extra_time = 2
-min_clients = 1
-init_min_clients = ${o.numClients}
-verification_percent = 0
-witness_nodes = 0
-global_batch_size_start = ${batch}
-global_batch_size_end = ${batch}
-global_batch_size_warmup_tokens = 0
-total_steps = ${o.steps}
-
-[model.LLM]
-architecture = "HfLlama"
-data_type = "Pretraining"
-max_seq_len = ${seqLen}
-cold_start_warmup_steps = 0
-checkpoint = "Ephemeral"
-
-[model.LLM.data_location.Relay]
-dataset = "brown"
-token_size_in_bytes = "TwoBytes"
-
-[model.LLM.lr_schedule.Cosine]
-base_lr = 3.0e-3
-warmup_steps = ${Math.max(1, Math.min(5, Math.floor(o.steps / 8)))}
-warmup_init_lr = 0.0
-total_steps = ${o.steps}
-final_lr = 3.0e-4
-
-[model.LLM.optimizer.Distro]
-clip_grad_norm = 1.0
-compression_decay = 0.999
-compression_chunk = 64
-compression_topk = 8
-quantize_1bit = true
-
-[meshtrain]
-preset = "${o.preset}"
-seed = ${o.seed}
-micro_batch_size = ${perClient}
-`;
+  return shortRunToml({
+    runId: 'testnet',
+    warmupTime,
+    epochTime,
+    maxRoundTrainTime: 20,
+    initMinClients: o.numClients,
+    batch,
+    steps: o.steps,
+    seqLen,
+    lrWarmupSteps: Math.max(1, Math.min(5, Math.floor(o.steps / 8))),
+    preset: o.preset,
+    seed: o.seed,
+    microBatchSize: perClient,
+  });
 }
 
 interface Trainer {

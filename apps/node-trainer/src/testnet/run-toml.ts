@@ -1,0 +1,70 @@
+// The run file of a short local run (local-testnet, the e2e scenarios): Psyche keys with short timers, the Brown
+// corpus served by the relay, DisTrO chunk 64 top-8 1-bit, a cosine schedule. Callers choose the sizes and timers.
+import type { PresetName } from '@meshtrain/model';
+
+export interface ShortRunValues {
+  runId: string;
+  warmupTime: number;
+  epochTime: number;
+  maxRoundTrainTime: number;
+  initMinClients: number;
+  /** Global batch (sequences per step). */
+  batch: number;
+  steps: number;
+  seqLen: number;
+  lrWarmupSteps: number;
+  preset: PresetName;
+  seed: number;
+  microBatchSize: number;
+}
+
+export function shortRunToml(v: ShortRunValues): string {
+  return `run_id = "${v.runId}"
+
+[config]
+warmup_time = ${v.warmupTime}
+cooldown_time = 3
+epoch_time = ${v.epochTime}
+max_round_train_time = ${v.maxRoundTrainTime}
+round_witness_time = 1
+waiting_for_members_extra_time = 2
+min_clients = 1
+init_min_clients = ${v.initMinClients}
+verification_percent = 0
+witness_nodes = 0
+global_batch_size_start = ${v.batch}
+global_batch_size_end = ${v.batch}
+global_batch_size_warmup_tokens = 0
+total_steps = ${v.steps}
+
+[model.LLM]
+architecture = "HfLlama"
+data_type = "Pretraining"
+max_seq_len = ${v.seqLen}
+cold_start_warmup_steps = 0
+checkpoint = "Ephemeral"
+
+[model.LLM.data_location.Relay]
+dataset = "brown"
+token_size_in_bytes = "TwoBytes"
+
+[model.LLM.lr_schedule.Cosine]
+base_lr = 3.0e-3
+warmup_steps = ${v.lrWarmupSteps}
+warmup_init_lr = 0.0
+total_steps = ${v.steps}
+final_lr = 3.0e-4
+
+[model.LLM.optimizer.Distro]
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_chunk = 64
+compression_topk = 8
+quantize_1bit = true
+
+[meshtrain]
+preset = "${v.preset}"
+seed = ${v.seed}
+micro_batch_size = ${v.microBatchSize}
+`;
+}
