@@ -10,6 +10,19 @@ fn linear(g: vec3<u32>, stride: u32) -> u32 { return g.x + g.y * stride; }
 
 export const ELEMENTWISE_WG = 256;
 
+/**
+ * The statements that open a per-element kernel over a segment of a blocked tensor: the element's global row r
+ * and column c, its position (h, w) inside its n1×n2 block, and the block's index blk. Needs the uniform fields
+ * count, stride, cols, n1, n2, blocksX, firstRow; the residual and apply kernels share it.
+ */
+const ELEMENT_IN_BLOCK = /* wgsl */ `  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  let r = u.firstRow + i / u.cols;
+  let c = i % u.cols;
+  let h = r % u.n1;
+  let w = c % u.n2;
+  let blk = (r / u.n1) * u.blocksX + c / u.n2;`;
+
 export const MOMENTUM = /* wgsl */ `${LINEAR}
 struct U { count: u32, stride: u32, decay: f32, lr: f32 }
 @group(0) @binding(0) var<uniform> u: U;
@@ -200,13 +213,7 @@ struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k
 @group(0) @binding(3) var<storage, read> val: array<f32>;
 @group(0) @binding(4) var<storage, read> basis: array<f32>;
 @compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  let r = u.firstRow + i / u.cols;
-  let c = i % u.cols;
-  let h = r % u.n1;
-  let w = c % u.n2;
-  let blk = (r / u.n1) * u.blocksX + c / u.n2;
+${ELEMENT_IN_BLOCK}
   var acc = 0.0;
   for (var j = blk * u.k; j < (blk + 1u) * u.k; j++) {
     let e = idx[j];
@@ -360,13 +367,7 @@ struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, f
 @group(0) @binding(4) var<storage, read> mean: array<i32>;
 @group(0) @binding(5) var<storage, read> ibasis: array<i32>;
 @compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  let r = u.firstRow + i / u.cols;
-  let c = i % u.cols;
-  let h = r % u.n1;
-  let w = c % u.n2;
-  let blk = (r / u.n1) * u.blocksX + c / u.n2;
+${ELEMENT_IN_BLOCK}
   var hi = vec2<u32>(0u, 0u);
   var lo = vec2<u32>(0u, 0u);
   for (var e = blockStart[blk]; e < blockStart[blk + 1u]; e++) {
