@@ -17,7 +17,7 @@
 import type { ByteReader } from './codec.ts';
 import { ByteWriter } from './codec.ts';
 import type { BatchInterval } from './common.ts';
-import { readBatch, readRunId, writeBatch, writeRunId } from './common.ts';
+import { checkSignedFields, readBatch, readRunId, writeBatch, writeRunId } from './common.ts';
 import {
   bytesEqual,
   constantTimeEqual,
@@ -26,7 +26,6 @@ import {
   publicKeyOf,
   sign,
   SIGNATURE_BYTES,
-  verify,
 } from '../crypto/index.ts';
 import { COMMITMENT_BYTES, frameCommitment } from './commitment.ts';
 import { WireError } from './errors.ts';
@@ -92,16 +91,7 @@ export function announceResult(
 
 /** Throw WireError('bad_signature') unless `from` signed exactly these fields. */
 export function verifyAnnounce(a: Announce): void {
-  let msg: Uint8Array;
-  try {
-    msg = signedBytes(a);
-  } catch (e) {
-    if (e instanceof WireError)
-      throw new WireError('bad_signature', e.field, `announce is malformed: ${e.message}`);
-    throw e;
-  }
-  if (!verify(a.from, msg, a.signature))
-    throw new WireError('bad_signature', 'signature', 'announce signature does not verify for `from`');
+  checkSignedFields('announce', '`from`', () => signedBytes(a), a.from, a.signature);
 }
 
 /**

@@ -1,4 +1,5 @@
 // Small field groups used by several messages.
+import { verify } from '../crypto/index.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { WireError } from './errors.ts';
 import { RUN_ID_MAX_BYTES } from './limits.ts';
@@ -50,4 +51,27 @@ export function needItems(r: ByteReader, count: number, minBytes: number, field:
 /** Throw 'limit' when a count exceeds a configured maximum. */
 export function checkCount(count: number, max: number, field: string, limitName: string): void {
   if (count > max) throw new WireError('limit', field, `count ${count} exceeds ${limitName} ${max}`);
+}
+
+/**
+ * Throws WireError('bad_signature') unless `signer` signed the bytes `signedBytes` encodes. Fields that cannot
+ * be encoded are a bad signature too: the signed claim is malformed. `what` and `signerName` word the errors.
+ */
+export function checkSignedFields(
+  what: string,
+  signerName: string,
+  signedBytes: () => Uint8Array,
+  signer: Uint8Array,
+  signature: Uint8Array,
+): void {
+  let msg: Uint8Array;
+  try {
+    msg = signedBytes();
+  } catch (e) {
+    if (e instanceof WireError)
+      throw new WireError('bad_signature', e.field, `${what} is malformed: ${e.message}`);
+    throw e;
+  }
+  if (!verify(signer, msg, signature))
+    throw new WireError('bad_signature', 'signature', `${what} signature does not verify for ${signerName}`);
 }

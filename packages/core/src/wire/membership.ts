@@ -19,7 +19,7 @@
 // Leave frame: header (type 0x21) ‖ runId string ‖ reason string ≤ limits.maxStringBytes.
 import type { ByteReader } from './codec.ts';
 import { ByteWriter } from './codec.ts';
-import { readRunId, writeRunId } from './common.ts';
+import { checkSignedFields, readRunId, writeRunId } from './common.ts';
 import {
   constantTimeEqual,
   domainTag,
@@ -27,7 +27,6 @@ import {
   publicKeyOf,
   sign,
   SIGNATURE_BYTES,
-  verify,
 } from '../crypto/index.ts';
 import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
@@ -85,16 +84,7 @@ export function verifyJoin(join: Join, issuedChallenge: Uint8Array): void {
       'join does not answer the challenge issued on this connection',
     );
   }
-  let msg: Uint8Array;
-  try {
-    msg = joinSignedBytes(join);
-  } catch (e) {
-    if (e instanceof WireError)
-      throw new WireError('bad_signature', e.field, `join is malformed: ${e.message}`);
-    throw e;
-  }
-  if (!verify(join.pubkey, msg, join.signature))
-    throw new WireError('bad_signature', 'signature', 'join signature does not verify for pubkey');
+  checkSignedFields('join', 'pubkey', () => joinSignedBytes(join), join.pubkey, join.signature);
 }
 
 export function encodeJoin(j: Join, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
