@@ -2,6 +2,7 @@
 // checkpoints, data blocks and local metrics. One database, versioned schema.
 import { Dexie } from 'dexie';
 import type { EntityTable } from 'dexie';
+import type { SavedStats } from '../worker/protocol.ts';
 
 /** An Ed25519 key kept in this browser: `seed` is the 32-byte secret (hex), `publicKey` its public key (hex). */
 export interface StoredKey {
@@ -46,19 +47,11 @@ export interface StoredDataBlock {
  * This browser's own record of its contribution to a run (worker/local-metrics.ts), so a reload shows the
  * batches, bytes and loss history the tab had, and keeps counting from there. Keyed by run and volunteer id.
  */
-export interface StoredMetrics {
+export type StoredMetrics = SavedStats & {
   runId: string;
   clientId: string;
-  batches: number;
-  bytesSent: number;
-  bytesReceived: number;
-  resultBytes: number;
-  rawGradientBytes: number;
-  checkpointDownloadedBytes: number;
-  dataDownloadedBytes: number;
-  losses: { step: number; loss: number }[];
   updatedAt: number;
-}
+};
 
 export type MeshtrainDb = Dexie & {
   keys: EntityTable<StoredKey, 'role'>;

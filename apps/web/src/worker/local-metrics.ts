@@ -4,15 +4,14 @@
 // stats win); an IndexedDB failure logs one line and turns saving off, never training.
 import type { StoredMetrics } from '../lib/db.ts';
 import { meshtrainDb } from '../lib/db.ts';
-import type { TrainerStats } from './protocol.ts';
+import { SAVED_STATS } from './protocol.ts';
+import type { SavedStats, TrainerStats } from './protocol.ts';
 
 /** Loss points kept (the page's chart shows the newest 500 too). */
 const KEEP_LOSSES = 500;
 
-export type SavedMetrics = Omit<StoredMetrics, 'runId' | 'clientId' | 'updatedAt'>;
-
 export interface LocalMetrics {
-  load(): Promise<SavedMetrics | null>;
+  load(): Promise<SavedStats | null>;
   /** Queues a write of these stats (coalesced with writes already queued). */
   save(stats: TrainerStats): void;
 }
@@ -69,17 +68,12 @@ export function localMetrics(runId: string, clientId: string, log: (line: string
     },
     save(stats) {
       if (disabled) return;
+      const saved = Object.fromEntries(SAVED_STATS.map((k) => [k, stats[k]])) as SavedStats;
       pending = {
+        ...saved,
+        losses: stats.losses.slice(-KEEP_LOSSES),
         runId,
         clientId,
-        batches: stats.batches,
-        bytesSent: stats.bytesSent,
-        bytesReceived: stats.bytesReceived,
-        resultBytes: stats.resultBytes,
-        rawGradientBytes: stats.rawGradientBytes,
-        checkpointDownloadedBytes: stats.checkpointDownloadedBytes,
-        dataDownloadedBytes: stats.dataDownloadedBytes,
-        losses: stats.losses.slice(-KEEP_LOSSES),
         updatedAt: Date.now(),
       };
       kick();

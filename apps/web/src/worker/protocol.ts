@@ -97,6 +97,20 @@ export interface TrainerStats {
   losses: { step: number; loss: number }[];
 }
 
+/** The counters a tab keeps across reloads (worker/local-metrics.ts); the rest describe this session only. */
+export const SAVED_STATS = [
+  'batches',
+  'bytesSent',
+  'bytesReceived',
+  'resultBytes',
+  'rawGradientBytes',
+  'checkpointDownloadedBytes',
+  'dataDownloadedBytes',
+  'losses',
+] as const satisfies readonly (keyof TrainerStats)[];
+
+export type SavedStats = Pick<TrainerStats, (typeof SAVED_STATS)[number]>;
+
 export interface TrainerStatus {
   phase: TrainerPhase;
   /** One sentence for the volunteer: what the worker is doing or why it is not. */
