@@ -455,7 +455,7 @@ describe('inconsistent DisTrO results are rejected', () => {
     ['index ≥ totalk', { indexBytes: [0, 4, 2, 1] }, 'inconsistent'],
     ['duplicate index in a chunk', { indexBytes: [3, 3, 2, 1] }, 'inconsistent'],
     ['non-zero sign padding bits', { valueBytes: [0b1_0101] }, 'inconsistent'],
-    ['unknown value kind', { kind: 2 }, 'inconsistent'],
+    ['unknown value kind', { kind: 3 }, 'inconsistent'],
     [
       'non-finite f32 value',
       { kind: 0, valueBytes: [0, 0, 0x80, 0x7f, ...new Array<number>(12).fill(0)] },

@@ -10,15 +10,31 @@
 // | indices   | chunks·k entries, chunks = prod(xshape)/totalk, each w bytes LE with            |
 // |           | w = 1 if totalk ≤ 256, 2 if ≤ 65 536, else 4 (Psyche's narrowing); each index   |
 // |           | < totalk and distinct within its chunk; chunk-major (chunk c = [c·k, c·k+k))    |
-// | valueKind | u8: 0 = f32 coefficients, 1 = 1-bit signs                                       |
+// | valueKind | u8: 0 = f32 coefficients, 1 = 1-bit signs, 2 = n-bit quantised (SparseLoCo)     |
 // | values    | f32: chunks·k × 4 B LE, all finite. sign: ⌈chunks·k/8⌉ B, entry i = bit i%8 of   |
 // |           | byte ⌊i/8⌋ (LSB first), 1 = negative (signbit, so −0 is negative), pad bits 0   |
+// |           | quant: bits ‖ scales ‖ codes, as below                                          |
+//
+// n-bit quantised values (valueKind 2), L = 2^(bits−1) magnitude levels per chunk:
+//
+// | field  | encoding                                                                           |
+// |--------|------------------------------------------------------------------------------------|
+// | bits   | u8, 1..8: bits per entry (1 sign bit + bits−1 level bits)                          |
+// | scales | chunks·L × f32 LE, chunk-major: chunk c's level table is [c·L, c·L+L); each finite |
+// |        | with the sign bit clear (so no −0, NaN or ±Inf)                                     |
+// | codes  | ⌈chunks·k·bits/8⌉ B: entry i's code is stream bits [i·bits, i·bits+bits), stream  |
+// |        | bit j = bit j%8 of byte ⌊j/8⌋ (LSB first); code bit 0 = sign (1 = negative), code |
+// |        | bits 1.. = level ℓ; entry i of chunk c means ±scales[c·L + ℓ]; pad bits 0          |
+//
+// A quantised entry decodes to an f32 exactly (a scale with a sign), so every receiver reads the same
+// value without arithmetic. With bits = 1 the codes are laid out as the 1-bit signs are.
 //
 // Counts are derived, not sent (k is the only count on the wire), so "index count ≠ chunks×k" or a
 // sign-bit length mismatch cannot even be spelled; the decoder rejects everything that can: a totalk
 // that does not match xshape, k outside 1..totalk, an index ≥ totalk or repeated in its chunk, non-zero
-// padding bits, non-finite values. Duplicate indices are rejected because top-k never produces them and
-// accepting them would let a trainer choose how its entries weigh in the receiver's scatter-mean.
+// padding bits, non-finite values, bits outside 1..8, negative or non-finite scales. Duplicate indices
+// are rejected because top-k never produces them and accepting them would let a trainer choose how its
+// entries weigh in the receiver's scatter-mean.
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { HOST_LITTLE_ENDIAN, U32_MAX } from './codec.ts';
 import { WireError } from './errors.ts';
@@ -39,7 +55,21 @@ export interface SignValues {
   count: number;
 }
 
-export type DistroValues = F32Values | SignValues;
+/**
+ * n-bit quantised values (valueKind 2, see the header): per chunk a table of L = 2^(bits−1) magnitudes,
+ * per entry a packed code of a sign bit and a level. Entry i of chunk c is ±scales[c·L + level].
+ */
+export interface QuantValues {
+  kind: 'quant';
+  /** Bits per entry, 1..MAX_QUANT_BITS. */
+  bits: number;
+  /** chunks × 2^(bits−1) magnitudes, chunk-major; finite, sign bit clear. */
+  scales: Float32Array;
+  /** ⌈count·bits/8⌉ bytes of codes, LSB first; code bit 0 = sign (1 = negative), bits 1.. = level. */
+  codes: Uint8Array;
+}
+
+export type DistroValues = F32Values | SignValues | QuantValues;
 
 export interface DistroResult {
   /** Encoded shape before flattening the in-block axes (psyche-spec §1.5). */
@@ -53,6 +83,14 @@ export interface DistroResult {
 
 export const VALUE_KIND_F32 = 0;
 export const VALUE_KIND_SIGN = 1;
+export const VALUE_KIND_QUANT = 2;
+/** Widest quantised code: 1 sign bit + 7 level bits. */
+export const MAX_QUANT_BITS = 8;
+
+/** Magnitude levels per chunk of a `bits`-bit quantised result: 2^(bits−1). */
+export function quantLevels(bits: number): number {
+  return 2 ** (bits - 1);
+}
 
 /** Bytes per index on the wire for a chunk size (Psyche's `compress_idx` narrowing). */
 export function indexWidth(totalk: number): 1 | 2 | 4 {
@@ -90,20 +128,27 @@ export function unpackSigns(signs: SignValues): Float32Array {
   return out;
 }
 
-/** Exact encoded size in bytes of one tensor result with these parameters (for bandwidth accounting). */
+/**
+ * Exact encoded size in bytes of one tensor result with these parameters (for bandwidth accounting);
+ * `bits` is used by 'quant' only.
+ */
 export function encodedDistroResultSize(
   xshape: readonly number[],
   k: number,
-  valueKind: 'f32' | 'sign',
+  valueKind: DistroValues['kind'],
+  bits = 2,
 ): number {
   const totalk = chunkSizeOf(xshape);
   let prod = 1;
   for (const d of xshape) prod *= d;
-  const n = (prod / totalk) * k;
+  const chunks = prod / totalk;
+  const n = chunks * k;
   let size = 1 + varintSize(totalk) + varintSize(k) + 1;
   for (const d of xshape) size += varintSize(d);
   size += n * indexWidth(totalk);
-  size += valueKind === 'f32' ? n * 4 : Math.ceil(n / 8);
+  if (valueKind === 'f32') size += n * 4;
+  else if (valueKind === 'sign') size += Math.ceil(n / 8);
+  else size += 1 + chunks * quantLevels(bits) * 4 + Math.ceil((n * bits) / 8);
   return size;
 }
 
@@ -205,10 +250,34 @@ function checkFinite(values: Float32Array, field: string): void {
   }
 }
 
+/** The bits after the first `used` of `bytes` (the last byte's tail) must be zero: one spelling per value. */
+function checkPadding(bytes: Uint8Array, used: number, field: string, what: string): void {
+  const rem = used % 8;
+  if (rem !== 0 && bytes[bytes.length - 1]! >> rem !== 0) {
+    throw new WireError('inconsistent', `${field}.values`, `non-zero padding bits after the last ${what}`);
+  }
+}
+
 function checkSignPadding(bits: Uint8Array, count: number, field: string): void {
-  const rem = count & 7;
-  if (rem !== 0 && bits[bits.length - 1]! >> rem !== 0) {
-    throw new WireError('inconsistent', `${field}.values`, 'non-zero padding bits after the last sign');
+  checkPadding(bits, count, field, 'sign');
+}
+
+function checkQuantBits(bits: number, field: string): void {
+  if (!Number.isInteger(bits) || bits < 1 || bits > MAX_QUANT_BITS)
+    throw new WireError('inconsistent', `${field}.values.bits`, `bits ${bits} not in 1..${MAX_QUANT_BITS}`);
+}
+
+/** Scales are magnitudes: finite with the sign bit clear (rejects negatives, −0, ±Inf and every NaN). */
+function checkScales(scales: Float32Array, field: string): void {
+  const raw = new Uint32Array(scales.buffer, scales.byteOffset, scales.length);
+  for (let i = 0; i < raw.length; i++) {
+    const b = raw[i]!;
+    if (b >>> 31 !== 0 || (b & 0x7f80_0000) === 0x7f80_0000)
+      throw new WireError(
+        'inconsistent',
+        `${field}.values.scales[${i}]`,
+        `scale ${scales[i]} is not a finite magnitude with a clear sign bit`,
+      );
   }
 }
 
@@ -255,8 +324,26 @@ export function validateDistroResult(t: DistroResult, field: string): number {
       );
     }
     checkSignPadding(v.bits, n, field);
+  } else if (v?.kind === 'quant') {
+    checkQuantBits(v.bits, field);
+    const levels = chunks * quantLevels(v.bits);
+    if (!(v.scales instanceof Float32Array) || v.scales.length !== levels)
+      throw new WireError(
+        'inconsistent',
+        `${field}.values.scales`,
+        `expected a Float32Array of ${levels} scales (${chunks} chunks × ${quantLevels(v.bits)} levels)`,
+      );
+    checkScales(v.scales, field);
+    const codeBytes = Math.ceil((n * v.bits) / 8);
+    if (!(v.codes instanceof Uint8Array) || v.codes.length !== codeBytes)
+      throw new WireError(
+        'inconsistent',
+        `${field}.values.codes`,
+        `expected ${codeBytes} bytes for ${n} ${v.bits}-bit codes`,
+      );
+    checkPadding(v.codes, n * v.bits, field, 'code');
   } else {
-    throw new WireError('inconsistent', `${field}.values`, "kind must be 'f32' or 'sign'");
+    throw new WireError('inconsistent', `${field}.values`, "kind must be 'f32', 'sign' or 'quant'");
   }
   return k;
 }
@@ -287,17 +374,37 @@ export function writeDistroResult(w: ByteWriter, t: DistroResult, field: string)
   const v = t.values;
   if (v.kind === 'f32') {
     w.u8(VALUE_KIND_F32, `${field}.valueKind`);
-    const dst = w.alloc(n * 4);
-    if (HOST_LITTLE_ENDIAN)
-      dst.set(new Uint8Array(v.values.buffer, v.values.byteOffset, v.values.byteLength));
-    else {
-      const dv = new DataView(dst.buffer, dst.byteOffset, dst.byteLength);
-      for (let i = 0; i < n; i++) dv.setFloat32(i * 4, v.values[i]!, true);
-    }
-  } else {
+    writeF32s(w, v.values);
+  } else if (v.kind === 'sign') {
     w.u8(VALUE_KIND_SIGN, `${field}.valueKind`);
     w.raw(v.bits);
+  } else {
+    w.u8(VALUE_KIND_QUANT, `${field}.valueKind`);
+    w.u8(v.bits, `${field}.values.bits`);
+    writeF32s(w, v.scales);
+    w.raw(v.codes);
   }
+}
+
+/** f32s as raw little-endian bytes (a copy of the array's bytes on little-endian hosts). */
+function writeF32s(w: ByteWriter, values: Float32Array): void {
+  const dst = w.alloc(values.length * 4);
+  if (HOST_LITTLE_ENDIAN) dst.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+  else {
+    const dv = new DataView(dst.buffer, dst.byteOffset, dst.byteLength);
+    for (let i = 0; i < values.length; i++) dv.setFloat32(i * 4, values[i]!, true);
+  }
+}
+
+function readF32s(r: ByteReader, count: number, field: string): Float32Array {
+  const bytes = r.take(count * 4, field);
+  const f = new Float32Array(count);
+  if (HOST_LITTLE_ENDIAN) new Uint8Array(f.buffer).set(bytes);
+  else {
+    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    for (let i = 0; i < count; i++) f[i] = dv.getFloat32(i * 4, true);
+  }
+  return f;
 }
 
 /** Running total of sparse entries, shared across the tensors of one frame. */
@@ -332,19 +439,22 @@ export function readDistroResult(r: ByteReader, field: string, budget: ElementBu
   const kind = r.u8(`${field}.valueKind`);
   let values: DistroValues;
   if (kind === VALUE_KIND_F32) {
-    const bytes = r.take(n * 4, `${field}.values`);
-    const f = new Float32Array(n);
-    if (HOST_LITTLE_ENDIAN) new Uint8Array(f.buffer).set(bytes);
-    else {
-      const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      for (let i = 0; i < n; i++) f[i] = dv.getFloat32(i * 4, true);
-    }
+    const f = readF32s(r, n, `${field}.values`);
     checkFinite(f, field);
     values = { kind: 'f32', values: f };
   } else if (kind === VALUE_KIND_SIGN) {
     const bits = r.fixed(Math.ceil(n / 8), `${field}.values`);
     checkSignPadding(bits, n, field);
     values = { kind: 'sign', bits, count: n };
+  } else if (kind === VALUE_KIND_QUANT) {
+    const bits = r.u8(`${field}.values.bits`);
+    checkQuantBits(bits, field);
+    // Both sizes are checked against the bytes present (take/fixed) before anything is allocated.
+    const scales = readF32s(r, chunks * quantLevels(bits), `${field}.values.scales`);
+    checkScales(scales, field);
+    const codes = r.fixed(Math.ceil((n * bits) / 8), `${field}.values.codes`);
+    checkPadding(codes, n * bits, field, 'code');
+    values = { kind: 'quant', bits, scales, codes };
   } else {
     throw new WireError('inconsistent', `${field}.valueKind`, `unknown value kind ${kind}`);
   }
