@@ -79,6 +79,33 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     });
   });
 
+  it('lists a type error and a range error of one file in one run, in both forms', async () => {
+    const file = broken(
+      edit('max_round_train_time = 15', 'max_round_train_time = "thirty"').replace(
+        '\nmin_clients = 1\n',
+        '\nmin_clients = 0\n',
+      ),
+    );
+    const [json, human] = await Promise.all([
+      relay('validate-config', file, '--json'),
+      relay('validate-config', file),
+    ]);
+    const issues = [
+      { path: 'config.max_round_train_time', message: 'expected a number, got string "thirty"' },
+      { path: 'config.min_clients', message: 'must be > 0' },
+    ];
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ ok: false, file, issues });
+    expect(human.code).toBe(1);
+    expect(human.stderr).toBe(
+      [
+        `${file}: invalid run config (2 errors)`,
+        ...issues.map((i) => `error: ${i.path}: ${i.message}`),
+        '',
+      ].join('\n'),
+    );
+  });
+
   it('--json prints the parsed config', async () => {
     const r = await relay('validate-config', '--json', DEFAULT);
     expect(r.code).toBe(0);

@@ -135,3 +135,114 @@ describe('sanity rules', () => {
     );
   });
 });
+
+// Keys whose value is a number; writing a string there is a type error the schema reports.
+const NUMERIC_KEYS = [
+  'config.warmup_time',
+  'config.cooldown_time',
+  'config.epoch_time',
+  'config.max_round_train_time',
+  'config.round_witness_time',
+  'config.min_clients',
+  'config.init_min_clients',
+  'config.verification_percent',
+  'config.witness_nodes',
+  'config.global_batch_size_start',
+  'config.global_batch_size_end',
+  'config.global_batch_size_warmup_tokens',
+  'config.total_steps',
+  'config.waiting_for_members_extra_time',
+  'config.max_clients',
+  'config.max_witnesses',
+  'config.bloom_false_positive_rate',
+  'model.LLM.max_seq_len',
+  'model.LLM.cold_start_warmup_steps',
+] as const;
+
+/** Writes a string where `path` (one of NUMERIC_KEYS) holds a number. */
+function breakType(run: RunConfig, path: string): void {
+  const keys = path.split('.');
+  const table = keys
+    .slice(0, -1)
+    .reduce<Record<string, unknown>>(
+      (node, k) => node[k] as Record<string, unknown>,
+      run as unknown as Record<string, unknown>,
+    );
+  table[keys.at(-1)!] = 'oops';
+}
+
+// Range and cross-key errors: the path reported, every key its rule reads, and a change that breaks it.
+const RANGE_ERRORS: [path: string, reads: string[], breakIt: Breaker][] = [
+  ['config.epoch_time', ['config.epoch_time'], (r) => void (r.config.epoch_time = 0)],
+  ['config.round_witness_time', ['config.round_witness_time'], (r) => void (r.config.round_witness_time = 0)],
+  ['config.cooldown_time', ['config.cooldown_time'], (r) => void (r.config.cooldown_time = 0)],
+  [
+    'config.waiting_for_members_extra_time',
+    ['config.waiting_for_members_extra_time'],
+    (r) => void (r.config.waiting_for_members_extra_time = 0),
+  ],
+  ['config.min_clients', ['config.min_clients'], (r) => void (r.config.min_clients = 0)],
+  ['config.max_clients', ['config.max_clients'], (r) => void (r.config.max_clients = 0)],
+  ['config.total_steps', ['config.total_steps'], (r) => void (r.config.total_steps = 0)],
+  ['config.max_witnesses', ['config.max_witnesses'], (r) => void (r.config.max_witnesses = 0)],
+  [
+    'config.bloom_false_positive_rate',
+    ['config.bloom_false_positive_rate'],
+    (r) => void (r.config.bloom_false_positive_rate = 0.5),
+  ],
+  ['model.LLM.max_seq_len', ['model.LLM.max_seq_len'], (r) => void (r.model.LLM.max_seq_len = 0)],
+  [
+    'config.init_min_clients',
+    ['config.init_min_clients', 'config.min_clients'],
+    (r) => void (r.config.init_min_clients = r.config.min_clients - 1),
+  ],
+  [
+    'config.warmup_time',
+    ['config.warmup_time', 'config.epoch_time'],
+    (r) => void (r.config.warmup_time = r.config.epoch_time),
+  ],
+];
+
+function issuesOf(toml: string): { path: string; message: string }[] {
+  try {
+    parseRunConfig(toml);
+  } catch (err) {
+    if (err instanceof RunConfigError) return [...err.issues];
+    throw err;
+  }
+  return [];
+}
+
+describe('one pass reports every error', () => {
+  it('a type error alone is the only error: no rule reports a knock-on of it', () => {
+    fc.assert(
+      fc.property(validRunConfig, fc.constantFrom(...NUMERIC_KEYS), (run, key) => {
+        const broken = structuredClone(run);
+        breakType(broken, key);
+        expect(issuesOf(stringifyRunConfig(broken))).toEqual([
+          { path: key, message: 'expected a number, got string "oops"' },
+        ]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a type error and an independent range error are both reported', () => {
+    const pairs = fc
+      .tuple(fc.constantFrom(...NUMERIC_KEYS), fc.constantFrom(...RANGE_ERRORS))
+      .filter(([key, [, reads]]) => !reads.includes(key));
+    fc.assert(
+      fc.property(validRunConfig, pairs, (run, [key, [path, , breakIt]]) => {
+        const broken = structuredClone(run);
+        breakIt(broken);
+        breakType(broken, key);
+        const found = issuesOf(stringifyRunConfig(broken));
+        expect(found.filter((i) => i.path === key)).toEqual([
+          { path: key, message: 'expected a number, got string "oops"' },
+        ]);
+        expect(found.map((i) => i.path)).toContain(path);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});

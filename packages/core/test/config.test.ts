@@ -169,6 +169,53 @@ describe('errors', () => {
     expect(e.issues[2]?.message).toContain('did you mean tiny?');
   });
 
+  it('a type error and a range error are both reported in one pass, each with its key path', () => {
+    const bad = defaultWith('max_round_train_time = 15', 'max_round_train_time = "thirty"').replace(
+      '\nmin_clients = 1\n',
+      '\nmin_clients = 0\n',
+    );
+    expect(issues(bad)).toEqual([
+      { path: 'config.max_round_train_time', message: 'expected a number, got string "thirty"' },
+      { path: 'config.min_clients', message: 'must be > 0' },
+    ]);
+  });
+
+  it('rules that need a key with a type error are skipped, not reported as knock-on errors', () => {
+    // init_min_clients 500 > the default max_clients, but max_clients itself is unreadable.
+    const clients = defaultWith('init_min_clients = 1', 'init_min_clients = 500\nmax_clients = "lots"');
+    expect(issues(clients)).toEqual([
+      { path: 'config.max_clients', message: 'expected a number, got string "lots"' },
+    ]);
+    // total_steps < warmup_steps cannot be judged when warmup_steps is not a number.
+    const schedule = defaultWith('warmup_steps = 20', 'warmup_steps = "twenty"').replace(
+      'total_steps = 300\nfinal_lr',
+      'total_steps = 10\nfinal_lr',
+    );
+    expect(issues(schedule).map((i) => i.path)).toEqual(['model.LLM.lr_schedule.Cosine.warmup_steps']);
+    // A value given twice (epoch_time and rounds_per_epoch) but unreadable gets one error, not two.
+    const both = defaultWith('epoch_time = 600\n', 'epoch_time = 600\nrounds_per_epoch = "ten"\n');
+    expect(issues(both)).toEqual([
+      { path: 'config.rounds_per_epoch', message: 'expected a number, got string "ten"' },
+    ]);
+  });
+
+  it('a missing table, a rejected optimizer or a missing epoch_time does not hide the other rules', () => {
+    const noConfig = defaultWith('total_steps = 300\nfinal_lr', 'total_steps = 10\nfinal_lr').replace(
+      /\n\[config\][^[]*/,
+      '\n',
+    );
+    expect(issues(noConfig).map((i) => i.path)).toEqual([
+      'config',
+      'model.LLM.lr_schedule.Cosine.total_steps',
+    ]);
+    const dummy = DEFAULT_RUN_TOML.replace(/\[model\.LLM\.optimizer\.Distro\][^[]*/, '')
+      .replace('checkpoint = "Ephemeral"', 'checkpoint = "Ephemeral"\noptimizer = "Dummy"')
+      .replace('\nmin_clients = 1\n', '\nmin_clients = 0\n');
+    expect(issues(dummy).map((i) => i.path)).toEqual(['model.LLM.optimizer', 'config.min_clients']);
+    const noEpoch = defaultWith('epoch_time = 600\n', '').replace('cooldown_time = 5', 'cooldown_time = 0');
+    expect(issues(noEpoch).map((i) => i.path)).toEqual(['config.epoch_time', 'config.cooldown_time']);
+  });
+
   it('enum tables must name exactly one variant', () => {
     const two = DEFAULT_RUN_TOML.replace(
       '[model.LLM.optimizer.Distro]',

@@ -1,10 +1,14 @@
 // From the validated TOML document to a RunConfig: converts the older rounds_per_epoch, fills the keys Psyche's
 // own documented example omits, and our limits. Every conversion or Psyche default is returned as a note so the
 // user sees what the file was taken to mean.
+//
+// The document may hold unknown values (keys that failed the schema, see unknown.ts); a value derived from one
+// is unknown too, and so is a value this step rejects, so the cross-key rules can still run on the rest.
 import { DEFAULT_LIMITS } from '../coordinator/config.ts';
 import type { ConfigIssue } from './errors.ts';
 import type { RunConfigDocument } from './schema.ts';
-import type { ConfigNote, DataLocation, RunConfig } from './types.ts';
+import type { ConfigNote, DataLocation, Optimizer, RunConfig } from './types.ts';
+import { knownOr, unknownValue } from './unknown.ts';
 
 /** Psyche's documented values for keys its book example leaves out (psyche-spec §5). */
 export const PSYCHE_DEFAULTS = { waiting_for_members_extra_time: 3, cold_start_warmup_steps: 0 } as const;
@@ -12,22 +16,19 @@ export const DEFAULT_MICRO_BATCH_SIZE = 1;
 export const DEFAULT_SEED = 0;
 
 export interface Normalized {
-  run?: RunConfig;
+  /** Complete only when `issues` is empty (and the document had no unknown values): see unknown.ts. */
+  run: RunConfig;
   notes: ConfigNote[];
   issues: ConfigIssue[];
 }
 
-function epochTimeOf(
-  c: RunConfigDocument['config'],
-  notes: ConfigNote[],
-  issues: ConfigIssue[],
-): number | undefined {
+function epochTimeOf(c: RunConfigDocument['config'], notes: ConfigNote[], issues: ConfigIssue[]): number {
   if (c.epoch_time !== undefined && c.rounds_per_epoch !== undefined) {
     issues.push({
       path: 'config.rounds_per_epoch',
       message: 'give either config.epoch_time or the older config.rounds_per_epoch, not both',
     });
-    return undefined;
+    return unknownValue();
   }
   if (c.epoch_time !== undefined) return c.epoch_time;
   if (c.rounds_per_epoch === undefined) {
@@ -35,20 +36,23 @@ function epochTimeOf(
       path: 'config.epoch_time',
       message: 'required key is missing (or give the older rounds_per_epoch)',
     });
-    return undefined;
+    return unknownValue();
   }
+  const rounds = c.rounds_per_epoch;
   // Psyche replaced the round count by a wall-clock epoch length (psyche-spec §2.3). A round lasts at most
   // max_round_train_time + round_witness_time, so this epoch_time fits at least the configured rounds; rounds
   // that end early through opportunistic witnessing make the epoch hold more of them.
-  const roundTime = c.max_round_train_time + c.round_witness_time;
-  const epochTime = c.rounds_per_epoch * roundTime;
-  notes.push({
-    path: 'config.rounds_per_epoch',
-    reason:
-      `converted to epoch_time = ${c.rounds_per_epoch} × (max_round_train_time ${c.max_round_train_time} + ` +
-      `round_witness_time ${c.round_witness_time}) = ${epochTime} s; rounds that finish early fit more per epoch`,
+  return knownOr(() => {
+    const roundTime = c.max_round_train_time + c.round_witness_time;
+    const epochTime = rounds * roundTime;
+    notes.push({
+      path: 'config.rounds_per_epoch',
+      reason:
+        `converted to epoch_time = ${rounds} × (max_round_train_time ${c.max_round_train_time} + ` +
+        `round_witness_time ${c.round_witness_time}) = ${epochTime} s; rounds that finish early fit more per epoch`,
+    });
+    return epochTime;
   });
-  return epochTime;
 }
 
 function dataLocationOf(
@@ -94,8 +98,7 @@ export function normalize(doc: RunConfigDocument): Normalized {
       message:
         '"Dummy" cannot train (Psyche\'s Model::check rejects it too); use [model.LLM.optimizer.Distro]',
     });
-
-  if (epoch_time === undefined || llm.optimizer === 'Dummy') return { notes, issues };
+  const optimizer = llm.optimizer === 'Dummy' ? unknownValue<Optimizer>() : llm.optimizer;
 
   const run: RunConfig = {
     ...(doc.run_id === undefined ? {} : { run_id: doc.run_id }),
@@ -126,9 +129,9 @@ export function normalize(doc: RunConfigDocument): Normalized {
         max_seq_len: llm.max_seq_len,
         cold_start_warmup_steps: llm.cold_start_warmup_steps ?? PSYCHE_DEFAULTS.cold_start_warmup_steps,
         checkpoint: llm.checkpoint,
-        data_location: dataLocationOf(llm.data_location, notes),
+        data_location: knownOr(() => dataLocationOf(llm.data_location, notes)),
         lr_schedule: llm.lr_schedule,
-        optimizer: llm.optimizer,
+        optimizer,
       },
     },
     meshtrain: {

@@ -1,10 +1,12 @@
 import { parse as parseToml, TomlError } from 'smol-toml';
-import { RunConfigError } from './errors.ts';
+import type { z } from 'zod';
+import { RunConfigError, type ConfigIssue } from './errors.ts';
 import { normalize } from './normalize.ts';
 import { sanityIssues } from './sanity.ts';
-import { runConfigDocument } from './schema.ts';
+import { runConfigDocument, type RunConfigDocument } from './schema.ts';
 import { summarizeRunConfig } from './summary.ts';
 import type { ParsedRunConfig } from './types.ts';
+import { withUnknownsAt } from './unknown.ts';
 import { unsupportedFeatures } from './unsupported.ts';
 import { configIssuesFromZod } from './zod-issues.ts';
 
@@ -22,6 +24,18 @@ function readToml(text: string): unknown {
   }
 }
 
+/** The keys whose values failed the schema. An unknown key says nothing about the table that holds it. */
+function failedPaths(error: z.ZodError): PropertyKey[][] {
+  return error.issues.filter((i) => i.code !== 'unrecognized_keys').map((i) => i.path);
+}
+
+/** Whether `path` is, or lies inside, a key that already has an error. */
+function coveredBy(reported: readonly ConfigIssue[], path: string): boolean {
+  return reported.some(
+    (r) => path === r.path || path.startsWith(`${r.path}.`) || path.startsWith(`${r.path}[`),
+  );
+}
+
 /**
  * Parses and validates a run config (Psyche's `[config]` and `[model.LLM]` plus meshtrain's `[meshtrain]`).
  * Throws RunConfigError listing every problem with its key path; features meshtrain cannot run yet are
@@ -30,16 +44,25 @@ function readToml(text: string): unknown {
 export function parseRunConfig(tomlText: string): ParsedRunConfig {
   const doc = readToml(tomlText);
   const checked = runConfigDocument.safeParse(doc);
-  if (!checked.success) throw new RunConfigError(configIssuesFromZod(checked.error, doc, runConfigDocument));
+  // One pass reports every error: where keys fail the schema, the cross-key rules still run on the keys that
+  // did parse, with the failed ones unknown; a rule needing an unknown value is skipped, and no rule adds a
+  // second error to a key that already has one.
+  const schemaIssues = checked.success ? [] : configIssuesFromZod(checked.error, doc, runConfigDocument);
+  const document = checked.success
+    ? checked.data
+    : // Outside the failed paths the raw document is what the schema would have produced: its transforms
+      // only narrow types, they do not change values.
+      (withUnknownsAt(doc, failedPaths(checked.error)) as RunConfigDocument);
 
-  const { run, notes, issues } = normalize(checked.data);
-  if (!run) throw new RunConfigError(issues);
-  const allIssues = [...issues, ...sanityIssues(run)];
+  const { run, notes, issues } = normalize(document);
+  const ruleIssues = [...issues, ...sanityIssues(run)].filter((i) => !coveredBy(schemaIssues, i.path));
+  const allIssues = [...schemaIssues, ...ruleIssues];
+  // `run` holds an unknown value only where an issue was reported, so a run that gets past here is complete.
   if (allIssues.length > 0) throw new RunConfigError(allIssues);
 
   return {
     config: run,
-    unsupported: unsupportedFeatures(run, checked.data),
+    unsupported: unsupportedFeatures(run, document),
     notes,
     summary: summarizeRunConfig(run),
   };
