@@ -43,7 +43,10 @@ function cli(...args: string[]): void {
     throw new Error(`node-trainer distro ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
 }
 
-/** Block geometry the way psyche-spec §1.2/§1.4 state it, recomputed independently of the package. */
+/**
+ * Block geometry the way docs/protocol.md "Chunk choice" and "DCT blocks and xshape" state it, recomputed
+ * independently of the package.
+ */
 function split(s: number, c: number): number {
   let best = 1;
   for (let d = 1; d <= Math.min(s, c); d++) if (s % d === 0) best = d;

@@ -21,7 +21,7 @@ import { RunHost } from './run-host.ts';
 import type { Clock } from './run-host.ts';
 import type { RelayStore } from './store.ts';
 
-/** Grantee meaning "anyone" (psyche-spec §6: the all-zero public key). */
+/** Grantee meaning "anyone" (docs/protocol.md "Run permissions": the all-zero public key). */
 export const PERMISSIONLESS = '0'.repeat(64);
 const KEY_HEX = /^[0-9a-f]{64}$/;
 const RUN_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -263,7 +263,7 @@ export class Relay {
     return r;
   }
 
-  // --- permissions (psyche-spec §6) ---------------------------------------------------------------
+  // --- permissions (docs/protocol.md "Run permissions") ---------------------------------------------
 
   /** Join allowed iff an active grant by the run's join authority is permissionless, names the key, or lists it as a delegate. */
   mayJoin(host: RunHost, key: string): boolean {

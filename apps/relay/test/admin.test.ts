@@ -1,6 +1,7 @@
-// Admin HTTP API over the real server: signature middleware (401 unsigned / stale / forged / replayed,
-// 403 wrong key), run creation from TOML with core's key-path errors, pause/resume/config, 404 for unknown
-// runs, and permissioned runs (grant → authorizer → delegates, psyche-spec §6) enforced at WebSocket join.
+// Admin HTTP API over the real server: signature middleware (401 unsigned / stale / forged / replayed, 403
+// wrong key), run creation from TOML with core's key-path errors, pause/resume/config, 404 for unknown runs,
+// and permissioned runs (grant → authorizer → delegates, docs/protocol.md "Run permissions") enforced at
+// WebSocket join.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';

@@ -1,13 +1,15 @@
-// The client state machine (psyche-spec §3), driven by the coordinator states the relay sends.
+// The client state machine (docs/protocol.md "Client state machine"), driven by the coordinator states the
+// relay sends.
 //
 //   NotYetInitialized ─(Warmup, self in epoch)→ Initializing ─(model loaded)→ Warmup
 //   Warmup ─RoundTrain→ Training ─RoundWitness→ Witness ─RoundTrain→ Training … ─Cooldown→ Cooldown ─→ Warmup
 //
-// Every round of height h: (1) apply the accepted results of round h−2 (psyche-spec §3.2), in batch-id order,
-// with packages/distro's exact integer aggregate + apply, so every replica stays bit-identical; (2) witnesses
-// report trainers of round h−2 their peers did not see (health checks); (3) trainers fetch their batch, run
-// the train step on a lookahead copy, DisTrO-compress, commit, sign and publish; (4) witnesses of round h
-// submit blooms of the round h−1 results they verified. At every epoch end the client hashes its parameters.
+// Every round of height h: (1) apply the accepted results of round h−2
+// (docs/protocol.md "The two-round apply lag"), in batch-id order, with packages/distro's exact integer
+// aggregate + apply, so every replica stays bit-identical; (2) witnesses report trainers of round h−2 their
+// peers did not see (health checks); (3) trainers fetch their batch, run the train step on a lookahead copy,
+// DisTrO-compress, commit, sign and publish; (4) witnesses of round h submit blooms of the round h−1 results
+// they verified. At every epoch end the client hashes its parameters.
 //
 // Divergence is never silent. A result is applied only if core's acceptedCommitments names it (a quorum of
 // the next round's witnesses saw exactly that commitment). If an accepted payload cannot be fetched from the
@@ -464,7 +466,8 @@ export class Client {
       const p = params.get(n) as Float32Array;
       const shape = this.shapeOf(n, p.length);
       this.params.push(d.tensor(shape, Float32Array.from(p)));
-      // Joiners get no optimizer state (psyche-spec §2.11): momentum restarts at zero.
+      // Joiners get no optimizer state (docs/protocol.md "Joiners, checkpoints and cold start"): momentum
+      // restarts at zero.
       this.delta.push(d.tensor(shape));
       this.scratch.push(d.tensor(shape));
     }
@@ -690,7 +693,7 @@ export class Client {
 
     const own: TensorResult[] = [];
     try {
-      // Clip by global norm (psyche-spec §1.7 B4).
+      // Clip by global norm (docs/protocol.md "Training step").
       const clip = cfg.clip_grad_norm ?? 0;
       if (clip > 0) {
         let sq = 0;
@@ -710,7 +713,7 @@ export class Client {
     } finally {
       release();
     }
-    // The unquantised result is what the residual subtracts (psyche-spec §1.6).
+    // The unquantised result is what the residual subtracts (docs/protocol.md "Top-k and 1-bit signs").
     this.ownPrev = own;
     const sent = cfg.quantize_1bit ? own.map(quantize1bit) : own;
 
@@ -758,8 +761,9 @@ export class Client {
   }
 
   /**
-   * Lookahead (psyche-spec §1.7 B2): the step trains on params − prev_lr·sign(delta), computed into a scratch
-   * copy so nothing has to be undone afterwards (the in-place undo is not exact in floating point).
+   * Lookahead (docs/protocol.md "Training step"): the step trains on params − prev_lr·sign(delta), computed
+   * into a scratch copy so nothing has to be undone afterwards (the in-place undo is not exact in floating
+   * point).
    */
   private lookahead(prevLr: number): void {
     for (let i = 0; i < this.names.length; i++)
@@ -892,7 +896,7 @@ export class Client {
       participant.add(participantItem(hexToBytes(h.from)));
       broadcast.add(h.commitment);
     }
-    // Informational (psyche-spec §2.7): a hash over the commitments in batch order.
+    // Informational (docs/protocol.md "Witnesses and quorum"): a hash over the commitments in batch order.
     const merkle = sha256Concat(...prevSet.items.map((h) => h.commitment));
     await this.o.link.submitWitness({
       step: round.step,

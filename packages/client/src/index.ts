@@ -1,4 +1,5 @@
-// @meshtrain/client: the client state machine (psyche-spec §3) over I/O interfaces, for browsers and Node.
+// @meshtrain/client: the client state machine (docs/protocol.md "Client state machine") over I/O
+// interfaces, for browsers and Node.
 export * from './interfaces.ts';
 export * from './convert.ts';
 export * from './client.ts';

@@ -72,7 +72,8 @@ describe('resultCommitment', () => {
     ['step', (r) => void (r.step += 1)],
     ['batch.start', (r) => void (r.batch.start -= 1)],
     ['batch.end', (r) => void (r.batch.end += 1)],
-    // Psyche's hash leaves the nonce out (psyche-spec §1.10); it decides cold-start filtering.
+    // Psyche's hash leaves the nonce out (docs/protocol.md "Training results and commitments"); it decides
+    // cold-start filtering.
     ['trainerNonce', (r) => void (r.trainerNonce += 1)],
     // Psyche's hash leaves shapes out: the same idx/val bytes under another xshape decode elsewhere.
     ['xshape (same totalk, same bytes)', (r) => void (r.tensors[0]!.xshape = [2, 1, 2, 2])],

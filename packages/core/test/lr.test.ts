@@ -47,7 +47,8 @@ const cosine = (
 const close = (actual: number, expected: number, eps = 1e-12) =>
   expect(Math.abs(actual - expected)).toBeLessThanOrEqual(eps);
 
-// Psyche's own cases (shared/core/src/definitions.rs tests); expected values worked out by hand from §1.8.
+// Psyche's own cases (shared/core/src/definitions.rs tests); expected values worked out by hand from
+// docs/protocol.md "Learning-rate schedules".
 describe('Psyche LR fixtures', () => {
   it('Constant(base 0.01, warmup 10, init 0.001)', () => {
     const s = constant(0.01, 10, 0.001);

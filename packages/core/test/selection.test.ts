@@ -12,7 +12,8 @@ import {
   lcgShuffle,
 } from '../src/selection/index.ts';
 
-// A deliberately naive transcription of psyche-spec §2.5 (BigInt, no caching) to check the cached version.
+// A deliberately naive transcription of docs/protocol.md "Committee and witness selection" (BigInt, no
+// caching) to check the cached version.
 function naiveSwapOrNot(index: number, n: number, seed: Uint8Array): number {
   const le = (b: Uint8Array): bigint => b.slice(0, 8).reduceRight((acc, x) => (acc << 8n) | BigInt(x), 0n);
   let idx = BigInt(index);

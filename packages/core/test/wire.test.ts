@@ -656,7 +656,7 @@ describe('counts are checked before anything is allocated', () => {
   });
 });
 
-describe("Psyche's 1-bit packing (psyche-spec §1.6, §1.10)", () => {
+describe('Psyche\'s 1-bit packing (docs/protocol.md "Top-k and 1-bit signs")', () => {
   // Hand-written frame: run "r", step 5, batch [300, 301], nonce 1, one tensor xshape [1, 9], totalk 9,
   // k 9, indices 0..8 (u8), signs of [-1, 2, -0, 3, 4, 5, 6, -7, -8]: element 8i+j is bit j of byte i,
   // true = negative (−0 included) → bits 0, 2, 7 of byte 0 (0x85) and bit 0 of byte 1 (0x01).
@@ -745,7 +745,7 @@ describe("Psyche's 1-bit packing (psyche-spec §1.6, §1.10)", () => {
   });
 });
 
-describe('bytes per tensor (psyche-spec §8)', () => {
+describe('bytes per tensor (docs/protocol.md "Result sizes")', () => {
   function signsTensor(xshape: number[], k: number): DistroResult {
     const totalk = chunkSizeOf(xshape);
     const chunks = xshape.reduce((a, b) => a * b, 1) / totalk;

@@ -13,7 +13,10 @@ export interface DistroBackend {
   readonly kind: 'cpu' | 'webgpu';
   /** Human-readable device description (adapter name, "software adapter" where it is one). */
   readonly description: string;
-  /** The run's compression chunk (psyche-spec §1.2); fixed per backend because it decides the block layout. */
+  /**
+   * The run's compression chunk (docs/protocol.md "Chunk choice"); fixed per backend because it decides the
+   * block layout.
+   */
   readonly chunk: number;
   tensor(shape: readonly number[], data?: Float32Array): DistroTensor;
   read(t: DistroTensor): Promise<Float32Array>;

@@ -1,4 +1,5 @@
-// Orthonormal DCT-II basis (psyche-spec §1.3): F[n,k] = c_k·cos(π(2n+1)k/(2N)), c_0 = 1/√N, c_k = √(2/N).
+// Orthonormal DCT-II basis (docs/protocol.md "DCT blocks and xshape"):
+// F[n,k] = c_k·cos(π(2n+1)k/(2N)), c_0 = 1/√N, c_k = √(2/N).
 // The forward transform of x is X[k] = Σ_n x[n]·F[n,k]; the inverse is x[n] = Σ_k X[k]·F[n,k] (F is orthogonal).
 //
 // These float tables feed compression and the residual, where last-bit differences between engines are

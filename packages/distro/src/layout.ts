@@ -1,4 +1,4 @@
-// How one parameter tensor is cut into DCT blocks (psyche-spec §1.2, §1.4).
+// How one parameter tensor is cut into DCT blocks (docs/protocol.md "Chunk choice", "DCT blocks and xshape").
 //
 // Every tensor is handled as a row-major matrix [rows, cols] cut into n1×n2 blocks:
 // - ≥2-D [..., R, C]: rows = prod(leading)·R, cols = C, n1 = sc(R), n2 = sc(C). Because n1 divides R, no block

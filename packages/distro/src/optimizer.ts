@@ -1,8 +1,8 @@
-// One trainer's side of a DisTrO step (psyche-spec §1.7 B), composed from backend operations, with Psyche's
-// quirks fixed on purpose: delta starts at zero (callers create it with backend.tensor(shape)); state is
-// float32; the lookahead goes to a scratch copy (so nothing has to be undone, not even after a cancelled
-// step); gradients are clipped by their global norm before the momentum update. Weight decay is not applied
-// here: apply (apply.ts) does p·(1 − lr·wd) on every replica alike.
+// One trainer's side of a DisTrO step (docs/protocol.md "Training step"), composed from backend operations,
+// with Psyche's quirks fixed on purpose: delta starts at zero (callers create it with backend.tensor(shape));
+// state is float32; the lookahead goes to a scratch copy (so nothing has to be undone, not even after a
+// cancelled step); gradients are clipped by their global norm before the momentum update. Weight decay is not
+// applied here: apply (apply.ts) does p·(1 − lr·wd) on every replica alike.
 import type { DistroBackend, DistroTensor } from './backend.ts';
 import { quantize1bit, type TensorResult } from './result.ts';
 

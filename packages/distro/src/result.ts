@@ -1,5 +1,6 @@
-// One tensor's compressed result (Psyche's DistroResult, psyche-spec §1.5-§1.6) and its wire-level pieces:
-// 1-bit sign packing and index narrowing. The framing around them (postcard, commitments) is core's wire codec.
+// One tensor's compressed result (Psyche's DistroResult, docs/protocol.md "Top-k and 1-bit signs") and its
+// wire-level pieces: 1-bit sign packing and index narrowing. The framing around them (postcard, commitments)
+// is core's wire codec.
 import { DistroShapeError, sameShape, type BlockLayout } from './layout.ts';
 
 export interface TensorResult {
@@ -23,7 +24,10 @@ export function effectiveTopk(topk: number, totalk: number): number {
   return Math.min(Math.max(topk, 1), totalk);
 }
 
-/** 1-bit quantisation: the sign bit decides (−0 → −1, +0 → +1), magnitude is dropped (psyche-spec §1.6). */
+/**
+ * 1-bit quantisation: the sign bit decides (−0 → −1, +0 → +1), magnitude is dropped (docs/protocol.md
+ * "Top-k and 1-bit signs").
+ */
 export function quantize1bit(r: TensorResult): TensorResult {
   const bits = new Uint32Array(r.values.buffer, r.values.byteOffset, r.values.length);
   const values = new Float32Array(r.values.length);
@@ -47,7 +51,10 @@ export function unpackSigns(bytes: Uint8Array, count: number): Float32Array {
   return out;
 }
 
-/** Bytes per index after Psyche's narrowing (§1.5): u8 up to 256 coefficients, u16 up to 65 536, else u32. */
+/**
+ * Bytes per index after Psyche's narrowing (docs/protocol.md "Top-k and 1-bit signs"): u8 up to 256
+ * coefficients, u16 up to 65 536, else u32.
+ */
 export function indexBytes(totalk: number): 1 | 2 | 4 {
   return totalk <= 256 ? 1 : totalk <= 65536 ? 2 : 4;
 }

@@ -1,7 +1,7 @@
 // Per-chunk top-k selection, defined so that the CPU and the WGSL kernel pick the same set: the k largest
 // magnitudes, ties broken by the lower index, compared as float32 magnitude bits (monotonic for |x|), and
-// reported in ascending index order. Psyche leaves the order and tie-breaking to torch (§1.5); any order is
-// valid on the wire, and a fixed rule makes backends comparable.
+// reported in ascending index order. Psyche leaves the order and tie-breaking to torch (docs/protocol.md
+// "Top-k and 1-bit signs"); any order is valid on the wire, and a fixed rule makes backends comparable.
 
 /** Writes the selected positions of `mags` (float32 magnitude bits) into `out[0..k)`, ascending. */
 export function selectTopK(mags: Uint32Array, k: number, out: Uint32Array): void {

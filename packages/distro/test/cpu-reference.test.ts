@@ -32,7 +32,7 @@ function rng(seed: number): () => number {
   };
 }
 
-describe('chunk choice (psyche-spec §1.2)', () => {
+describe('chunk choice (docs/protocol.md "Chunk choice")', () => {
   it('matches Psyche fixtures', () => {
     expect(smallerSplit(12, 5)).toBe(4);
     expect(smallerSplit(100, 7)).toBe(5);
@@ -55,7 +55,7 @@ describe('chunk choice (psyche-spec §1.2)', () => {
   });
 });
 
-describe('DCT (psyche-spec §1.3)', () => {
+describe('DCT (docs/protocol.md "DCT blocks and xshape")', () => {
   it('N=4 basis row 0 and the DCT of arange(8)', () => {
     const F = dctBasis64(4);
     // Row 0 of F = F[0, k] for k = 0..3 = table[k·4 + 0].
@@ -102,7 +102,7 @@ describe('DCT (psyche-spec §1.3)', () => {
   });
 });
 
-describe('top-k, quantisation, narrowing (§1.5-§1.6)', () => {
+describe('top-k, quantisation, narrowing (docs/protocol.md "Top-k and 1-bit signs")', () => {
   it('keeps the k largest |coefficients| per chunk, ties to the lower index', async () => {
     const be = createCpuBackend({ chunk: 4 });
     // DCT of a one-hot at position 0 of a length-4 chunk: coefficients F[0,k] = [0.5, .65, .5, .27].

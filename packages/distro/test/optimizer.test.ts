@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createCpuBackend, distroStep, lookahead } from '../src/index.ts';
 import { rng } from './rng.ts';
 
-describe('distroStep (psyche-spec §1.7 B, fixed)', () => {
+describe('distroStep (docs/protocol.md "Training step", Psyche quirks fixed)', () => {
   it('clips, subtracts the own residual one step late, updates momentum and compresses', async () => {
     const be = createCpuBackend({ chunk: 8 });
     const rand = rng(5);

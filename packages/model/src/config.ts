@@ -89,7 +89,7 @@ export interface ParameterSpec {
 
 /**
  * Every trainable tensor, in ascending byte-lexicographic order of its name: the order DisTrO results and
- * checkpoints use (psyche-spec §1.1), so "model.layers.10" sorts before "model.layers.2".
+ * checkpoints use (docs/protocol.md "Variable order"), so "model.layers.10" sorts before "model.layers.2".
  */
 export function parameterSpecs(c: LlamaConfig): ParameterSpec[] {
   const headDim = c.hidden_size / c.num_attention_heads;

@@ -10,7 +10,10 @@ export interface NamedTensor {
   data: Float32Array;
 }
 
-/** Every tensor of a safetensors file as float32, in ascending byte-lexicographic name order (psyche-spec §1.1). */
+/**
+ * Every tensor of a safetensors file as float32, in ascending byte-lexicographic name order
+ * (docs/protocol.md "Variable order").
+ */
 export async function readTensors(
   path: string,
   flag: string,

@@ -10,7 +10,7 @@ import type { RunConfigDocument } from './schema.ts';
 import type { ConfigNote, DataLocation, Optimizer, RunConfig } from './types.ts';
 import { knownOr, unknownValue } from './unknown.ts';
 
-/** Psyche's documented values for keys its book example leaves out (psyche-spec §5). */
+/** Psyche's documented values for keys its book example leaves out (docs/protocol.md "Run configuration"). */
 export const PSYCHE_DEFAULTS = { waiting_for_members_extra_time: 3, cold_start_warmup_steps: 0 } as const;
 export const DEFAULT_MICRO_BATCH_SIZE = 1;
 export const DEFAULT_SEED = 0;
@@ -39,9 +39,9 @@ function epochTimeOf(c: RunConfigDocument['config'], notes: ConfigNote[], issues
     return unknownValue();
   }
   const rounds = c.rounds_per_epoch;
-  // Psyche replaced the round count by a wall-clock epoch length (psyche-spec §2.3). A round lasts at most
-  // max_round_train_time + round_witness_time, so this epoch_time fits at least the configured rounds; rounds
-  // that end early through opportunistic witnessing make the epoch hold more of them.
+  // Psyche replaced the round count by a wall-clock epoch length (docs/protocol.md "Run configuration"). A
+  // round lasts at most max_round_train_time + round_witness_time, so this epoch_time fits at least the
+  // configured rounds; rounds that end early through opportunistic witnessing make the epoch hold more of them.
   return knownOr(() => {
     const roundTime = c.max_round_train_time + c.round_witness_time;
     const epochTime = rounds * roundTime;

@@ -1,6 +1,7 @@
-// Rules that relate keys to each other: Psyche's CoordinatorConfig::check_error (psyche-spec §2.9) with its
-// hard-coded limits (256 clients, 32 witnesses) replaced by the run's own max_clients / max_witnesses, plus the
-// runtime asserts of Psyche's LR schedules and our own keys. Messages name the key to change and both values.
+// Rules that relate keys to each other: Psyche's CoordinatorConfig::check_error
+// (docs/protocol.md "Run configuration") with its hard-coded limits (256 clients, 32 witnesses) replaced by
+// the run's own max_clients / max_witnesses, plus the runtime asserts of Psyche's LR schedules and our own
+// keys. Messages name the key to change and both values.
 //
 // `run` may hold unknown values (keys that failed their own check, see unknown.ts): each rule is a thunk so
 // that one needing such a value is skipped while the others still report.

@@ -1,7 +1,7 @@
-// The invariants the state machine itself relies on. The config module does the full, user-facing
-// validation of a TOML file (psyche-spec §2.9); this guards `createCoordinator` and `update_config` against
-// configs that would make the machine stall or divide by zero. Unlike Psyche there is no 256-client cap:
-// `max_clients` is the limit.
+// The invariants the state machine itself relies on. The config module does the full, user-facing validation
+// of a TOML file (docs/protocol.md "Run configuration"); this guards `createCoordinator` and `update_config`
+// against configs that would make the machine stall or divide by zero. Unlike Psyche there is no 256-client
+// cap: `max_clients` is the limit.
 import type { CoordinatorConfig } from './config.ts';
 
 const POSITIVE_INTEGERS = [

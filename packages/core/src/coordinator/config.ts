@@ -1,9 +1,13 @@
-// The coordinator's view of a run's `[config]` table. Field names are Psyche's TOML keys (psyche-spec §5) so a
-// parsed file maps onto this type without renaming; times are whole seconds, as in Psyche.
+// The coordinator's view of a run's `[config]` table. Field names are Psyche's TOML keys
+// (docs/protocol.md "Run configuration") so a parsed file maps onto this type without renaming; times are
+// whole seconds, as in Psyche.
 export interface CoordinatorConfig {
   warmup_time: number;
   cooldown_time: number;
-  /** Wall-clock length of an epoch; after it, two drain rounds run and the epoch ends (psyche-spec §2.3). */
+  /**
+   * Wall-clock length of an epoch; after it, two drain rounds run and the epoch ends (docs/protocol.md
+   * "Epochs and drain rounds").
+   */
   epoch_time: number;
   max_round_train_time: number;
   round_witness_time: number;
@@ -23,7 +27,10 @@ export interface CoordinatorConfig {
   max_witnesses: number;
   /** Target false-positive rate of witness bloom filters (Psyche: a fixed 1024 bits). */
   bloom_false_positive_rate: number;
-  /** Sequence length in tokens: the batch-size ramp counts tokens (psyche-spec §2.4). */
+  /**
+   * Sequence length in tokens: the batch-size ramp counts tokens
+   * (docs/protocol.md "Batch size and data index").
+   */
   max_seq_len: number;
   cold_start_warmup_steps: number;
 }

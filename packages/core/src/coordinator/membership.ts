@@ -36,7 +36,7 @@ export function join(
     );
   if (state.members.some((m) => m.id === id))
     return new CoordinatorError('AlreadyMember', `client ${id.slice(0, 12)}… has already joined`);
-  // FIX (§7.7): Psyche caps clients at 256 and its Solana registry never frees slots; here the registry is
+  // FIX (Psyche): Psyche caps clients at 256 and its Solana registry never frees slots; here the registry is
   // bounded by config.max_clients and leaving frees a slot.
   if (state.members.length >= state.config.max_clients) {
     return new CoordinatorError(
@@ -62,7 +62,10 @@ export function leave(state: CoordinatorState, id: string, ctx: Ctx): Coordinato
   return next;
 }
 
-/** Ejected: out of the epoch and the member list, and banned (psyche-spec §2.8 never assigns it). */
+/**
+ * Ejected: out of the epoch and the member list, and banned (Psyche never assigns it;
+ * docs/protocol.md "Health checks and client removal").
+ */
 export function eject(state: CoordinatorState, id: string, reason: string, ctx: Ctx): CoordinatorState {
   let next = state;
   const clientIndex = next.epoch.clients.findIndex((c) => c.id === id);

@@ -118,8 +118,9 @@ export interface AcceptedCommitment {
 
 /**
  * The result every peer applies for each batch of the round at `height`: the commitment the next round's
- * witnesses agree on (psyche-spec §2.7, §3.2), or null. `candidatesFor` gives the verified commitments a peer
- * received for a batch (any order). Nothing is accepted unless the next round's witnesses reached quorum.
+ * witnesses agree on (docs/protocol.md "Consensus commitment per batch", "The two-round apply lag"), or null.
+ * `candidatesFor` gives the verified commitments a peer received for a batch (any order). Nothing is accepted
+ * unless the next round's witnesses reached quorum.
  */
 export function acceptedCommitments(
   state: CoordinatorState,

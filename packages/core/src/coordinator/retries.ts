@@ -4,11 +4,12 @@
 //
 // Criterion. When round h's witness phase ends, round h's witnesses have attested round h−1's results: a
 // witness puts participantItem(trainer key) in its participant bloom for every round h−1 result it downloaded
-// and verified (psyche-spec §2.7). An assignment of round h−1 whose trainer is in fewer than quorum(W_h) of
-// those blooms is queued: the same test as health checks (witness/health.ts isHealthy, witnessing.ts
-// healthCheck), applied to every assignment instead of to reported clients. Peers apply round h−1 at the start
-// of round h+1 from the same witnesses' broadcast blooms (queries.acceptedCommitments), so for honest
-// witnesses "attested" and "applied" coincide: both blooms are filled from the same verified results.
+// and verified (docs/protocol.md "Witnesses and quorum"). An assignment of round h−1 whose trainer is in
+// fewer than quorum(W_h) of those blooms is queued: the same test as health checks (witness/health.ts
+// isHealthy, witnessing.ts healthCheck), applied to every assignment instead of to reported clients. Peers
+// apply round h−1 at the start of round h+1 from the same witnesses' broadcast blooms
+// (queries.acceptedCommitments), so for honest witnesses "attested" and "applied" coincide: both blooms are
+// filled from the same verified results.
 //
 // Limits (the coordinator never sees commitments, only blooms, so this is a proxy for the clients' consensus):
 //  - A participant-bloom false positive (rate ≈ config.bloom_false_positive_rate per witness, needing

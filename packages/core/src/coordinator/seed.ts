@@ -1,5 +1,5 @@
-// Round seeds. Psyche takes them from Solana slot hashes or the server's RNG (psyche-spec §2.10); core has
-// no randomness, so the seed is a hash of what the shell fed in:
+// Round seeds. Psyche takes them from Solana slot hashes or the server's RNG (docs/protocol.md "Round seed");
+// core has no randomness, so the seed is a hash of what the shell fed in:
 //   random_seed = u64_le(SHA-256("meshtrain/round-seed/v1" ‖ run_seed (32 B) ‖ epoch u32 LE ‖ step u32 LE
 //                                 ‖ entropy bytes)[0..8])
 // `entropy` is the latest value carried by a `tick` or `entropy` event (empty if none): a relay that wants

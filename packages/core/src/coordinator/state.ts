@@ -46,7 +46,7 @@ export interface WitnessRecord {
   /** Dropped (null) once no reader needs it: only the current and previous round keep blooms. */
   participant_bloom: StoredBloom | null;
   broadcast_bloom: StoredBloom | null;
-  /** Hex merkle root of received broadcasts, informational (psyche-spec §2.7). */
+  /** Hash over the received commitments, informational (docs/protocol.md "Witnesses and quorum"). */
   broadcast_merkle: string | null;
 }
 

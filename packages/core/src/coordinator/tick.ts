@@ -2,7 +2,8 @@
 // program call one such function; our relay does too. It never throws for a bad event: the error comes back
 // in the result with the state unchanged (apart from strikes/ejection for provable lies).
 //
-// Deliberate departures from Psyche (psyche-spec §2.3, §2.7–2.9, §7.7), each marked "FIX (§7.7)" in place:
+// Deliberate departures from Psyche (docs/protocol.md "Differences from Psyche and why"), each marked
+// "FIX (Psyche)" in place:
 //  1. Quorum is quorum(W) with W the witnesses selected for the round (min(witness_nodes or max_witnesses,
 //     roster)); Psyche's check with witness_nodes = 0 compares #submitted with quorum(#submitted) and never
 //     fails. W is capped by the roster so it stays reachable when clients leave.       (transitions.endRound)

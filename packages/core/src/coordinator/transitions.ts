@@ -1,5 +1,6 @@
-// Phase changes of the coordinator (psyche-spec §2.3), with the deliberate departures from Psyche marked
-// "FIX (§7.7)". Every function returns a new state; arrays are copied only when they change.
+// Phase changes of the coordinator (docs/protocol.md "Phases and timers"), with the deliberate departures
+// from Psyche marked "FIX (Psyche)". Every function returns a new state; arrays are copied only when they
+// change.
 import { effectiveWitnessCount } from '../selection/committee.ts';
 import { globalBatchSize } from '../selection/batch-size.ts';
 import { quorum } from '../witness/quorum.ts';
@@ -54,7 +55,7 @@ export function retireClients(
   return { ...state, members, epoch: { ...state.epoch, clients } };
 }
 
-/** WaitingForMembers → Warmup: the first `max_clients` members form the epoch (FIX §7.7: no 256 cap). */
+/** WaitingForMembers → Warmup: the first `max_clients` members form the epoch (FIX (Psyche): no 256 cap). */
 export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   const clients: EpochClient[] = state.members.slice(0, state.config.max_clients).map((m) => ({
     id: m.id,
@@ -94,7 +95,7 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
   const height = prev ? prev.height + 1 : 0;
   // Consecutive rounds read consecutive samples; drain rounds have batch_size 0 so they consume nothing.
   const dataIndex = prev ? prev.data_index + prev.batch_size : progress.epoch_start_data_index;
-  // FIX (§7.7): Psyche's drain rounds still consume steps *and* data indices, so their samples are never
+  // FIX (Psyche): Psyche's drain rounds still consume steps *and* data indices, so their samples are never
   // trained. Here a drain round has no batch: the next epoch starts exactly where training stopped.
   const training = epoch.last_step === 0;
   const roster: number[] = [];
@@ -158,7 +159,7 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   const round = currentRound(state);
   if (!round) return changeState(state, 'Cooldown', ctx);
   let next: CoordinatorState = { ...state, progress: { ...state.progress, step: state.progress.step + 1 } };
-  // FIX (§7.7): Psyche compares the submitted count with quorum(submitted count) when witness_nodes = 0, a
+  // FIX (Psyche): Psyche compares the submitted count with quorum(submitted count) when witness_nodes = 0, a
   // check that can never fail. The quorum here is always that of W, the witnesses selected for the round.
   const q = quorum(round.witness_count);
   const reached = round.witnesses.length >= q;
@@ -171,7 +172,7 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
     quorum_reached: reached,
   });
   if (!reached) {
-    // FIX (§7.7): Psyche withdraws *every* client when no witness submitted. The clients that made the round
+    // FIX (Psyche): Psyche withdraws *every* client when no witness submitted. The clients that made the round
     // fail are the selected witnesses that stayed silent; only they are dropped, and the epoch ends.
     const submitted = new Set(round.witnesses.map((w) => w.index));
     const silent = roundSelection(round)
@@ -193,7 +194,7 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   }
   const step = next.progress.step;
   if (next.epoch.last_step === 0 && (epochTimedOut(next, ctx.now) || step >= next.config.total_steps)) {
-    // FIX (§7.7): Psyche sets last_step only "if >= 4" and ends the run abruptly at total_steps, losing the
+    // FIX (Psyche): Psyche sets last_step only "if >= 4" and ends the run abruptly at total_steps, losing the
     // last two rounds' results (they are applied two rounds later). Both paths now drain: two rounds without
     // training so that every trained round is witnessed and applied before Cooldown.
     next = { ...next, epoch: { ...next.epoch, last_step: step + 2 } };
@@ -219,8 +220,9 @@ export function withdrawAll(state: CoordinatorState): CoordinatorState {
 
 /**
  * Where the next epoch resumes reading data. Results of round h are applied at the start of round h+2
- * (psyche-spec §3.2), so when the epoch's last round is H, rounds H-1 and H were never applied by anyone.
- * FIX (§7.7): Psyche resumes after round H, silently skipping those samples whenever an epoch ends early
+ * (docs/protocol.md "The two-round apply lag"), so when the epoch's last round is H, rounds H-1 and H were
+ * never applied by anyone.
+ * FIX (Psyche): Psyche resumes after round H, silently skipping those samples whenever an epoch ends early
  * (pause, lost quorum, too few clients). Resuming at round H-1's data index trains every sample exactly once;
  * after a normal drain H-1 is a drain round whose index is exactly where training stopped.
  */

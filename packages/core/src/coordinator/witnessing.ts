@@ -1,4 +1,5 @@
-// warmup_witness, witness and health_check events (psyche-spec §2.3, §2.7, §2.8).
+// warmup_witness, witness and health_check events (docs/protocol.md "Phases and timers",
+// "Witnesses and quorum", "Health checks and client removal").
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
 import { effectiveWitnessCount } from '../selection/committee.ts';
 import { hexToBytes } from '../selection/hex.ts';
@@ -231,7 +232,7 @@ export function healthCheck(
         'BadProof',
         `committee proof index ${proof.index} does not belong to ${String(check.id).slice(0, 12)}…`,
       );
-    // FIX (§7.7): Psyche judges anyone in the round, so a trainer that was assigned no samples (batch
+    // FIX (Psyche): Psyche judges anyone in the round, so a trainer that was assigned no samples (batch
     // smaller than the trainer count) or a non-trainer "fails" and is dropped for sending nothing.
     if (proof.committee !== 'Trainer' || !withBatch.has(proof.index)) {
       return new CoordinatorError(
@@ -240,7 +241,7 @@ export function healthCheck(
       );
     }
     if (client.state !== 'Healthy') continue;
-    // FIX (§7.7): Psyche's threshold is quorum(#witnesses that submitted); here quorum(W) of the round.
+    // FIX (Psyche): Psyche's threshold is quorum(#witnesses that submitted); here quorum(W) of the round.
     if (healthScore(participantItem(hexToBytes(client.id)), blooms) >= q) {
       return new CoordinatorError(
         'ClientIsHealthy',

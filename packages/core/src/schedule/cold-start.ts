@@ -1,5 +1,6 @@
-// Cold-start learning-rate ramp (psyche-spec §1.8, §2.11). After a pause/resume the optimizer state is zeroed,
-// so for the first `cold_start_warmup_steps` of that epoch the scheduled rate is scaled by a ramp from 0 to 1.
+// Cold-start learning-rate ramp (docs/protocol.md "Learning-rate schedules",
+// "Joiners, checkpoints and cold start"). After a pause/resume the optimizer state is zeroed, so for the
+// first `cold_start_warmup_steps` of that epoch the scheduled rate is scaled by a ramp from 0 to 1.
 
 /**
  * The factor that multiplies the scheduled rate at `step`: `(step − a) / (b − a)` for `a ≤ step ≤ b`, 1 outside

@@ -1,6 +1,7 @@
-// Learning-rate schedules with Psyche's semantics (psyche-spec §1.8, Psyche `shared/core/src/definitions.rs`).
-// Field names are Psyche's TOML keys; `kind` names the variant, which Psyche's TOML spells as the table name
-// (`[model.LLM.lr_schedule.Cosine]`). Steps start at 1 in the coordinator, but every formula is defined from 0.
+// Learning-rate schedules with Psyche's semantics (docs/protocol.md "Learning-rate schedules", Psyche
+// `shared/core/src/definitions.rs`). Field names are Psyche's TOML keys; `kind` names the variant, which
+// Psyche's TOML spells as the table name (`[model.LLM.lr_schedule.Cosine]`). Steps start at 1 in the
+// coordinator, but every formula is defined from 0.
 
 export interface ConstantLr {
   kind: 'Constant';

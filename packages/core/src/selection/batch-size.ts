@@ -1,4 +1,4 @@
-// Global batch size ramp (psyche-spec §2.4), in sequences of `max_seq_len` tokens.
+// Global batch size ramp (docs/protocol.md "Batch size and data index"), in sequences of `max_seq_len` tokens.
 export interface BatchRampConfig {
   global_batch_size_start: number;
   global_batch_size_end: number;

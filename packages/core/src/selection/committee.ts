@@ -1,5 +1,6 @@
-// Committee and witness selection for one round (psyche-spec §2.5). Everything derives from the round's
-// `random_seed` and the number of clients in the round, so every peer computes the same roles.
+// Committee and witness selection for one round (docs/protocol.md "Committee and witness selection").
+// Everything derives from the round's `random_seed` and the number of clients in the round, so every peer
+// computes the same roles.
 import { sha256 } from '@noble/hashes/sha2.js';
 import { SelectionError } from './errors.ts';
 import { seedToLeBytes } from './hex.ts';
@@ -47,7 +48,8 @@ function saltSeed(seed32: Uint8Array, purpose: 'committee' | 'witness'): Uint8Ar
 /**
  * W for a round: `witness_nodes` when set, else `max_witnesses`, never more than the clients in the round.
  * Psyche's W for witness_nodes = 0 was "however many witnesses actually submitted", which made the quorum
- * check vacuous (psyche-spec §2.7); capping by the roster also keeps W reachable when clients have left.
+ * check vacuous (docs/protocol.md "Witnesses and quorum"); capping by the roster also keeps W reachable when
+ * clients have left.
  */
 export function effectiveWitnessCount(
   witnessNodes: number,

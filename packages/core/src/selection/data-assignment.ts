@@ -1,6 +1,6 @@
-// Which sample indices each trainer trains on in a round (psyche-spec §2.6): trainers in epoch order are
-// shuffled with Psyche's LCG Fisher–Yates, then handed consecutive closed intervals starting at the round's
-// data index, the first `B mod n` trainers getting one sample more than the rest.
+// Which sample indices each trainer trains on in a round (docs/protocol.md "Data assignment"): trainers in
+// epoch order are shuffled with Psyche's LCG Fisher–Yates, then handed consecutive closed intervals starting
+// at the round's data index, the first `B mod n` trainers getting one sample more than the rest.
 import { SelectionError } from './errors.ts';
 import { seedToBigInt } from './hex.ts';
 

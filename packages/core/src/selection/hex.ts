@@ -29,7 +29,10 @@ export function bigIntToSeed(value: bigint): string {
   return BigInt.asUintN(64, value).toString(16).padStart(16, '0');
 }
 
-/** Little-endian u64 bytes of a seed, as Psyche hashes `random_seed` (psyche-spec §2.5). */
+/**
+ * Little-endian u64 bytes of a seed, as Psyche hashes `random_seed`
+ * (docs/protocol.md "Committee and witness selection").
+ */
 export function seedToLeBytes(seedHex: string): Uint8Array {
   let v = seedToBigInt(seedHex);
   const out = new Uint8Array(8);

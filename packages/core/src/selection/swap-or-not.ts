@@ -1,4 +1,5 @@
-// Swap-or-not shuffle exactly as Psyche computes committee and witness positions (psyche-spec §2.5).
+// Swap-or-not shuffle exactly as Psyche computes committee and witness positions
+// (docs/protocol.md "Committee and witness selection").
 //
 // Each of the 90 rounds is an involution (an index and its `flip` partner swap or both stay, decided by one
 // bit at max(idx, flip)), so the inverse permutation is the same rounds run backwards: that gives us

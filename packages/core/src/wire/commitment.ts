@@ -2,12 +2,13 @@
 //
 // commitment = SHA-256( tag("meshtrain/v1/result-commitment") ‖ TrainingResult frame )
 //
-// The TrainingResult frame is a canonical encoding (one spelling per value, decoders reject all others),
-// so hashing it covers everything that changes the update: runId, step, batch, trainer nonce, and per
-// tensor xshape, totalk, k, the narrowed index bytes, the value kind and the value bytes. Psyche's hash
-// (psyche-spec §1.10) covers only step, batch and the raw idx/val bytes: it leaves out the trainer nonce
-// (which decides cold-start filtering) and the shapes (so one payload could be re-read under a different
-// xshape/totalk) — both are covered here on purpose. The tag binds the hash to this purpose and version.
+// The TrainingResult frame is a canonical encoding (one spelling per value, decoders reject all others), so
+// hashing it covers everything that changes the update: runId, step, batch, trainer nonce, and per tensor
+// xshape, totalk, k, the narrowed index bytes, the value kind and the value bytes. Psyche's hash
+// (docs/protocol.md "Training results and commitments") covers only step, batch and the raw idx/val bytes: it
+// leaves out the trainer nonce (which decides cold-start filtering) and the shapes (so one payload could be
+// re-read under a different xshape/totalk) — both are covered here on purpose. The tag binds the hash to this
+// purpose and version.
 //
 // Envelope signature = Ed25519( tag("meshtrain/v1/result-signature") ‖ commitment ) by `from`.
 //

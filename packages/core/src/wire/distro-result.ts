@@ -1,4 +1,5 @@
-// One tensor's DisTrO result: the top-k DCT coefficients of every chunk (psyche-spec §1.5–1.6, §1.10).
+// One tensor's DisTrO result: the top-k DCT coefficients of every chunk
+// (docs/protocol.md "Top-k and 1-bit signs", "Training results and commitments").
 //
 // | field     | encoding                                                                        |
 // |-----------|---------------------------------------------------------------------------------|
@@ -72,7 +73,7 @@ export interface QuantValues {
 export type DistroValues = F32Values | SignValues | QuantValues;
 
 export interface DistroResult {
-  /** Encoded shape before flattening the in-block axes (psyche-spec §1.5). */
+  /** Encoded shape before flattening the in-block axes (docs/protocol.md "DCT blocks and xshape"). */
   xshape: number[];
   /** Coefficients per chunk. */
   totalk: number;

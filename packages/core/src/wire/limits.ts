@@ -16,8 +16,8 @@ export interface WireLimits {
 }
 
 export const DEFAULT_WIRE_LIMITS: WireLimits = {
-  // A 1B-parameter result at top-8 1-bit is ~4.2 MB (psyche-spec §8); 64 MiB leaves room for larger
-  // models and unquantised values while still bounding what one frame can make us hold.
+  // A 1B-parameter result at top-8 1-bit is ~4.2 MB (docs/protocol.md "Result sizes"); 64 MiB leaves room for
+  // larger models and unquantised values while still bounding what one frame can make us hold.
   maxFrameBytes: 64 * 1024 * 1024,
   maxTensors: 4096,
   maxElements: 32 * 1024 * 1024,

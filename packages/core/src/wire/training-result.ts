@@ -1,6 +1,6 @@
 // TrainingResult: one trainer's compressed update for one batch of one step (our version of Psyche's
-// TransmittableDistroResult, psyche-spec §1.10). Its frame is also the blob peers fetch and the bytes
-// the commitment hashes (see commitment.ts).
+// TransmittableDistroResult, docs/protocol.md "Training results and commitments"). Its frame is also the blob
+// peers fetch and the bytes the commitment hashes (see commitment.ts).
 //
 // | field        | encoding                                                     |
 // |--------------|--------------------------------------------------------------|
@@ -11,7 +11,7 @@
 // | batch.end    | varint, ≥ start (inclusive interval)                         |
 // | trainerNonce | varint u32                                                   |
 // | tensorCount  | varint ≤ limits.maxTensors                                   |
-// | tensors      | tensorCount × DistroResult (distro-result.ts), §1.1 order    |
+// | tensors      | tensorCount × DistroResult (distro-result.ts), name order    |
 import type { ByteReader, ByteWriter } from './codec.ts';
 import type { BatchInterval } from './common.ts';
 import { checkCount, needItems, readBatch, readRunId, writeBatch, writeRunId } from './common.ts';

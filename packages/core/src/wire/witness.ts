@@ -1,5 +1,6 @@
-// Witness proofs, witness submissions and health checks (psyche-spec §2.5, §2.7, §2.8). The proof and
-// committee types are the selection module's, so there is one definition of what a proof is.
+// Witness proofs, witness submissions and health checks (docs/protocol.md "Committee and witness selection",
+// "Witnesses and quorum", "Health checks and client removal"). The proof and committee types are the
+// selection module's, so there is one definition of what a proof is.
 //
 // WitnessProof:    position varint ≤ 2^53−1 ‖ index varint ≤ 2^53−1 ‖ witness bool (u8 0/1)
 // CommitteeProof:  committee u8 (0 TieBreaker, 1 Verifier, 2 Trainer: Psyche's declaration order)

@@ -1,5 +1,6 @@
 // Witness bloom filters, sized for the number of items actually inserted at a target false-positive rate.
-// Psyche fixes 1024 bits / 8 hashes, which reaches 31 % FPR at 256 items (psyche-spec §2.7, §8).
+// Psyche fixes 1024 bits / 8 hashes, which reaches 31 % FPR at 256 items
+// (docs/protocol.md "Differences from Psyche and why").
 //
 // Hash scheme (deterministic, no BigInt, a few dozen integer ops per item):
 //   1. h = FNV-1a-64 over (salt ‖ item), in two u32 halves. The salt is absorbed once per filter, so it acts

@@ -1,4 +1,4 @@
-// Which commitment, if any, the witnesses agree on for one batch (psyche-spec §2.7).
+// Which commitment, if any, the witnesses agree on for one batch (docs/protocol.md "Witnesses and quorum").
 //
 // Psyche lets each witness vote for the first candidate *in the local arrival order* found in its broadcast
 // bloom and breaks ties by "last". Arrival order differs between peers, so two honest peers could pick

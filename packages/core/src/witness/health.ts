@@ -1,5 +1,6 @@
-// Health scores (psyche-spec §2.8): a client is healthy if enough of the round's witnesses say they
-// downloaded and verified its result, i.e. put SHA256(its signer key) in their participant bloom.
+// Health scores (docs/protocol.md "Health checks and client removal"): a client is healthy if enough of the
+// round's witnesses say they downloaded and verified its result, i.e. put SHA256(its signer key) in their
+// participant bloom.
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { BloomFilter } from './bloom.ts';
 import { quorum } from './quorum.ts';

@@ -1,6 +1,7 @@
 /**
- * Witnesses needed out of W (psyche-spec §2.7): 1→1, 2→2, 3→2, else floor(2W/3), never below 1.
- * W is the round's effective witness count, never "how many happened to submit" (see effectiveWitnessCount).
+ * Witnesses needed out of W (docs/protocol.md "Witnesses and quorum"): 1→1, 2→2, 3→2, else floor(2W/3), never
+ * below 1. W is the round's effective witness count, never "how many happened to submit" (see
+ * effectiveWitnessCount).
  */
 export function quorum(witnessCount: number): number {
   if (witnessCount <= 1) return 1;

@@ -7,7 +7,10 @@ import { bytesToHex, sha256Concat } from '@meshtrain/core';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-/** Names in DisTrO's variable order (psyche-spec §1.1): ascending by UTF-8 bytes (ASCII names: code units). */
+/**
+ * Names in DisTrO's variable order (docs/protocol.md "Variable order"): ascending by UTF-8 bytes (ASCII
+ * names: code units).
+ */
 export function parameterOrder(names: Iterable<string>): string[] {
   return [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
