@@ -8,6 +8,7 @@ import {
   currentRound,
   isWitness,
   participantItem,
+  roundAdmitted,
   roundAssignments,
   roundAtHeight,
   roundSelection,
@@ -84,8 +85,37 @@ export function witnessEvent(
 }
 
 /**
- * Witness events every honest witness of the current round would send: the `alive` witnesses, reporting the
- * previous round's results of the trainers that are `seen` (by default: alive ones).
+ * The host's `result_admitted` events for the previous round's results of the trainers that are `seen` and
+ * not admitted yet: what an honest relay records as those results reach it (the open round's witnesses attest
+ * the same results).
+ */
+export function honestAdmissionEvents(
+  state: CoordinatorState,
+  seen: (id: string) => boolean,
+): CoordinatorEvent[] {
+  const cur = currentRound(state);
+  const prev = cur ? roundAtHeight(state, cur.height - 1) : null;
+  if (!prev || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
+  const admitted = roundAdmitted(prev);
+  return roundAssignments(state, prev).flatMap((a, i) =>
+    (admitted[i] ?? null) === null && seen(a.id)
+      ? [
+          {
+            type: 'result_admitted' as const,
+            id: a.id,
+            step: prev.step,
+            batch: { start: a.batch.start, end: a.batch.end },
+            commitment: bytesHex(fakeCommitment(prev.step, a.batch.start, a.batch.end, a.id)),
+          },
+        ]
+      : [],
+  );
+}
+
+/**
+ * What an honest host and the honest witnesses of the current round would send: the admissions of the
+ * previous round's results of the trainers that are `seen` (by default: alive ones), then the `alive`
+ * witnesses' reports of those results.
  */
 export function honestWitnessEvents(
   state: CoordinatorState,
@@ -94,9 +124,10 @@ export function honestWitnessEvents(
 ): CoordinatorEvent[] {
   const round = currentRound(state);
   if (!round || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
+  const admissions = honestAdmissionEvents(state, seen);
   const observed = observedItems(state, seen);
   const submitted = new Set(round.witnesses.map((w) => w.index));
-  return roundSelection(round)
+  const witnesses = roundSelection(round)
     .witnesses()
     .filter(
       (i) =>
@@ -113,4 +144,5 @@ export function honestWitnessEvents(
         new Uint8Array([i & 0xff, (i >> 8) & 0xff, round.height & 0xff]),
       ),
     );
+  return [...admissions, ...witnesses];
 }

@@ -16,28 +16,7 @@ import {
   type TickResult,
 } from '../src/coordinator/index.ts';
 import { clientId, fakeCommitment, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
-
-export const baseConfig: CoordinatorConfig = {
-  warmup_time: 5,
-  cooldown_time: 3,
-  epoch_time: 60,
-  max_round_train_time: 10,
-  round_witness_time: 1,
-  min_clients: 2,
-  init_min_clients: 3,
-  verification_percent: 0,
-  witness_nodes: 3,
-  global_batch_size_start: 8,
-  global_batch_size_end: 8,
-  global_batch_size_warmup_tokens: 0,
-  total_steps: 1000,
-  waiting_for_members_extra_time: 2,
-  max_clients: 100,
-  max_witnesses: 32,
-  bloom_false_positive_rate: 0.001,
-  max_seq_len: 16,
-  cold_start_warmup_steps: 0,
-};
+import { baseConfig } from './fixtures/coordinator.ts';
 
 const SEED = 'ab'.repeat(32);
 
@@ -185,7 +164,7 @@ describe('quorum and failures', () => {
     const r2 = roundAtHeight(d.state, 2)!;
     const witnesses = roundSelection(r3).witnesses();
     // Only one of three witnesses speaks: quorum(3) = 2 is missed.
-    const events = honestWitnessEvents(d.state);
+    const events = honestWitnessEvents(d.state).filter((e) => e.type === 'witness');
     d.ok(events[0]!);
     d.advance(10);
     d.advance(1);
@@ -242,38 +221,139 @@ describe('quorum and failures', () => {
     ).toBe('BadBloom');
   });
 
-  it('drops clients whose results a witness quorum did not see, and refuses to drop healthy ones', () => {
+  it('drops a client only when a quorum of witnesses accuse it, and never one whose result the host admitted', () => {
     const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
     d.join(6);
     d.toFirstRound();
     const deadId = clientId(5);
     const alive = (id: string) => id !== deadId;
     d.round();
-    d.witnessAll(alive); // round 1 witnesses did not see the dead client's round-0 result
+    d.witnessAll(alive); // round 1 witnesses did not see the dead client's round-0 result (nor did the host)
     d.finishRound();
-    expect(currentRound(d.state)!.height).toBe(2);
+    const cur = currentRound(d.state)!;
+    expect(cur.height).toBe(2);
     const judged = roundAtHeight(d.state, 0)!;
     const sel = roundSelection(judged);
-    const reporter = d.state.epoch.clients[0]!.id;
+    const witnesses = roundSelection(cur)
+      .witnesses()
+      .map((i) => d.state.epoch.clients[cur.roster[i]!]!.id)
+      .filter((id) => id !== deadId);
+    const nonWitness = cur.roster
+      .map((ci) => d.state.epoch.clients[ci]!.id)
+      .find((id) => !witnesses.includes(id) && id !== deadId)!;
     const idx = (id: string) => judged.roster.indexOf(d.state.epoch.clients.findIndex((c) => c.id === id));
-    const healthy = clientId(1);
-    expect(
-      d.send({
-        type: 'health_check',
-        id: reporter,
-        checks: [{ id: healthy, proof: sel.committeeProof(idx(healthy)) }],
-      }).error?.code,
-    ).toBe('ClientIsHealthy');
-    const r = d.ok({
-      type: 'health_check',
-      id: reporter,
-      checks: [{ id: deadId, proof: sel.committeeProof(idx(deadId)) }],
-    });
+    const check = (id: string) => [{ id, proof: sel.committeeProof(idx(id)) }];
+    const healthy = d.state.epoch.clients.find((c) => c.id !== deadId)!.id;
+    expect(d.send({ type: 'health_check', id: witnesses[0]!, checks: check(healthy) }).error?.code).toBe(
+      'ClientIsHealthy',
+    );
+    expect(d.send({ type: 'health_check', id: nonWitness, checks: check(deadId) }).error?.code).toBe(
+      'NotAWitness',
+    );
+    // quorum(3) = 2: the first accusation is recorded, the second drops the client.
+    const first = d.ok({ type: 'health_check', id: witnesses[0]!, checks: check(deadId) });
+    expect(first.effects).toEqual([]);
+    expect(d.state.epoch.clients.find((c) => c.id === deadId)?.state).toBe('Healthy');
+    d.ok({ type: 'health_check', id: witnesses[0]!, checks: check(deadId) }); // the same accuser again
+    expect(d.state.epoch.clients.find((c) => c.id === deadId)?.state).toBe('Healthy');
+    const r = d.ok({ type: 'health_check', id: witnesses[1]!, checks: check(deadId) });
     expect(r.effects).toContainEqual(expect.objectContaining({ type: 'ClientDropped', id: deadId }));
     expect(d.state.epoch.clients.find((c) => c.id === deadId)?.state).toBe('Dropped');
     d.witnessAll(alive);
     d.finishRound();
     expect(currentRound(d.state)!.roster).toHaveLength(5);
+  });
+
+  it('witnesses that leave an admitted result out of their blooms: a minority cannot veto it, nobody can drop its trainer', () => {
+    /** Rounds 0 and 1 with every round-0 result admitted; `liars` of round 1's witnesses omit the victim. */
+    function run(liars: number) {
+      const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
+      d.join(6);
+      d.toFirstRound();
+      const victim = clientId(4);
+      d.round();
+      let lied = 0;
+      for (const e of honestWitnessEvents(d.state)) {
+        if (e.type === 'witness' && lied < liars) {
+          lied++;
+          const omit = honestWitnessEvents(
+            d.state,
+            () => true,
+            (id) => id !== victim,
+          );
+          d.ok(omit.find((w) => w.type === 'witness' && w.id === e.id)!);
+        } else d.ok(e);
+      }
+      d.finishRound();
+      const slot = acceptedCommitments(d.state, 0)!.find(
+        (a) => d.state.epoch.clients[a.client_index]!.id === victim,
+      )!;
+      return { d, victim, slot };
+    }
+    // quorum(3) = 2: the host's admission is one vote, one honest witness is the other.
+    const minority = run(1);
+    expect(minority.slot.votes).toBe(2);
+    expect(minority.slot.commitment).not.toBeNull();
+    // Every witness lying vetoes the result: it is retried, not lost...
+    const { d, victim, slot } = run(3);
+    expect(slot.votes).toBe(0);
+    expect(slot.commitment).toBeNull();
+    const cur = currentRound(d.state)!;
+    expect(cur.retries).toContainEqual(slot.batch);
+    // ...and still nobody can get the victim dropped: the host holds its result.
+    const judged = roundAtHeight(d.state, 0)!;
+    const accuser = d.state.epoch.clients[cur.roster[roundSelection(cur).witnesses()[0]!]!]!.id;
+    const proof = roundSelection(judged).committeeProof(
+      judged.roster.indexOf(d.state.epoch.clients.findIndex((c) => c.id === victim)),
+    );
+    expect(d.send({ type: 'health_check', id: accuser, checks: [{ id: victim, proof }] }).error?.code).toBe(
+      'ClientIsHealthy',
+    );
+  });
+});
+
+describe('admitted results', () => {
+  function started() {
+    const d = new Driver({ witness_nodes: 3 });
+    d.join(4);
+    d.toFirstRound();
+    const r0 = currentRound(d.state)!;
+    const a = roundAssignments(d.state, r0)[0]!;
+    const hex = (n: number) => n.toString(16).padStart(2, '0').repeat(32);
+    const admit = (commitment: string, step = r0.step): CoordinatorEvent => ({
+      type: 'result_admitted',
+      id: a.id,
+      step,
+      batch: a.batch,
+      commitment,
+    });
+    return { d, r0, a, hex, admit };
+  }
+
+  it('records one commitment per assignment; a second, different one ejects the sender', () => {
+    const { d, a, hex, admit } = started();
+    const r = d.ok(admit(hex(1)));
+    expect(r.effects).toContainEqual(expect.objectContaining({ type: 'ResultAdmitted', id: a.id }));
+    expect(d.send(admit(hex(1))).error?.code).toBe('DuplicateResult');
+    const eq = d.send(admit(hex(2)));
+    expect(eq.error?.code).toBe('Equivocation');
+    expect(eq.effects).toContainEqual(expect.objectContaining({ type: 'ClientEjected', id: a.id }));
+    expect(d.state.ejected).toContain(a.id);
+  });
+
+  it('refuses results for closed rounds, other batches and unknown senders', () => {
+    const { d, r0, a, hex, admit } = started();
+    expect(
+      d.send({ ...admit(hex(1)), id: clientId(3) === a.id ? clientId(2) : clientId(3) }).error?.code,
+    ).toBe('NotAssignee');
+    expect(
+      d.send({ ...admit(hex(1)), batch: { start: a.batch.start, end: a.batch.end + 1 } }).error?.code,
+    ).toBe('NotAssignee');
+    expect(d.send(admit('xyz')).error?.code).toBe('BadEvent');
+    d.round();
+    d.round(); // round 2 is open: round 0 takes no more results
+    expect(currentRound(d.state)!.height).toBe(2);
+    expect(d.send(admit(hex(9), r0.step)).error?.code).toBe('RoundClosed');
   });
 });
 

@@ -15,7 +15,12 @@ export type CoordinatorErrorCode =
   | 'TooEarly'
   | 'NotJudgeable'
   | 'ClientIsHealthy'
-  | 'InvalidConfig';
+  | 'InvalidConfig'
+  | 'RoundClosed'
+  | 'NotAssignee'
+  | 'DuplicateResult'
+  | 'Equivocation'
+  | 'DuplicateAccusation';
 
 /**
  * Why the coordinator refused an event. Returned in TickResult, never thrown: a refused event leaves the

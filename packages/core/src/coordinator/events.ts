@@ -25,6 +25,17 @@ export type CoordinatorEvent =
       broadcast_bloom: BloomFilterData;
       broadcast_merkle?: string;
     }
+  /**
+   * The host stored `id`'s result for `batch` of the round whose step is `step`, after core's admission
+   * checks (protocol/result-admission.ts). Only the host feeds this: it is its record of what it delivers.
+   */
+  | {
+      type: 'result_admitted';
+      id: string;
+      step: number;
+      batch: { start: number; end: number };
+      commitment: string;
+    }
   /** `id` reports clients whose results the previous round's witnesses did not see. */
   | { type: 'health_check'; id: string; checks: ReadonlyArray<{ id: string; proof: CommitteeProof }> }
   | { type: 'pause' }
@@ -57,6 +68,7 @@ export type CoordinatorEffect =
       quorum_reached: boolean;
     }
   | { type: 'WitnessAccepted'; step: number; index: number; id: string }
+  | { type: 'ResultAdmitted'; step: number; id: string; commitment: string }
   | { type: 'ClientJoined'; id: string }
   | { type: 'ClientLeft'; id: string; state: ClientState }
   | { type: 'ClientDropped'; id: string; reason: string }

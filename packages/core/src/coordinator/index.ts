@@ -10,3 +10,5 @@ export * from './queries.ts';
 export * from './create.ts';
 export * from './tick.ts';
 export { retryQueueBound, unattestedBatches } from './retries.ts';
+export { unhealthyTrainers } from './witnessing.ts';
+export type { AdmittedResult } from './results.ts';

@@ -4,7 +4,7 @@
 // Round object but keep the same roster array, so asking every tick costs nothing after the first time.
 import { RoundSelection } from '../selection/committee.ts';
 import { assignBatches, type BatchId } from '../selection/data-assignment.ts';
-import { selectConsensusCommitment } from '../witness/consensus.ts';
+import { hexToBytes } from '../selection/hex.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { BloomFilter } from '../witness/bloom.ts';
 import type { CoordinatorState, Round } from './state.ts';
@@ -113,28 +113,65 @@ export interface AcceptedCommitment {
   /** Index into `epoch.clients` of the assigned trainer. */
   client_index: number;
   commitment: Uint8Array | null;
+  /** Witnesses of the attesting round whose broadcast bloom holds the admitted commitment. */
   votes: number;
 }
 
+/** The host's admitted commitments of a round, aligned with `roundAssignments` ([] for older snapshots). */
+export function roundAdmitted(round: Round): readonly (string | null)[] {
+  return round.admitted ?? [];
+}
+
 /**
- * The result every peer applies for each batch of the round at `height`: the commitment the next round's
- * witnesses agree on (docs/protocol.md "Consensus commitment per batch", "The two-round apply lag"), or null.
- * `candidatesFor` gives the verified commitments a peer received for a batch (any order). Nothing is accepted
- * unless the next round's witnesses reached quorum.
+ * The round a result, witness or accusation for `step` may still change: the open round or the one before it
+ * (whose results the open round's witnesses attest). Older rounds are closed: nothing done for them now could
+ * be attested before everyone applies them.
+ */
+export function openRoundByStep(state: CoordinatorState, step: number): Round | null {
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') return null;
+  const cur = currentRound(state);
+  if (!cur) return null;
+  if (cur.step === step) return cur;
+  const prev = roundAtHeight(state, cur.height - 1);
+  return prev && prev.step === step ? prev : null;
+}
+
+/** The state with `round` stored in its ring slot (same roster array, so memoised selection survives). */
+export function withRound(state: CoordinatorState, round: Round): CoordinatorState {
+  const rounds = state.epoch.rounds.slice();
+  rounds[round.height % 4] = round;
+  return { ...state, epoch: { ...state.epoch, rounds } };
+}
+
+/**
+ * The result every peer applies for each batch of the round at `height`, or null for the batch: the host's
+ * admitted commitment, if the next round reached its witness quorum and enough of its witnesses saw that
+ * commitment. The host's admission counts as one vote (it stored the result and delivers it to everyone), so
+ * quorum(W) − 1 witness votes suffice: a witness minority that leaves an honest result out of its bloom
+ * cannot veto it, and no commitment the host refused (malformed, a second one for the batch) can ever be
+ * accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch ends there).
+ *
+ * `_candidatesFor` is ignored (kept so callers written for candidate voting still compile); the host's
+ * record makes the candidate set exactly one commitment per batch.
  */
 export function acceptedCommitments(
   state: CoordinatorState,
   height: number,
-  candidatesFor: (batch: BatchId, clientIndex: number) => readonly Uint8Array[],
+  _candidatesFor?: (batch: BatchId, clientIndex: number) => readonly Uint8Array[],
 ): AcceptedCommitment[] | null {
   const round = roundAtHeight(state, height);
   const attesting = roundAtHeight(state, height + 1);
   if (!round || !attesting) return null;
   const q = quorum(attesting.witness_count);
-  const blooms = attesting.witnesses.length >= q ? broadcastBlooms(attesting) : [];
-  return roundAssignments(state, round).map(({ batch, client_index }) => {
-    const picked =
-      blooms.length >= q ? selectConsensusCommitment(candidatesFor(batch, client_index), blooms, q) : null;
-    return { batch, client_index, commitment: picked?.commitment ?? null, votes: picked?.votes ?? 0 };
+  const reached = attesting.witnesses.length >= q;
+  const blooms = reached ? broadcastBlooms(attesting) : [];
+  const admitted = roundAdmitted(round);
+  return roundAssignments(state, round).map(({ batch, client_index }, i) => {
+    const hex = admitted[i] ?? null;
+    if (!reached || hex === null) return { batch, client_index, commitment: null, votes: 0 };
+    const commitment = hexToBytes(hex);
+    let votes = 0;
+    for (const b of blooms) if (b.has(commitment)) votes++;
+    return { batch, client_index, commitment: votes + 1 >= q ? commitment : null, votes };
   });
 }

@@ -2,25 +2,13 @@
 // Psyche never trains such an interval again; here it goes on a retry queue and a later round hands it,
 // whole, to another trainer (issue 5: "no batch of a completed step is lost").
 //
-// Criterion. When round h's witness phase ends, round h's witnesses have attested round h−1's results: a
-// witness puts participantItem(trainer key) in its participant bloom for every round h−1 result it downloaded
-// and verified (docs/protocol.md "Witnesses and quorum"). An assignment of round h−1 whose trainer is in
-// fewer than quorum(W_h) of those blooms is queued: the same test as health checks (witness/health.ts
-// isHealthy, witnessing.ts healthCheck), applied to every assignment instead of to reported clients. Peers
-// apply round h−1 at the start of round h+1 from the same witnesses' broadcast blooms
-// (queries.acceptedCommitments), so for honest witnesses "attested" and "applied" coincide: both blooms are
-// filled from the same verified results.
-//
-// Limits (the coordinator never sees commitments, only blooms, so this is a proxy for the clients' consensus):
-//  - A participant-bloom false positive (rate ≈ config.bloom_false_positive_rate per witness, needing
-//    quorum(W) of them) makes an unseen trainer look attested: its batch is neither applied nor retried, i.e.
-//    lost. The opposite (a broadcast false positive that gets an unseen commitment accepted) needs a peer to
-//    hold that commitment as a candidate, so it would be a batch applied and retried: trained twice.
-//  - A trainer that equivocates (two commitments for one batch) can be attested yet split the votes so no
-//    commitment reaches quorum: lost. Such a trainer is provably lying and the relay ejects it.
-//  - A byzantine minority of witnesses cannot force retries beyond the quorum rule: leaving a trainer out of
-//    their blooms only matters if fewer than quorum(W) honest witnesses saw it, and claiming a trainer they
-//    did not see only hides a lost batch when quorum(W) witnesses collude (then they also control consensus).
+// Criterion. When round h's witness phase ends, round h−1's fate is fixed: peers will apply, at the start of
+// round h+1, exactly what queries.acceptedCommitments names for it (the host's admitted commitment of each
+// batch, if enough of round h's witnesses saw it). An assignment of round h−1 with no accepted result is
+// queued. Retries and apply read the same function of the same state, so "retried" and "not applied" coincide
+// exactly: no bloom false positive can make a batch lost or trained twice (the host's record holds
+// commitments, not blooms; only the vote count reads blooms, and a vote false positive just accepts the one
+// admitted commitment a little more readily).
 //
 // Epoch ends. Results of the epoch's last two rounds L−1 and L are never applied, and endEpoch rewinds the
 // fresh data to L−1's data index (transitions.resumeDataIndex). So L−1 is *not* judged when the round after it
@@ -33,12 +21,8 @@
 // holds more than 2·max_clients intervals (max_clients being the largest the run has had), and nothing is ever
 // truncated: dropping an entry would lose its samples. Entries are deduplicated by interval as a safeguard.
 import type { BatchId } from '../selection/data-assignment.ts';
-import { hexToBytes } from '../selection/hex.ts';
-import { healthScore, participantItem } from '../witness/health.ts';
-import { quorum } from '../witness/quorum.ts';
-import { retryQueue, roundAssignments, roundAtHeight, roundRetries } from './queries.ts';
+import { acceptedCommitments, retryQueue, roundAtHeight, roundRetries } from './queries.ts';
 import type { CoordinatorState, Round } from './state.ts';
-import { loadBloom } from './stored-bloom.ts';
 
 /** The most intervals the queue can hold (see "Bound" above); for tests and monitoring, never enforced. */
 export function retryQueueBound(state: CoordinatorState): number {
@@ -46,22 +30,16 @@ export function retryQueueBound(state: CoordinatorState): number {
 }
 
 /**
- * Intervals of `judged` whose trainer fewer than quorum(W) of `attesting`'s witnesses saw. Every trainer has
- * one interval per round, so attesting the trainer attests its interval.
+ * Intervals of `judged` that no peer will apply: exactly those for which `acceptedCommitments` names no
+ * result (the host admitted none, or too few of `attesting`'s witnesses saw it).
  */
 export function unattestedBatches(state: CoordinatorState, judged: Round, attesting: Round): BatchId[] {
-  const assignments = roundAssignments(state, judged);
-  if (assignments.length === 0) return [];
-  const blooms = attesting.witnesses.flatMap((w) =>
-    w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
-  );
-  const q = quorum(attesting.witness_count);
-  const out: BatchId[] = [];
-  for (const a of assignments) {
-    if (blooms.length < q || healthScore(participantItem(hexToBytes(a.id)), blooms) < q)
-      out.push({ start: a.batch.start, end: a.batch.end });
-  }
-  return out;
+  if (roundAtHeight(state, judged.height) !== judged || roundAtHeight(state, attesting.height) !== attesting)
+    return [];
+  const accepted = acceptedCommitments(state, judged.height) ?? [];
+  return accepted
+    .filter((a) => a.commitment === null)
+    .map((a) => ({ start: a.batch.start, end: a.batch.end }));
 }
 
 function key(b: BatchId): string {

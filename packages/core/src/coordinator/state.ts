@@ -76,6 +76,18 @@ export interface Round {
   witness_count: number;
   verification_percent: number;
   witnesses: WitnessRecord[];
+  /**
+   * Commitments (hex) the host (the relay, or an in-process hub) admitted, one slot per entry of
+   * `roundAssignments(state, round)` in that order; null where none arrived. Set by `result_admitted` while
+   * the round is open; a second, different commitment for a slot is equivocation (coordinator/results.ts).
+   * Absent in rounds stored before admission existed: read it with `roundAdmitted`.
+   */
+  admitted?: (string | null)[];
+  /**
+   * Health-check accusations made in this round: for each accused `epoch.clients` index, the roster indices
+   * of the witnesses that accused it. A quorum of accusers drops the client (coordinator/witnessing.ts).
+   */
+  accusations?: { client_index: number; by: number[] }[];
 }
 
 export interface EpochState {

@@ -42,6 +42,7 @@ import {
   timedOut,
   withdrawAll,
 } from './transitions.ts';
+import { resultAdmitted } from './results.ts';
 import { healthCheck, warmupWitness, witness } from './witnessing.ts';
 
 const ENTROPY = /^(?:[0-9a-f]{2}){0,64}$/;
@@ -90,6 +91,12 @@ export function tick(state: CoordinatorState, event: CoordinatorEvent, now: numb
       return done(warmupWitness(state, event.id, ctx));
     case 'witness': {
       const r = witness(state, event, ctx);
+      return r.error ? { state: r.state, effects, error: r.error } : { state: r.state, effects };
+    }
+    case 'result_admitted': {
+      const bad = checkId(event.id);
+      if (bad) return refuse(state, bad);
+      const r = resultAdmitted(state, event, ctx);
       return r.error ? { state: r.state, effects, error: r.error } : { state: r.state, effects };
     }
     case 'health_check':

@@ -10,7 +10,15 @@ import { healthScore, participantItem } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
 import { CoordinatorError } from './errors.ts';
 import { checkId, strike } from './membership.ts';
-import { currentRound, roundAssignments, roundAtHeight, roundSelection } from './queries.ts';
+import {
+  currentRound,
+  roundAdmitted,
+  roundAssignments,
+  roundAtHeight,
+  roundSelection,
+  withRound,
+  type RoundAssignment,
+} from './queries.ts';
 import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
 import { loadBloom, storeBloom } from './stored-bloom.ts';
 import type { Ctx } from './transitions.ts';
@@ -78,13 +86,6 @@ export interface WitnessSubmission {
   participant_bloom: BloomFilterData;
   broadcast_bloom: BloomFilterData;
   broadcast_merkle?: string;
-}
-
-/** Replaces the current round (same roster array, so memoised selection survives). */
-function withCurrentRound(state: CoordinatorState, round: Round): CoordinatorState {
-  const rounds = state.epoch.rounds.slice();
-  rounds[state.epoch.rounds_head] = round;
-  return { ...state, epoch: { ...state.epoch, rounds } };
 }
 
 export function witness(
@@ -167,7 +168,7 @@ export function witness(
     broadcast_merkle: sub.broadcast_merkle ?? null,
   };
   const updated: Round = { ...round, witnesses: [...round.witnesses, record] };
-  let next = withCurrentRound(state, updated);
+  let next = withRound(state, updated);
   ctx.effects.push({ type: 'WitnessAccepted', step: round.step, index: sub.proof.index, id: sub.id });
   // Opportunistic witnessing: once all W have spoken there is nothing left to wait for.
   if (next.run_state === 'RoundTrain' && updated.witnesses.length >= updated.witness_count)
@@ -187,9 +188,40 @@ function isCommitteeProofShape(p: unknown): p is CommitteeProof {
 }
 
 /**
- * Drops clients whose results the witnesses did not see. In round h the evidence is the participant blooms
- * of round h-1's witnesses, which record the results of round h-2. All-or-nothing as in Psyche: if any
- * reported client is healthy the whole report is refused.
+ * Trainers of round h−2 that the witnesses of the open round h should report: Healthy, assigned samples, and
+ * with no sign their result got through — the host admitted none and fewer than quorum(W) of round h−1's
+ * witnesses saw them. The coordinator applies the same test to every accusation, so an honest witness's
+ * report is never refused.
+ */
+export function unhealthyTrainers(state: CoordinatorState): RoundAssignment[] {
+  const cur = currentRound(state);
+  if (!cur || cur.height < 2) return [];
+  const judged = roundAtHeight(state, cur.height - 2);
+  const attesting = roundAtHeight(state, cur.height - 1);
+  if (!judged || !attesting) return [];
+  return roundAssignments(state, judged).filter(
+    (a, slot) =>
+      state.epoch.clients[a.client_index]?.state === 'Healthy' && !seenAlive(judged, attesting, a, slot),
+  );
+}
+
+/** Whether a trainer's result of `judged` got through: admitted by the host, or seen by a witness quorum. */
+function seenAlive(judged: Round, attesting: Round, a: RoundAssignment, slot: number): boolean {
+  if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
+  const blooms = attesting.witnesses.flatMap((w) =>
+    w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
+  );
+  return healthScore(participantItem(hexToBytes(a.id)), blooms) >= quorum(attesting.witness_count);
+}
+
+/**
+ * Accusations against trainers whose results did not get through
+ * (docs/protocol.md "Health checks and client removal"). In round h the judged round is h−2 and the evidence
+ * is the host's admitted record of it plus the participant blooms of round h−1's witnesses. All-or-nothing as
+ * in Psyche: if any reported client is healthy the whole report is refused. FIX (Psyche): only witnesses of
+ * the open round may accuse, a trainer whose result the host admitted cannot be accused at all, and a client
+ * is dropped only once quorum(W) distinct witnesses accused it — one liar (or one identity per liar short of
+ * a quorum) cannot drop anyone.
  */
 export function healthCheck(
   state: CoordinatorState,
@@ -208,19 +240,18 @@ export function healthCheck(
     return new CoordinatorError('TooEarly', 'health checks need two completed rounds in this epoch');
   const r = healthyClient(state, reporter);
   if (typeof r !== 'number') return r;
+  const accuser = cur.roster.indexOf(r);
+  if (accuser < 0 || !roundSelection(cur).isWitness(accuser))
+    return new CoordinatorError('NotAWitness', 'only witnesses of the open round report health');
   if (!Array.isArray(checks) || checks.length === 0)
     return new CoordinatorError('BadEvent', 'health_check needs a non-empty list of checks');
   const judged = roundAtHeight(state, cur.height - 2);
   const attesting = roundAtHeight(state, cur.height - 1);
   if (!judged || !attesting)
     return new CoordinatorError('TooEarly', 'the rounds this check refers to are gone');
-  const blooms = attesting.witnesses.flatMap((w) =>
-    w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
-  );
-  const q = quorum(attesting.witness_count);
   const sel = roundSelection(judged);
-  const withBatch = new Set(roundAssignments(state, judged).map((a) => a.index));
-  const drop: number[] = [];
+  const assignments = roundAssignments(state, judged);
+  const accused: number[] = [];
   for (const check of checks) {
     const proof = check?.proof;
     if (!isCommitteeProofShape(proof) || !sel.verifyCommitteeProof(proof))
@@ -234,28 +265,37 @@ export function healthCheck(
       );
     // FIX (Psyche): Psyche judges anyone in the round, so a trainer that was assigned no samples (batch
     // smaller than the trainer count) or a non-trainer "fails" and is dropped for sending nothing.
-    if (proof.committee !== 'Trainer' || !withBatch.has(proof.index)) {
+    const slot = assignments.findIndex((a) => a.index === proof.index);
+    if (proof.committee !== 'Trainer' || slot < 0) {
       return new CoordinatorError(
         'NotJudgeable',
         `client ${check.id.slice(0, 12)}… had no batch in the judged round`,
       );
     }
     if (client.state !== 'Healthy') continue;
-    // FIX (Psyche): Psyche's threshold is quorum(#witnesses that submitted); here quorum(W) of the round.
-    if (healthScore(participantItem(hexToBytes(client.id)), blooms) >= q) {
+    if (seenAlive(judged, attesting, assignments[slot]!, slot)) {
       return new CoordinatorError(
         'ClientIsHealthy',
-        `client ${check.id.slice(0, 12)}… was seen by a quorum of witnesses`,
+        `client ${check.id.slice(0, 12)}… delivered its result (admitted by the host or seen by a witness quorum)`,
       );
     }
-    drop.push(clientIndex);
+    if (!accused.includes(clientIndex)) accused.push(clientIndex);
   }
-  const next = retireClients(state, drop, 'Dropped');
+  const need = quorum(cur.witness_count);
+  const accusations = (cur.accusations ?? []).map((a) => ({ client_index: a.client_index, by: a.by }));
+  const drop: number[] = [];
+  for (const clientIndex of accused) {
+    let entry = accusations.find((a) => a.client_index === clientIndex);
+    if (!entry) accusations.push((entry = { client_index: clientIndex, by: [] }));
+    if (!entry.by.includes(accuser)) entry.by = [...entry.by, accuser];
+    if (entry.by.length >= need) drop.push(clientIndex);
+  }
+  const next = retireClients(withRound(state, { ...cur, accusations }), drop, 'Dropped');
   for (const i of new Set(drop))
     ctx.effects.push({
       type: 'ClientDropped',
       id: state.epoch.clients[i]!.id,
-      reason: 'health check: results not seen by a witness quorum',
+      reason: `health check: results not delivered, reported by ${need} witnesses`,
     });
   return next;
 }

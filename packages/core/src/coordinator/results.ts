@@ -1,0 +1,64 @@
+// result_admitted: the host's record of the results it stored and delivers. The coordinator keeps one
+// commitment per assignment of an open round; that record is what peers apply (queries.acceptedCommitments),
+// so a result the host refused can never be accepted, and a trainer cannot get two results for one batch
+// counted. A second, different commitment for the same assignment is equivocation: the host holds both
+// signed results as evidence, and the sender is ejected.
+import { CoordinatorError } from './errors.ts';
+import { eject } from './membership.ts';
+import { openRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
+import type { CoordinatorState } from './state.ts';
+import type { Ctx } from './transitions.ts';
+
+const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
+
+export interface AdmittedResult {
+  id: string;
+  step: number;
+  batch: { start: number; end: number };
+  commitment: string;
+}
+
+export function resultAdmitted(
+  state: CoordinatorState,
+  r: AdmittedResult,
+  ctx: Ctx,
+): { state: CoordinatorState; error?: CoordinatorError } {
+  const refuse = (error: CoordinatorError) => ({ state, error });
+  if (typeof r.commitment !== 'string' || !COMMITMENT_HEX.test(r.commitment))
+    return refuse(new CoordinatorError('BadEvent', 'commitment must be 64 lowercase hex digits'));
+  if (!Number.isSafeInteger(r.step) || typeof r.batch !== 'object' || r.batch === null)
+    return refuse(new CoordinatorError('BadEvent', 'result_admitted needs a step and a batch'));
+  const round = openRoundByStep(state, r.step);
+  if (!round)
+    return refuse(
+      new CoordinatorError(
+        'RoundClosed',
+        `step ${r.step} is not an open round (results are taken for the open round and the one before it)`,
+      ),
+    );
+  const assignments = roundAssignments(state, round);
+  const slot = assignments.findIndex(
+    (a) => a.id === r.id && a.batch.start === r.batch.start && a.batch.end === r.batch.end,
+  );
+  if (slot < 0)
+    return refuse(
+      new CoordinatorError(
+        'NotAssignee',
+        `batch ${r.batch.start}..${r.batch.end} of step ${r.step} is not assigned to ${r.id.slice(0, 12)}…`,
+      ),
+    );
+  const client = state.epoch.clients[assignments[slot]!.client_index];
+  if (client?.state !== 'Healthy')
+    return refuse(new CoordinatorError('NotHealthy', `client ${r.id.slice(0, 12)}… is ${client?.state}`));
+  const admitted = roundAdmitted(round);
+  const existing = admitted[slot] ?? null;
+  if (existing === r.commitment)
+    return refuse(new CoordinatorError('DuplicateResult', 'this result was already admitted'));
+  if (existing !== null) {
+    const reason = `equivocation: two results for batch ${r.batch.start}..${r.batch.end} of step ${r.step}`;
+    return { state: eject(state, r.id, reason, ctx), error: new CoordinatorError('Equivocation', reason) };
+  }
+  const next = assignments.map((_, i) => (i === slot ? r.commitment : (admitted[i] ?? null)));
+  ctx.effects.push({ type: 'ResultAdmitted', step: r.step, id: r.id, commitment: r.commitment });
+  return { state: withRound(state, { ...round, admitted: next }) };
+}
