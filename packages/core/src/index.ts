@@ -6,3 +6,4 @@ export * from './selection/index.ts';
 export * from './witness/index.ts';
 export * from './wire/index.ts';
 export * from './crypto/index.ts';
+export * from './protocol/index.ts';

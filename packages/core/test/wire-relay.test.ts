@@ -1,4 +1,5 @@
-// Wire messages of the client↔relay session (apps/relay/PROTOCOL.md): Challenge, StateSnapshot, ParamHash.
+// Wire messages of the client↔relay session (apps/relay/PROTOCOL.md): Challenge, StateSnapshot, ParamHash,
+// WarmupWitness.
 // Same bar as wire.test.ts: round trips, every truncation, every bit flip rejected or canonical.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -8,6 +9,7 @@ import {
   decodeFrame,
   decodeParamHash,
   decodeStateSnapshot,
+  decodeWarmupWitness,
   DEFAULT_RUN_TOML,
   encodeMessage,
   encodeStateSnapshot,
@@ -39,6 +41,7 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
   fc
     .record({ runId: runIdArb, epoch: u32, step: u32, hash: bytes(32) })
     .map((message) => ({ kind: 'paramHash' as const, message })),
+  fc.record({ runId: runIdArb, epoch: u32 }).map((message) => ({ kind: 'warmupWitness' as const, message })),
   fc
     .record({
       runId: runIdArb,
@@ -64,6 +67,7 @@ describe('relay session messages', () => {
     expect(MESSAGE_TYPE.challenge).toBe(0x22);
     expect(MESSAGE_TYPE.stateSnapshot).toBe(0x31);
     expect(MESSAGE_TYPE.paramHash).toBe(0x32);
+    expect(MESSAGE_TYPE.warmupWitness).toBe(0x12);
   });
 
   it('round-trip through encodeMessage / decodeFrame and re-encode to the same bytes', () => {
@@ -83,6 +87,7 @@ describe('relay session messages', () => {
     expect(wireCode(() => decodeChallenge(frame))).toBe('unknown_type');
     expect(wireCode(() => decodeParamHash(frame))).toBe('unknown_type');
     expect(wireCode(() => decodeStateSnapshot(frame))).toBe('unknown_type');
+    expect(wireCode(() => decodeWarmupWitness(frame))).toBe('unknown_type');
   });
 
   const samples: WireMessage[] = [
@@ -91,6 +96,7 @@ describe('relay session messages', () => {
       message: { runId: 'run-1', challenge: new Uint8Array(32).fill(7), serverTime: 1e12 },
     },
     { kind: 'paramHash', message: { runId: 'run-1', epoch: 3, step: 140, hash: new Uint8Array(32).fill(9) } },
+    { kind: 'warmupWitness', message: { runId: 'run-1', epoch: 300 } },
     {
       kind: 'stateSnapshot',
       message: {
@@ -135,7 +141,7 @@ describe('relay session messages', () => {
   }
 
   it('state JSON must be canonical, an object, version 1 and name the frame run', () => {
-    const good = samples[2]!;
+    const good = samples.find((m) => m.kind === 'stateSnapshot')!;
     if (good.kind !== 'stateSnapshot') throw new Error('sample order');
     const text = JSON.stringify(good.message.state);
     // Re-spell the JSON by hand and splice it into an otherwise valid frame.
@@ -164,7 +170,7 @@ describe('relay session messages', () => {
   });
 
   it('a snapshot over maxFrameBytes is refused before parsing, and not encoded', () => {
-    const m = samples[2]!;
+    const m = samples.find((x) => x.kind === 'stateSnapshot')!;
     const limits = wireLimits({ maxFrameBytes: 256 });
     expect(wireCode(() => encodeMessage(m, limits))).toBe('limit');
     const frame = encodeMessage(m);

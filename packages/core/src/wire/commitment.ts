@@ -44,6 +44,13 @@ import {
 } from './training-result.ts';
 
 export const COMMITMENT_BYTES = 32;
+/** Bytes a SignedResult frame has beyond the TrainingResult frame it wraps (from, commitment, signature). */
+export const RESULT_ENVELOPE_BYTES = PUBLIC_KEY_BYTES + COMMITMENT_BYTES + SIGNATURE_BYTES;
+
+/** Size of the TrainingResult frame inside a SignedResult frame of `signedFrameBytes` (what announces state). */
+export function trainingResultBytesOf(signedFrameBytes: number): number {
+  return signedFrameBytes - RESULT_ENVELOPE_BYTES;
+}
 const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
 const RESULT_SIGNATURE_TAG = domainTag('meshtrain/v1/result-signature');
 

@@ -24,6 +24,7 @@ export const MESSAGE_TYPE = {
   announce: 0x03,
   witness: 0x10,
   healthCheck: 0x11,
+  warmupWitness: 0x12,
   join: 0x20,
   leave: 0x21,
   challenge: 0x22,

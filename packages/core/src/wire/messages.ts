@@ -25,6 +25,8 @@ import { encodeStateSnapshot, readStateSnapshotPayload } from './state-snapshot.
 import type { TrainingResult } from './training-result.ts';
 import { encodeTrainingResult, readTrainingResultPayload } from './training-result.ts';
 import type { HealthCheck, WitnessMessage } from './witness.ts';
+import type { WarmupWitness } from './warmup-witness.ts';
+import { encodeWarmupWitness, readWarmupWitnessPayload } from './warmup-witness.ts';
 import { encodeHealthCheck, encodeWitness, readHealthCheckPayload, readWitnessPayload } from './witness.ts';
 
 export type WireMessage =
@@ -33,6 +35,7 @@ export type WireMessage =
   | { kind: 'announce'; message: Announce }
   | { kind: 'witness'; message: WitnessMessage }
   | { kind: 'healthCheck'; message: HealthCheck }
+  | { kind: 'warmupWitness'; message: WarmupWitness }
   | { kind: 'join'; message: Join }
   | { kind: 'leave'; message: Leave }
   | { kind: 'challenge'; message: Challenge }
@@ -63,6 +66,8 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeWitness(m.message, limits);
     case 'healthCheck':
       return encodeHealthCheck(m.message, limits);
+    case 'warmupWitness':
+      return encodeWarmupWitness(m.message, limits);
     case 'join':
       return encodeJoin(m.message, limits);
     case 'leave':
@@ -102,6 +107,8 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readWitnessPayload(r) };
     case 'healthCheck':
       return { kind, message: readHealthCheckPayload(r) };
+    case 'warmupWitness':
+      return { kind, message: readWarmupWitnessPayload(r) };
     case 'join':
       return { kind, message: readJoinPayload(r) };
     case 'leave':
