@@ -1,6 +1,6 @@
 // The I/O a client needs, as interfaces. packages/client is isomorphic (browser Web Worker and Node): shells
 // implement these with WebSockets, fetch, libp2p and an ONNX runtime; tests implement them in-process.
-import type { Announce, CoordinatorState, HealthCheck, RunConfig, WitnessMessage } from '@meshtrain/core';
+import type { Announce, CoordinatorState, HealthCheck, WitnessMessage } from '@meshtrain/core';
 import type { DistroBackend, DistroTensor } from '@meshtrain/distro';
 
 export type ParameterMap = Map<string, Float32Array>;
@@ -126,9 +126,4 @@ export interface CheckpointSource {
   load(step: number): Promise<Checkpoint | null>;
   /** Offer this client's end-of-epoch checkpoint (the relay keeps it if the hash matches the majority). */
   upload?(checkpoint: Checkpoint): Promise<void>;
-}
-
-export interface RunInfo {
-  runId: string;
-  config: RunConfig;
 }
