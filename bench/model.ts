@@ -29,7 +29,8 @@ interface Case {
   seq: number;
 }
 
-// Software WebGPU runs ~0.4 GFLOP/s (stack.md §9): keep its cases small enough to finish in seconds.
+// Software WebGPU runs ~0.4 GFLOP/s (docs/architecture.md "Runtime notes"): keep its cases small enough to
+// finish in seconds.
 const CASES: Case[] = [
   { device: 'cpu', preset: 'micro', batch: 8, seq: 64 },
   { device: 'cpu', preset: 'tiny', batch: 8, seq: 128 },

@@ -22,7 +22,10 @@ export const BASE_ARGS: readonly string[] = [
   '--no-first-run',
 ];
 
-/** Flags that give WebGPU on SwiftShader in headless Chromium (verified on Chromium 156, see stack.md). */
+/**
+ * Flags that give WebGPU on SwiftShader in headless Chromium (verified on Chromium 156, see
+ * docs/architecture.md "Runtime notes").
+ */
 export const WEBGPU_ARGS: readonly string[] = [
   '--enable-unsafe-webgpu',
   '--enable-unsafe-swiftshader',

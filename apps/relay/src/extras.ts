@@ -77,7 +77,8 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
   relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
   relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
   relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
-  // Replicas whose parameters diverged (DESIGN.md numerics contract): visible on /metrics, not only in the API.
+  // Replicas whose parameters diverged (docs/architecture.md "Numerics contract"): visible on /metrics, not
+  // only in the API.
   const mismatches = metrics.registry.gauge(
     'meshtrain_param_hash_mismatches',
     "Clients whose parameter hash differs from the majority of the run's latest reported epoch.",
@@ -163,8 +164,9 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
 
 /**
  * Starts the relay's libp2p node (circuit relay v2 for browser peers) behind the relay's own HTTP port: the
- * upgrade dispatcher splices `GET /` WebSocket upgrades to libp2p and leaves `/ws/…` to Hono (stack.md
- * §6.5). `publicHost` is what peers dial. Returns the node's multiaddrs and its stop function.
+ * upgrade dispatcher splices `GET /` WebSocket upgrades to libp2p and leaves `/ws/…` to Hono
+ * (docs/architecture.md "Runtime notes"). `publicHost` is what peers dial. Returns the node's multiaddrs and
+ * its stop function.
  */
 export async function startP2P(
   relay: Relay,

@@ -92,7 +92,7 @@ describe('the embedded default run', () => {
     );
   });
 
-  it('has the cosine schedule DESIGN.md measured: 20 warmup steps up to 1e-3, down to a 10% floor', () => {
+  it('has the cosine schedule of the measured defaults: 20 warmup steps to 1e-3, down to a 10% floor', () => {
     const lr = runLrSchedule(parseRunConfig(DEFAULT_RUN_TOML).config);
     expect(learningRate(lr, 0)).toBe(0);
     expect(learningRate(lr, 20)).toBe(1e-3);

@@ -3,8 +3,8 @@
 // The forward transform of x is X[k] = Σ_n x[n]·F[n,k]; the inverse is x[n] = Σ_k X[k]·F[n,k] (F is orthogonal).
 //
 // These float tables feed compression and the residual, where last-bit differences between engines are
-// allowed (DESIGN.md: each client's own compression may differ). The apply path never uses them: it uses the
-// integer table of int-basis.ts, built without Math.cos.
+// allowed (docs/architecture.md "Numerics contract": each client's own compression may differ). The apply
+// path never uses them: it uses the integer table of int-basis.ts, built without Math.cos.
 
 const cache64 = new Map<number, Float64Array>();
 const cache32 = new Map<number, Float32Array>();

@@ -1,6 +1,7 @@
-// The numerics contract (DESIGN.md): after the same accepted results, every replica holds bit-identical
-// parameters whatever the device. 200 rounds of random multi-peer results on the 20m preset's tensors; the
-// SHA-256 of all parameters must match between the CPU reference and WGSL (SwiftShader in CI).
+// The numerics contract (docs/architecture.md "Numerics contract"): after the same accepted results, every
+// replica holds bit-identical parameters whatever the device. 200 rounds of random multi-peer results on the
+// 20m preset's tensors; the SHA-256 of all parameters must match between the CPU reference and WGSL
+// (SwiftShader in CI).
 //
 // Scaling, to fit CI (2 cores, software GPU at ~1 µs per parameter update): every round applies results to
 // a subset of the 75 tensors: the two 8.2 M-parameter matrices (embed_tokens, lm_head) once each (rounds 0

@@ -30,7 +30,7 @@ export const PRESETS: Record<PresetName, LlamaConfig> = {
     max_position_embeddings: 64,
     tie_word_embeddings: false,
   },
-  // ~1.08M parameters, byte-level: the shape DESIGN.md's measured defaults were taken on.
+  // ~1.08M parameters, byte-level: the shape of docs/architecture.md "Measured defaults".
   tiny: {
     ...base,
     vocab_size: 256,

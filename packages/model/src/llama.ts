@@ -3,9 +3,9 @@
 // SwiGLU MLP → residual) → final RMSNorm → LM head → next-token cross-entropy.
 //
 // Activations are [N, D] matrices with N = batch · seq, so every Linear is one 2-D MatMul against the weight
-// in its PyTorch layout [out, in] (x @ Wᵀ). Parameters are graph inputs named exactly like HF tensors.
-// Ops are chosen so the WebGPU EP runs all of them, forward and backward (stack.md §1): no LogSoftmax, no
-// OneHot, no int64 arithmetic; token ids are int32.
+// in its PyTorch layout [out, in] (x @ Wᵀ). Parameters are graph inputs named exactly like HF tensors. Ops
+// are chosen so the WebGPU EP runs all of them, forward and backward (docs/architecture.md "Runtime notes"):
+// no LogSoftmax, no OneHot, no int64 arithmetic; token ids are int32.
 import type { LlamaConfig } from './config.ts';
 import type { GraphBuilder } from './graph/builder.ts';
 import type { FloatDType, Value } from './graph/ir.ts';

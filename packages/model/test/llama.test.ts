@@ -7,7 +7,9 @@ import { buildTrainStep, trainStepGraph } from '../src/train-step.ts';
 import { referenceLlama } from './reference-llama.ts';
 import { feeds, randomParams, randomTokens, session, toF64 } from './ort-util.ts';
 
-/** Ops the WebGPU EP runs on the GPU in f32 (stack.md §1.2, [RUN]) and the CPU EP runs in f64. */
+/**
+ * Ops the WebGPU EP runs on the GPU in f32 (docs/architecture.md "Runtime notes") and the CPU EP runs in f64.
+ */
 const GPU_OPS = new Set([
   'Add', 'Sub', 'Mul', 'Div', 'Neg', 'Exp', 'Log', 'Sqrt', 'Sigmoid', 'Identity', 'Cast', 'Equal', 'MatMul',
   'Reshape', 'Transpose', 'Expand', 'Slice', 'Concat', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Softmax', 'Gather',

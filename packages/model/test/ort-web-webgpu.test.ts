@@ -265,7 +265,8 @@ describe('hand-built linear model on onnxruntime-web WebGPU', () => {
 });
 
 describe('micro train step on onnxruntime-web WebGPU', () => {
-  // SwiftShader runs ORT at ~0.35 GFLOP/s (shared/stack.md §9): micro preset, batch 2, 16 tokens.
+  // SwiftShader runs ORT at ~0.35 GFLOP/s (docs/architecture.md "Runtime notes"): micro preset, batch 2, 16
+  // tokens.
   const config = PRESETS.micro;
   const batchSize = 2;
   const seqLen = 16;

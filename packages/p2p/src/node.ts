@@ -34,7 +34,8 @@ export interface RelayNodeOptions extends MeshNodeOptions {
   webrtcDirectPort?: number;
   /**
    * Addresses to announce instead of the listen addresses, e.g. `/dns4/relay.example/tcp/443/wss` behind a
-   * TLS proxy, or the public port when libp2p listens behind Hono's upgrade dispatcher (stack.md §6.5).
+   * TLS proxy, or the public port when libp2p listens behind Hono's upgrade dispatcher
+   * (docs/architecture.md "Runtime notes").
    */
   announce?: string[];
   /** Addresses announced in addition to the listen addresses (e.g. the shared public port, keeping WebRTC-direct). */

@@ -6,7 +6,10 @@ import * as ort from 'onnxruntime-node';
 export type Device = 'cpu' | 'webgpu';
 export type GraphDType = 'float32' | 'float64';
 
-/** Chromium's SwiftShader Vulkan driver: the adapter Dawn accepts on GPU-less machines (stack.md §2). */
+/**
+ * Chromium's SwiftShader Vulkan driver: the adapter Dawn accepts on GPU-less machines
+ * (docs/architecture.md "Runtime notes").
+ */
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 /**
@@ -47,7 +50,7 @@ export async function createSession(onnx: Uint8Array, o: SessionOptions): Promis
         executionProviders: ['webgpu'],
         ...log,
         // Any node the WebGPU EP cannot run makes session creation fail instead of silently bouncing tensors
-        // through host memory every step (stack.md §1.4).
+        // through host memory every step (docs/architecture.md "Runtime notes").
         extra: o.allowCpuFallback ? {} : { session: { disable_cpu_ep_fallback: '1' } },
       });
     } catch (err) {

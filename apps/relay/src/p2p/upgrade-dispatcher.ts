@@ -1,6 +1,6 @@
-// One public port for Hono and libp2p (stack.md §6.5). @libp2p/websockets always runs its own HTTP server
-// and answers plain HTTP with 400, so it cannot share Hono's server directly. Instead libp2p listens on a
-// loopback port, and the public server's 'upgrade' event is dispatched by path:
+// One public port for Hono and libp2p (docs/architecture.md "Runtime notes"). @libp2p/websockets always runs
+// its own HTTP server and answers plain HTTP with 400, so it cannot share Hono's server directly. Instead
+// libp2p listens on a loopback port, and the public server's 'upgrade' event is dispatched by path:
 //
 //   GET / + Upgrade: websocket   → raw TCP splice to libp2p's port (request line, headers and the bytes
 //                                  already read are replayed, then both sockets are piped)

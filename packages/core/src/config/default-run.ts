@@ -1,7 +1,7 @@
 // The run the relay creates when started without a config: small enough to train on one machine in minutes,
-// near the settings DESIGN.md measured to train well on the tiny byte-level model (DisTrO chunk 64, top-8,
-// 1-bit, decay 0.999; cosine lr 1e-3 with 20 warmup steps and a 10% floor). The same text is kept as
-// packages/core/test/fixtures/meshtrain-default.toml, and a test holds the two equal.
+// near the settings docs/architecture.md "Measured defaults" found to train well on the tiny byte-level model
+// (DisTrO chunk 64, top-8, 1-bit, decay 0.999; cosine lr 1e-3 with 20 warmup steps and a 10% floor). The same
+// text is kept as packages/core/test/fixtures/meshtrain-default.toml, and a test holds the two equal.
 export const DEFAULT_RUN_TOML = `# meshtrain's embedded default run. Psyche's [config] and [model.LLM] keys, plus [meshtrain].
 run_id = "default"
 
@@ -17,7 +17,7 @@ init_min_clients = 1
 verification_percent = 0
 # 0: every round picks min(#clients, max_witnesses) witnesses.
 witness_nodes = 0
-# 64 sequences of 128 tokens: the 8,192 tokens per step DESIGN.md's measured defaults (lr 1e-3, top-8) used.
+# 64 sequences of 128 tokens: the 8,192 tokens per step of the measured defaults (docs/architecture.md).
 global_batch_size_start = 64
 global_batch_size_end = 64
 global_batch_size_warmup_tokens = 0

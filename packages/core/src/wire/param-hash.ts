@@ -1,6 +1,7 @@
 // ParamHash: a client's SHA-256 over all its parameters at an epoch end (or when the relay asks), so the
-// relay can find the majority hash and flag replicas that diverged (DESIGN.md, numerics contract). It travels
-// on the client's authenticated coordinator connection, so it carries no signature of its own.
+// relay can find the majority hash and flag replicas that diverged
+// (docs/architecture.md "Numerics contract"). It travels on the client's authenticated coordinator
+// connection, so it carries no signature of its own.
 //
 // | field  | encoding                                 |
 // |--------|------------------------------------------|

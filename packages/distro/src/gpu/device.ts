@@ -1,6 +1,6 @@
 // The one GPUDevice a browser trainer shares between onnxruntime-web and our WGSL. ORT's kernels and large
 // parameter buffers need more than WebGPU's default limits, so ask for the adapter's maxima of the limits that
-// matter, as ORT does when it creates a device itself (stack.md §4).
+// matter, as ORT does when it creates a device itself (docs/architecture.md "Runtime notes").
 export const COMPUTE_LIMITS = [
   'maxBufferSize',
   'maxStorageBufferBindingSize',

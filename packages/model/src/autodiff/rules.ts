@@ -120,7 +120,8 @@ export const GRAD_RULES: Record<string, GradRule> = {
   },
   Expand: (b, node, dy) => [sumToShape(b, dy, (inputs(node, 1)[0] as Value).shape), null],
   Slice: (b, node, dy) => {
-    // Scatter dy back into a zero tensor with Concat: Pad is not on the WebGPU EP's list (stack.md §1.2).
+    // Scatter dy back into a zero tensor with Concat: Pad is not on the WebGPU EP's list
+    // (docs/architecture.md "Runtime notes").
     const x = inputs(node, 1)[0] as Value;
     const [start] = intsOf(node.inputs[1]);
     const [end] = intsOf(node.inputs[2]);

@@ -1,6 +1,6 @@
 // The graph IR: values with static shapes, nodes that produce them, constants that carry their data.
 // Everything is known at build time (no symbolic dims): the WebGPU EP places shape-computing subgraphs on the
-// CPU, so the generator must never emit them (stack.md §1.4).
+// CPU, so the generator must never emit them (docs/architecture.md "Runtime notes").
 
 export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'bool';
 export type FloatDType = 'float32' | 'float64';

@@ -95,7 +95,7 @@ export interface CosineSchedule {
   peak: number;
   warmupSteps: number;
   totalSteps: number;
-  /** Final LR as a fraction of peak (DESIGN.md's runs used 0.1). */
+  /** Final LR as a fraction of peak (the runs in docs/architecture.md "Measured defaults" used 0.1). */
   floor?: number;
 }
 

@@ -64,7 +64,10 @@ export function linearSumModel(dtype: ElemDtype, rows: number, inner: number, co
   });
 }
 
-/** y = Sign(x): Sign has no WebGPU kernel in ORT 1.30 (shared/stack.md §1.2), so it can only run on the CPU EP. */
+/**
+ * y = Sign(x): Sign has no WebGPU kernel in ORT 1.30 (docs/architecture.md "Runtime notes"), so it can only
+ * run on the CPU EP.
+ */
 export function cpuOnlyModel(): Uint8Array {
   const t = ELEM.float32;
   return encode({

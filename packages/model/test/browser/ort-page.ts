@@ -2,8 +2,9 @@
 // gradients returned as ORT-owned GPU buffers, then consumes those buffers with our own WGSL on the same device.
 // Driven from packages/model/test/ort-web-webgpu.test.ts through e2e/lib's scenario protocol.
 //
-// 'onnxruntime-web/webgpu' (not the default import) selects the native C++ WebGPU EP; the default import is the
-// older JSEP backend, which ignores a passed-in device and has silent wrong results (shared/stack.md §1.3, §4).
+// 'onnxruntime-web/webgpu' (not the default import) selects the native C++ WebGPU EP; the default import is
+// the older JSEP backend, which ignores a passed-in device and has silent wrong results
+// (docs/architecture.md "Runtime notes").
 import * as ort from 'onnxruntime-web/webgpu';
 import { fetchBytes, registerScenarios, toBase64 } from '../../../../e2e/lib/page-runtime.ts';
 import { requestComputeDevice } from '@meshtrain/distro';
@@ -34,8 +35,9 @@ interface OurDevice {
 let ours: Promise<OurDevice> | undefined;
 
 /**
- * The one GPUDevice this page uses, for ORT and for our WGSL alike. Limits are raised to the adapter's maxima that
- * matter for large parameter buffers and ORT's kernels, as ORT does when it creates a device itself (stack.md §4).
+ * The one GPUDevice this page uses, for ORT and for our WGSL alike. Limits are raised to the adapter's maxima
+ * that matter for large parameter buffers and ORT's kernels, as ORT does when it creates a device itself
+ * (docs/architecture.md "Runtime notes").
  */
 function ourDevice(): Promise<OurDevice> {
   ours ??= (async () => {
@@ -61,7 +63,7 @@ function sessionOptions(
 ): ort.InferenceSession.SessionOptions {
   return {
     // Passing the device in the EP options is the only sharing mechanism ORT 1.30 honours (env.webgpu.device set
-    // before creation is ignored: stack.md §4, onnxruntime issue #26107).
+    // before creation is ignored: docs/architecture.md "Runtime notes", onnxruntime issue #26107).
     executionProviders: [{ name: 'webgpu', device }],
     // With fallback disabled, session creation fails if any node would be placed on the CPU EP.
     ...(disableCpuFallback ? { extra: { session: { disable_cpu_ep_fallback: '1' } } } : {}),
@@ -85,7 +87,7 @@ async function makeFeed(device: GPUDevice, input: StepInput, owned: GPUBuffer[])
       : new ort.Tensor('float32', new Float32Array(ab), input.dims);
   }
   // ORT's kernels bind storage buffers as vec4, so a buffer must be a multiple of 16 bytes even when the tensor
-  // is not (a 12-byte buffer fails validation: stack.md §4).
+  // is not (a 12-byte buffer fails validation: docs/architecture.md "Runtime notes").
   const buffer = device.createBuffer({
     label: `param:${input.name}`,
     size: roundUp16(bytes.byteLength),
