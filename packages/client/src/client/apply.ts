@@ -1,0 +1,78 @@
+// The apply step (docs/protocol.md "The two-round apply lag"): for each round, core's acceptedCommitments
+// names the result of every batch that a quorum of the next round's witnesses saw; those results, fetched and
+// checked, are applied in batch-id order with packages/distro's exact integer aggregate + apply, so every
+// replica stays bit-identical. A round that cannot be judged or an accepted result that cannot be had means
+// this replica would diverge: ResyncNeeded, never a silent skip.
+import {
+  acceptedCommitments,
+  bytesToHex,
+  roundAtHeight,
+  type CoordinatorState,
+  type Round,
+} from '@meshtrain/core';
+import { applyResults, type TensorResult } from '@meshtrain/distro';
+import { fromWire } from '../convert.ts';
+import { learningRateAt, type ClientContext, type EpochProgress } from './context.ts';
+import { ResyncNeeded } from './errors.ts';
+
+/** Applies rounds `epoch.appliedThrough`+1 .. `height`, each with the lr of the round `applying` them. */
+export async function applyThrough(
+  ctx: ClientContext,
+  epoch: EpochProgress,
+  s: CoordinatorState,
+  height: number,
+  applying: Round,
+): Promise<void> {
+  for (let h = epoch.appliedThrough + 1; h <= height; h++) {
+    const { step, results, skipped } = await acceptedResults(ctx, s, h);
+    applyResults(ctx.o.distro, ctx.replica.params, results, {
+      lr: learningRateAt(ctx.schedule, applying.step, s),
+      weightDecay: ctx.distroConfig.weight_decay ?? 0,
+    });
+    await ctx.o.distro.finish();
+    epoch.appliedThrough = h;
+    ctx.stats.resultsApplied += results.length;
+    ctx.emit({ type: 'applied', step, height: h, results: results.length, skipped });
+  }
+}
+
+/**
+ * The accepted results of the round at `height`, in batch-id order (the same on every peer, whatever order
+ * they arrived in), each checked to be the assignee's result for that batch; `skipped`: batches with none.
+ */
+async function acceptedResults(
+  ctx: ClientContext,
+  s: CoordinatorState,
+  height: number,
+): Promise<{ step: number; results: TensorResult[][]; skipped: number }> {
+  const r = roundAtHeight(s, height);
+  if (!r) throw new ResyncNeeded(`round ${height} left the coordinator's ring before this client applied it`);
+  const idOf = (clientIndex: number) => s.epoch.clients[clientIndex]?.id ?? '';
+  const accepted = acceptedCommitments(s, height, (batch, clientIndex) =>
+    ctx.results.commitmentsFor(r.step, batch, idOf(clientIndex)),
+  );
+  if (!accepted) throw new ResyncNeeded(`round ${height} cannot be judged: its witnesses are gone`);
+  const ordered = accepted.flatMap((a) => (a.commitment ? [{ ...a, commitment: a.commitment }] : []));
+  ordered.sort((a, b) => a.batch.start - b.batch.start);
+  const results: TensorResult[][] = [];
+  for (const a of ordered) {
+    const assignee = idOf(a.client_index);
+    const held = await ctx.fetcher.obtain(a.commitment, assignee);
+    if (!held)
+      throw new ResyncNeeded(
+        `accepted result ${bytesToHex(a.commitment).slice(0, 16)}… of step ${r.step} could not be fetched`,
+      );
+    const { result } = held;
+    if (
+      held.from !== assignee ||
+      result.step !== r.step ||
+      result.batch.start !== a.batch.start ||
+      result.batch.end !== a.batch.end
+    )
+      throw new ResyncNeeded(
+        `accepted commitment of step ${r.step} names a result for another batch or sender`,
+      );
+    results.push(result.tensors.map(fromWire));
+  }
+  return { step: r.step, results, skipped: accepted.length - ordered.length };
+}

@@ -1,0 +1,71 @@
+// What the phases of one client share: its options and identity, the replica, the results it knows of, the
+// fetcher, its counters, the clock, and the bookkeeping of the epoch it is in.
+import {
+  coldStartFactor,
+  learningRate,
+  type CoordinatorState,
+  type DistroOptimizer,
+  type LrSchedule,
+} from '@meshtrain/core';
+import type { Replica } from './replica.ts';
+import type { ResultFetcher } from './result-fetcher.ts';
+import type { ResultsStore } from './results-store.ts';
+import type { ThroughputMeter } from './throughput.ts';
+import type { ClientEvent, ClientOptions, ClientPhase, ClientStats } from './types.ts';
+
+export interface ClientContext {
+  readonly o: ClientOptions;
+  /** This client's coordinator id (hex public key). */
+  readonly id: string;
+  readonly distroConfig: DistroOptimizer;
+  readonly schedule: LrSchedule;
+  readonly now: () => number;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly stats: ClientStats;
+  readonly replica: Replica;
+  readonly results: ResultsStore;
+  readonly fetcher: ResultFetcher;
+  readonly meter: ThroughputMeter;
+  emit(e: ClientEvent): void;
+  setPhase(phase: ClientPhase, s: CoordinatorState | null): void;
+}
+
+/** Per-epoch progress: a fresh one per epoch (number and start step), so nothing of the last one lingers. */
+export class EpochProgress {
+  readonly key: string;
+  /** Highest round height whose accepted results are applied. */
+  appliedThrough = -1;
+  /** Highest round height this client handled (applied, health-checked, trained). */
+  trainedHeight = -1;
+  healthCheckedHeight = -1;
+  readonly witnessedSteps = new Set<number>();
+  warmupSent = false;
+  /** The epoch end's parameter hash was reported (its parameters now belong to the next epoch). */
+  hashReported = false;
+
+  constructor(key: string) {
+    this.key = key;
+  }
+
+  static keyOf(s: CoordinatorState): string {
+    return `${s.progress.epoch}:${s.epoch.start_step}`;
+  }
+}
+
+/** The learning rate of `step` in the state's epoch: the schedule, ramped in a cold-start epoch. */
+export function learningRateAt(schedule: LrSchedule, step: number, s: CoordinatorState): number {
+  const window: [number, number] | undefined = s.epoch.cold_start_epoch
+    ? [s.epoch.start_step, s.epoch.start_step + s.config.cold_start_warmup_steps]
+    : undefined;
+  return learningRate(schedule, Math.max(0, step)) * coldStartFactor(step, window);
+}
+
+/** This client's index in `epoch.clients`, or -1. */
+export function clientIndexOf(s: CoordinatorState, id: string): number {
+  return s.epoch.clients.findIndex((c) => c.id === id);
+}
+
+/** A Healthy member of the state's epoch. */
+export function isHealthyMember(s: CoordinatorState, id: string): boolean {
+  return s.epoch.clients[clientIndexOf(s, id)]?.state === 'Healthy';
+}

@@ -1,0 +1,108 @@
+// This client's replica of the run's model: the parameters, the DisTrO momentum ("delta"), a scratch copy for
+// the lookahead, and the unquantised own result of the last step (its residual is subtracted one step late).
+// Which step the parameters belong to decides whether the client may take part in an epoch.
+import { parameterHash, parameterOrder } from '@meshtrain/model';
+import type { DistroBackend, DistroTensor, TensorResult } from '@meshtrain/distro';
+import type { ParameterMap } from '../interfaces.ts';
+
+export class Replica {
+  names: string[] = [];
+  params: DistroTensor[] = [];
+  delta: DistroTensor[] = [];
+  scratch: DistroTensor[] = [];
+  /** The unquantised result this client sent last (what the next step's residual subtracts). */
+  ownPrev: TensorResult[] | null = null;
+  /** `progress.step` at which `params` are the run's parameters at an epoch start (null: none loaded). */
+  paramsStep: number | null = null;
+  /** parameterHash (hex) of the parameters at `paramsStep`. */
+  paramsHash = '';
+  /** Set when the client found itself diverged; cleared once parameters are installed again. */
+  diverged = false;
+  private readonly distro: DistroBackend;
+  private readonly shapes = new Map<string, number[]>();
+
+  constructor(distro: DistroBackend) {
+    this.distro = distro;
+  }
+
+  /** Whether the parameters are those the epoch starting at `startStep` starts from. */
+  holdsEpochStart(startStep: number): boolean {
+    return this.paramsStep === startStep;
+  }
+
+  /** Shapes to give the tensors (flat otherwise). */
+  setShapes(shapes: ReadonlyMap<string, readonly number[]>): void {
+    for (const [n, s] of shapes) this.shapes.set(n, [...s]);
+  }
+
+  /** Replaces the parameters with `params` of `step`; momentum restarts at zero. */
+  install(params: ParameterMap, step: number, hash: string): void {
+    const d = this.distro;
+    for (const t of [...this.params, ...this.delta, ...this.scratch]) d.release(t);
+    this.names = parameterOrder(params.keys());
+    this.params = [];
+    this.delta = [];
+    this.scratch = [];
+    for (const n of this.names) {
+      const p = params.get(n) as Float32Array;
+      const shape = this.shapeOf(n, p.length);
+      this.params.push(d.tensor(shape, Float32Array.from(p)));
+      // Joiners get no optimizer state (docs/protocol.md "Joiners, checkpoints and cold start"): momentum
+      // restarts at zero.
+      this.delta.push(d.tensor(shape));
+      this.scratch.push(d.tensor(shape));
+    }
+    this.ownPrev = null;
+    this.markEpochStart(step, hash);
+    this.diverged = false;
+  }
+
+  /** The parameters as they are now are the start of the epoch at `step`, with this hash. */
+  markEpochStart(step: number, hash: string): void {
+    this.paramsStep = step;
+    this.paramsHash = hash;
+  }
+
+  /** The parameters diverged from the run's: nothing may be trained or applied until `install`. */
+  invalidate(): void {
+    this.diverged = true;
+    this.paramsStep = null;
+    this.paramsHash = '';
+  }
+
+  /** Current parameters (host copies), in name order. */
+  async read(): Promise<ParameterMap> {
+    const out: ParameterMap = new Map();
+    for (let i = 0; i < this.names.length; i++)
+      out.set(this.names[i] as string, await this.distro.read(this.params[i] as DistroTensor));
+    return out;
+  }
+
+  async hash(): Promise<Uint8Array> {
+    return parameterHash(await this.read());
+  }
+
+  /**
+   * Lookahead (docs/protocol.md "Training step"): scratch ← params − prevLr·sign(delta), so the train step
+   * reads a copy and nothing has to be undone afterwards (the in-place undo is not exact in floating point).
+   */
+  lookahead(prevLr: number): DistroTensor[] {
+    for (let i = 0; i < this.names.length; i++)
+      this.distro.signStep(
+        this.scratch[i] as DistroTensor,
+        this.params[i] as DistroTensor,
+        this.delta[i] as DistroTensor,
+        prevLr,
+      );
+    return this.scratch;
+  }
+
+  private shapeOf(name: string, length: number): number[] {
+    const s = this.shapes.get(name);
+    if (!s) return [length];
+    let n = 1;
+    for (const x of s) n *= x;
+    if (n !== length) throw new Error(`parameter ${name}: ${length} values for shape [${s.join(', ')}]`);
+    return s;
+  }
+}

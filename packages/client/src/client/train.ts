@@ -1,0 +1,141 @@
+// Training (docs/protocol.md "Training step"): a trainer of the round fetches its batch, runs the train step
+// on the lookahead parameters (B2), clips the gradients by global norm (B4), folds them into the momentum
+// after subtracting the previous own result's residual and compresses it (B5), then signs, commits and
+// publishes the result. Weight decay is not applied here: it is part of the exact apply every replica runs.
+import {
+  encodeSignedResult,
+  encodeTrainingResult,
+  roundAssignments,
+  signAnnounce,
+  signResult,
+  type CoordinatorState,
+  type Round,
+  type RoundAssignment,
+  type TrainingResult,
+} from '@meshtrain/core';
+import { quantize1bit, type DistroTensor, type TensorResult } from '@meshtrain/distro';
+import { toWire } from '../convert.ts';
+import { isResidentFor } from '../interfaces.ts';
+import { learningRateAt, type ClientContext } from './context.ts';
+import { messageOf } from './errors.ts';
+import { hostGradients, residentGradients } from './gradients.ts';
+
+/** Added to the norm when clipping, as torch.nn.utils.clip_grad_norm_ does (Psyche clips with it). */
+const CLIP_EPSILON = 1e-6;
+
+export class TrainPhase {
+  /** The loss of this client's last train step (null before the first). */
+  lastLoss: number | null = null;
+  private readonly ctx: ClientContext;
+  /** Numbers this client's results (never reused: a result for the same batch after a restart differs). */
+  private nonce = 0;
+
+  constructor(ctx: ClientContext) {
+    this.ctx = ctx;
+  }
+
+  /** Trains this client's batch of `round`, if it has one. */
+  async run(s: CoordinatorState, round: Round): Promise<void> {
+    if (!round.training) return;
+    const mine = roundAssignments(s, round).find((a) => a.id === this.ctx.id);
+    if (!mine) return;
+    const { ctx } = this;
+    const d = ctx.o.distro;
+    const started = ctx.now();
+    const lr = learningRateAt(ctx.schedule, round.step, s);
+    const prevLr = learningRateAt(ctx.schedule, round.step - 1, s);
+    if (s.epoch.cold_start_epoch && round.height === 0) for (const t of ctx.replica.delta) d.scale(t, 0);
+
+    const rows = mine.batch.end - mine.batch.start + 1;
+    const tokens = await ctx.o.data.samples(mine.batch.start, mine.batch.end);
+    const computeStarted = ctx.now();
+    const { loss, grads, release } = isResidentFor(ctx.o.backend, d)
+      ? await residentGradients(d, ctx.o.backend, ctx.replica, tokens, rows, prevLr)
+      : await hostGradients(d, ctx.o.backend, ctx.replica, tokens, rows, prevLr);
+    if (!Number.isFinite(loss)) {
+      release();
+      throw new Error(`step ${round.step}: loss is ${loss}`);
+    }
+    let own: TensorResult[];
+    try {
+      own = await this.compress(grads, lr);
+    } finally {
+      release();
+    }
+    // Each row is seqLen + 1 ids: seqLen inputs, each predicting the next id.
+    ctx.meter.recordTrainStep(tokens.length - rows, ctx.now() - computeStarted);
+    const bytes = await this.publish(round, mine, own);
+    this.lastLoss = loss;
+    ctx.emit({
+      type: 'trained',
+      epoch: s.progress.epoch,
+      step: round.step,
+      batch: mine.batch,
+      loss,
+      lr,
+      bytes,
+      seconds: (ctx.now() - started) / 1000,
+    });
+  }
+
+  /** Clip, residual, momentum, compress: the result before quantisation, one TensorResult per parameter. */
+  private async compress(grads: DistroTensor[], lr: number): Promise<TensorResult[]> {
+    const { ctx } = this;
+    const d = ctx.o.distro;
+    const cfg = ctx.distroConfig;
+    const clip = cfg.clip_grad_norm ?? 0;
+    if (clip > 0) {
+      let sq = 0;
+      for (const g of grads) sq += await d.sumOfSquares(g);
+      const norm = Math.sqrt(sq);
+      if (norm > clip) for (const g of grads) d.scale(g, clip / (norm + CLIP_EPSILON));
+    }
+    const { replica } = ctx;
+    const own: TensorResult[] = [];
+    // The residual of the previous own result is subtracted one step late, as Psyche does.
+    for (let i = 0; i < replica.names.length; i++) {
+      const delta = replica.delta[i] as DistroTensor;
+      if (replica.ownPrev) d.subtractResidual(delta, replica.ownPrev[i] as TensorResult);
+      d.momentum(delta, grads[i] as DistroTensor, cfg.compression_decay, lr);
+      own.push(await d.compress(delta, cfg.compression_topk));
+    }
+    // The unquantised result is what the residual subtracts (docs/protocol.md "Top-k and 1-bit signs").
+    replica.ownPrev = own;
+    return own;
+  }
+
+  /** Signs and publishes the result (peers first, then the relay); returns the frame's size. */
+  private async publish(round: Round, mine: RoundAssignment, own: TensorResult[]): Promise<number> {
+    const { ctx } = this;
+    const sent = ctx.distroConfig.quantize_1bit ? own.map(quantize1bit) : own;
+    this.nonce++;
+    const result: TrainingResult = {
+      runId: ctx.o.runId,
+      step: round.step,
+      batch: { start: mine.batch.start, end: mine.batch.end },
+      trainerNonce: this.nonce,
+      tensors: sent.map(toWire),
+    };
+    const envelope = signResult(ctx.o.secretKey, result);
+    const frame = encodeSignedResult({ envelope, result });
+    const commitment = envelope.commitment;
+    ctx.results.hold({ commitment, from: ctx.id, frame, result });
+    const announce = signAnnounce(ctx.o.secretKey, {
+      runId: result.runId,
+      step: result.step,
+      batch: result.batch,
+      commitment,
+      // The size of the TrainingResult frame the commitment covers (what P2P blob fetches return).
+      size: encodeTrainingResult(result).length,
+    });
+    // Peers first: the relay forwards the announce at once, and a peer asked before the blob exists would
+    // answer "not found" and cost the asker a fallback round trip.
+    await ctx.o.peers?.publish(announce, frame).catch((e: unknown) => {
+      ctx.emit({ type: 'warning', message: `p2p publish failed (relay has it): ${messageOf(e)}` });
+    });
+    await ctx.o.link.submitResult(frame, announce);
+    ctx.stats.bytesSent += frame.length;
+    ctx.stats.resultsSent++;
+    return frame.length;
+  }
+}

@@ -1,0 +1,122 @@
+// Witnessing (docs/protocol.md "Witnesses and quorum", "Client state machine"): a witness of round h submits
+// blooms of the round h−1 results it verified, with its own loss, throughput and bandwidth; at the start of
+// round h it also reports round h−2 trainers that round h−1's witnesses did not see (health checks).
+import {
+  BloomFilter,
+  currentRound,
+  hexToBytes,
+  isHealthy,
+  isWitness,
+  loadBloom,
+  participantItem,
+  rosterIndexOf,
+  roundAssignments,
+  roundAtHeight,
+  roundSelection,
+  sha256Concat,
+  type CoordinatorState,
+  type HealthReport,
+  type Round,
+  type WitnessMetadata,
+} from '@meshtrain/core';
+import type { ClientContext, EpochProgress } from './context.ts';
+import { messageOf } from './errors.ts';
+import type { HeldResult } from './results-store.ts';
+
+export class WitnessPhase {
+  private readonly ctx: ClientContext;
+  private readonly lastLoss: () => number | null;
+
+  /** `lastLoss`: the loss of this client's last train step, reported with the blooms. */
+  constructor(ctx: ClientContext, lastLoss: () => number | null) {
+    this.ctx = ctx;
+    this.lastLoss = lastLoss;
+  }
+
+  /**
+   * Witness duty for the current round h: blooms of round h−1's verified results. Submitted as soon as
+   * they are complete and this round's trainers have published (so an early quorum never cuts training
+   * short), or when RoundWitness starts, whatever arrived by then.
+   */
+  async maybeWitness(s: CoordinatorState, epoch: EpochProgress): Promise<void> {
+    const round = currentRound(s);
+    if (!round || epoch.witnessedSteps.has(round.step)) return;
+    const index = rosterIndexOf(s, round, this.ctx.id);
+    if (!isWitness(s, index, round)) return;
+    const prev = roundAtHeight(s, round.height - 1);
+    const prevSet = prev ? this.verifiedFor(s, prev) : { items: [], complete: true };
+    const curSet = this.verifiedFor(s, round);
+    const ready = prevSet.complete && curSet.complete && epoch.trainedHeight >= round.height;
+    if (s.run_state === 'RoundTrain' && !ready) return;
+    epoch.witnessedSteps.add(round.step);
+    const random = this.ctx.o.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
+    const fpr = s.config.bloom_false_positive_rate;
+    const expected = Math.max(round.roster.length, 1);
+    const participant = BloomFilter.forItems(expected, fpr, random(16));
+    const broadcast = BloomFilter.forItems(expected, fpr, random(16));
+    for (const h of prevSet.items) {
+      participant.add(participantItem(hexToBytes(h.from)));
+      broadcast.add(h.commitment);
+    }
+    const metadata = this.metadata();
+    await this.ctx.o.link.submitWitness({
+      step: round.step,
+      proof: roundSelection(round).witnessProof(index),
+      participantBloom: participant.toData(),
+      broadcastBloom: broadcast.toData(),
+      // Informational (docs/protocol.md "Witnesses and quorum"): a hash over the commitments in batch order.
+      broadcastMerkle: sha256Concat(...prevSet.items.map((h) => h.commitment)),
+      ...(metadata ? { metadata } : {}),
+    });
+    this.ctx.emit({ type: 'witness', step: round.step, results: prevSet.items.length });
+  }
+
+  /** Witnesses of round h report round h−2 trainers whose results round h−1's witnesses did not see. */
+  async healthCheck(s: CoordinatorState, round: Round, epoch: EpochProgress): Promise<void> {
+    if (round.height < 2 || epoch.healthCheckedHeight >= round.height) return;
+    epoch.healthCheckedHeight = round.height;
+    if (!isWitness(s, rosterIndexOf(s, round, this.ctx.id), round)) return;
+    const judged = roundAtHeight(s, round.height - 2);
+    const attesting = roundAtHeight(s, round.height - 1);
+    if (!judged || !attesting) return;
+    const blooms = attesting.witnesses.flatMap((w) =>
+      w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
+    );
+    const reports: HealthReport[] = [];
+    for (const a of roundAssignments(s, judged)) {
+      if (s.epoch.clients[a.client_index]?.state !== 'Healthy') continue;
+      if (isHealthy(participantItem(hexToBytes(a.id)), blooms, attesting.witness_count)) continue;
+      reports.push({
+        clientIndex: a.client_index,
+        committeeProof: roundSelection(judged).committeeProof(a.index),
+      });
+    }
+    if (reports.length === 0) return;
+    await this.ctx.o.link.submitHealthCheck({ step: round.step, reports }).catch((e: unknown) => {
+      this.ctx.emit({ type: 'warning', message: `health check refused: ${messageOf(e)}` });
+    });
+    this.ctx.emit({ type: 'healthCheck', step: round.step, reported: reports.length });
+  }
+
+  /** Verified results this client holds for a round, first per batch (the one witnesses vote for). */
+  private verifiedFor(s: CoordinatorState, round: Round): { items: HeldResult[]; complete: boolean } {
+    const items: HeldResult[] = [];
+    let complete = true;
+    for (const a of roundAssignments(s, round)) {
+      const got = this.ctx.results.heldFor(round.step, a.batch, a.id);
+      if (got) items.push(got);
+      else if (s.epoch.clients[a.client_index]?.state === 'Healthy') complete = false;
+    }
+    return { items, complete };
+  }
+
+  /** The loss; none before this client trained a batch. */
+  private metadata(): WitnessMetadata | null {
+    const loss = this.lastLoss();
+    if (loss === null) return null;
+    const { stats, meter } = this.ctx;
+    void stats;
+    void meter;
+    return { loss, tokensPerSec: 0, bandwidth: 0 };
+  }
+}
