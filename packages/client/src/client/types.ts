@@ -22,6 +22,7 @@ export type ClientPhase =
 
 export type ClientEvent =
   | { type: 'phase'; phase: ClientPhase; epoch: number; step: number }
+  /** `hash`: parameterHash of the parameters the epoch starts from (hex), also for a kept model. */
   | { type: 'model'; source: 'init' | 'checkpoint' | 'kept'; step: number; hash: string; via?: string }
   | { type: 'applied'; step: number; height: number; results: number; skipped: number }
   | {

@@ -35,7 +35,7 @@ export class WarmupPhase {
     const { replica } = this.ctx;
     const step = s.progress.step;
     if (replica.paramsStep === step && !replica.diverged) {
-      this.ctx.emit({ type: 'model', source: 'kept', step, hash: '' });
+      this.ctx.emit({ type: 'model', source: 'kept', step, hash: replica.paramsHash });
       return;
     }
     this.ctx.setPhase('Initializing', s);

@@ -110,13 +110,15 @@ export class WitnessPhase {
     return { items, complete };
   }
 
-  /** The loss; none before this client trained a batch. */
+  /** Loss, tokens/s and bandwidth as measured; none before this client trained a batch. */
   private metadata(): WitnessMetadata | null {
     const loss = this.lastLoss();
     if (loss === null) return null;
     const { stats, meter } = this.ctx;
-    void stats;
-    void meter;
-    return { loss, tokensPerSec: 0, bandwidth: 0 };
+    return {
+      loss,
+      tokensPerSec: meter.tokensPerSec,
+      bandwidth: meter.bandwidth(this.ctx.now(), stats.bytesSent + stats.bytesReceived),
+    };
   }
 }
