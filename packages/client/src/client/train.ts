@@ -1,7 +1,7 @@
 // Training (docs/protocol.md "Training step"): a trainer of the round fetches its batch, runs the train step
-// on the lookahead parameters (B2), clips the gradients by global norm (B4), folds them into the momentum
-// after subtracting the previous own result's residual and compresses it (B5), then signs, commits and
-// publishes the result. Weight decay is not applied here: it is part of the exact apply every replica runs.
+// on the lookahead parameters, clips the gradients by global norm, folds them into the momentum after
+// subtracting the previous own result's residual and compresses it, then signs, commits and publishes the
+// result. Weight decay is not applied here: it is part of the exact apply every replica runs.
 import {
   encodeSignedResult,
   encodeTrainingResult,
