@@ -38,6 +38,32 @@ export const WEBGPU_ARGS: readonly string[] = [
  */
 export const NO_WEBGPU_ARGS: readonly string[] = ['--disable-features=WebGPU,Vulkan'];
 
+/**
+ * WebRTC with plain host candidates: Chromium hides local IPs behind mDNS names (`….local`) unless the page
+ * may capture media, and neither libjuice (Node peers) nor a namespace without multicast resolves those. Test
+ * and dev setups only: it tells every page this machine's addresses.
+ */
+export const WEBRTC_HOST_CANDIDATE_ARGS: readonly string[] = [
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
+];
+
+/**
+ * Chromium honours only one `--enable-features` and one `--disable-features` switch; merges them so option
+ * sets (WebGPU, WebRTC, the caller's) combine.
+ */
+export function mergeFeatureFlags(args: readonly string[]): string[] {
+  const lists = { enable: [] as string[], disable: [] as string[] };
+  const rest: string[] = [];
+  for (const a of args) {
+    const m = /^--(enable|disable)-features=(.*)$/.exec(a);
+    if (m) lists[m[1] as 'enable' | 'disable'].push(...(m[2] as string).split(',').filter((f) => f !== ''));
+    else rest.push(a);
+  }
+  for (const kind of ['enable', 'disable'] as const)
+    if (lists[kind].length > 0) rest.push(`--${kind}-features=${[...new Set(lists[kind])].join(',')}`);
+  return rest;
+}
+
 export interface LaunchOptions {
   /** true: WebGPU on SwiftShader; false: navigator.gpu yields no adapter (the "no WebGPU" explanation scenario). */
   webgpu: boolean;
@@ -47,6 +73,10 @@ export interface LaunchOptions {
   args?: readonly string[];
   /** Run headed (needs a display); default headless. */
   headed?: boolean;
+  /** Another Chromium executable, e.g. a test namespace's wrapper (netns.ts); default CHROMIUM_PATH. */
+  executablePath?: string;
+  /** Gather plain host ICE candidates (WEBRTC_HOST_CANDIDATE_ARGS), for WebRTC tests in a namespace. */
+  webrtcHostCandidates?: boolean;
 }
 
 export interface LaunchedChromium {
@@ -61,13 +91,19 @@ export interface LaunchedChromium {
 export async function launchChromium(options: LaunchOptions): Promise<LaunchedChromium> {
   const ownsProfile = options.userDataDir === undefined;
   const userDataDir = options.userDataDir ?? (await mkdtemp(join(tmpdir(), 'meshtrain-chromium-')));
-  const args = [...BASE_ARGS, ...(options.webgpu ? WEBGPU_ARGS : NO_WEBGPU_ARGS), ...(options.args ?? [])];
+  const args = mergeFeatureFlags([
+    ...BASE_ARGS,
+    ...(options.webgpu ? WEBGPU_ARGS : NO_WEBGPU_ARGS),
+    ...(options.webrtcHostCandidates === true ? WEBRTC_HOST_CANDIDATE_ARGS : []),
+    ...(options.args ?? []),
+  ]);
+  const executablePath = options.executablePath ?? CHROMIUM_PATH;
   let context: BrowserContext;
   try {
     // A persistent context, because only it takes an explicit profile dir: scenarios that reload a tab and expect
     // IndexedDB (Dexie) state to survive need to control where that state lives.
     context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM_PATH,
+      executablePath,
       headless: options.headed !== true,
       args,
       viewport: { width: 1280, height: 800 },
@@ -75,7 +111,7 @@ export async function launchChromium(options: LaunchOptions): Promise<LaunchedCh
   } catch (err) {
     if (ownsProfile) await rm(userDataDir, { recursive: true, force: true });
     throw new Error(
-      `could not launch Chromium at ${CHROMIUM_PATH} (install Debian's "chromium" package or set MESHTRAIN_CHROMIUM): ${String(err)}`,
+      `could not launch Chromium at ${executablePath} (install Debian's "chromium" package or set MESHTRAIN_CHROMIUM): ${String(err)}`,
       { cause: err },
     );
   }

@@ -6,3 +6,4 @@ export * from './console.ts';
 export * from './scenario.ts';
 export * from './serve.ts';
 export * from './ort-log.ts';
+export * from './netns.ts';

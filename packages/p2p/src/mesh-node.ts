@@ -5,9 +5,12 @@ import { multiaddr } from '@multiformats/multiaddr';
 import type { Multiaddr } from '@multiformats/multiaddr';
 import { Circuit, WebRTC } from '@multiformats/multiaddr-matcher';
 import { isPeerId } from '@libp2p/interface';
+import { peerIdFromString } from '@libp2p/peer-id';
 import type { Connection, Libp2p, PrivateKey, ServiceMap } from '@libp2p/interface';
 import type { GossipSub, Message } from '@libp2p/gossipsub';
 import { BlobExchange } from './blob-exchange.ts';
+import { DirectLinks } from './direct-links.ts';
+import type { DirectLinksOptions, PeerLink } from './direct-links.ts';
 import type { BlobExchangeOptions, FetchBlobOptions, FetchedBlob } from './blob-exchange.ts';
 import { MemoryBlobStore } from './blob-store.ts';
 import type { BlobStore } from './blob-store.ts';
@@ -67,6 +70,8 @@ export interface MeshNodeOptions {
   blobs?: Omit<BlobExchangeOptions, 'store'>;
   checkpoints?: CheckpointExchangeOptions;
   maxAnnouncementBytes?: number;
+  /** How `directLinks` upgrades peers to WebRTC (limits, backoff). */
+  directLinks?: DirectLinksOptions;
 }
 
 /** The services every MeshNode's libp2p carries (the relay adds its `relay` service). */
@@ -85,12 +90,16 @@ export class MeshNode<S extends MeshServices = MeshServices> {
   readonly libp2p: Libp2p<S>;
   readonly blobs: BlobExchange;
   readonly checkpoints: CheckpointExchange;
+  /** Whether this node makes WebRTC connections to peers (it listens on `/webrtc`). */
+  readonly webrtc: boolean;
+  /** WebRTC links to the peers named by `directLinks.want(…)` (see direct-links.ts). */
+  readonly directLinks: DirectLinks;
   private readonly maxAnnouncementBytes: number;
   private readonly handlers = new Map<string, Set<AnnouncementHandler>>();
   private readonly relays: Multiaddr[] = [];
   private readonly onMessage = (evt: CustomEvent<Message>): void => this.dispatch(evt.detail);
 
-  private constructor(libp2p: Libp2p<S>, options: MeshNodeOptions) {
+  private constructor(libp2p: Libp2p<S>, options: MeshNodeOptions, webrtc: boolean) {
     this.libp2p = libp2p;
     this.blobs = new BlobExchange(libp2p, {
       ...options.blobs,
@@ -98,6 +107,8 @@ export class MeshNode<S extends MeshServices = MeshServices> {
         options.blobStore ?? new MemoryBlobStore({ maxBytes: options.blobStoreBytes ?? 256 * 1024 * 1024 }),
     });
     this.checkpoints = new CheckpointExchange(libp2p, options.checkpoints);
+    this.webrtc = webrtc;
+    this.directLinks = new DirectLinks(this, options.directLinks);
     this.maxAnnouncementBytes = options.maxAnnouncementBytes ?? DEFAULT_MAX_ANNOUNCEMENT_BYTES;
   }
 
@@ -114,7 +125,8 @@ export class MeshNode<S extends MeshServices = MeshServices> {
         ? libp2pOptions.privateKey
         : await privateKeyFromSeed(options.privateKeySeed);
     const libp2p = await createLibp2p<S>({ ...libp2pOptions, privateKey, start: false });
-    const node = new MeshNode<S>(libp2p, options);
+    const webrtc = (libp2pOptions.addresses?.listen ?? []).includes('/webrtc');
+    const node = new MeshNode<S>(libp2p, options, webrtc);
     try {
       await node.blobs.start();
       await node.checkpoints.start();
@@ -193,6 +205,12 @@ export class MeshNode<S extends MeshServices = MeshServices> {
    * then upgrades to a direct WebRTC connection; without it the data stays on the relayed connection.
    */
   viaRelays(peerId: string, options: { webrtc?: boolean } = {}): Multiaddr[] {
+    // Ids come from other peers (coordinator state, announcements): no addresses for one that is not a PeerId.
+    try {
+      peerIdFromString(peerId);
+    } catch {
+      return [];
+    }
     const suffix = (options.webrtc ?? true) ? '/p2p-circuit/webrtc' : '/p2p-circuit';
     return this.relays.map((r) => multiaddr(`${r.toString()}${suffix}/p2p/${peerId}`));
   }
@@ -215,6 +233,46 @@ export class MeshNode<S extends MeshServices = MeshServices> {
       if (c.status === 'open' && !relays.has(id)) peers.add(id);
     }
     return [...peers];
+  }
+
+  /**
+   * How `peerId` is reached now: over a direct WebRTC connection, another direct (unlimited) one, or only
+   * relayed; undefined without an open connection.
+   */
+  linkTo(peerId: string): PeerLink | undefined {
+    let best: PeerLink | undefined;
+    for (const c of this.libp2p.getConnections()) {
+      if (c.status !== 'open' || c.remotePeer.toString() !== peerId) continue;
+      const link = linkOf(c);
+      if (link === 'webrtc') return link;
+      if (best === undefined || link === 'direct') best = link;
+    }
+    return best;
+  }
+
+  /** Every non-relay peer with an open connection and how it is reached (for stats and tests). */
+  peerLinks(): Map<string, PeerLink> {
+    const relays = new Set(this.relayPeerIds());
+    const out = new Map<string, PeerLink>();
+    for (const c of this.libp2p.getConnections()) {
+      const id = c.remotePeer.toString();
+      if (c.status !== 'open' || relays.has(id)) continue;
+      const link = linkOf(c);
+      const had = out.get(id);
+      if (had === undefined || had === 'relayed' || link === 'webrtc') out.set(id, link);
+    }
+    return out;
+  }
+
+  /**
+   * Where to fetch from `peerId`: the peer itself when a direct connection is open (streams then take it),
+   * else its plain circuit address through our first relay (undefined without a relay).
+   */
+  routeTo(peerId: string): PeerTarget | undefined {
+    for (const c of this.libp2p.getConnections())
+      if (c.status === 'open' && c.limits === undefined && c.remotePeer.toString() === peerId)
+        return c.remotePeer;
+    return this.viaRelays(peerId, { webrtc: false })[0];
   }
 
   /** Resolves with the first own multiaddr matching `predicate`, waiting up to `timeoutMs`. */
@@ -363,6 +421,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
   }
 
   async stop(): Promise<void> {
+    this.directLinks.stop();
     this.libp2p.services.pubsub.removeEventListener('message', this.onMessage);
     try {
       await this.blobs.stop();
@@ -372,6 +431,12 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     }
     await this.libp2p.stop();
   }
+}
+
+/** A relayed connection has limits; a direct one is WebRTC when its address has a `webrtc` component. */
+function linkOf(c: Connection): PeerLink {
+  if (c.limits !== undefined || !c.direct) return 'relayed';
+  return c.remoteAddr.getComponents().some((p) => p.name === 'webrtc') ? 'webrtc' : 'direct';
 }
 
 /** Gossipsub settings shared by all factories: announcements only, never an error for an empty mesh. */

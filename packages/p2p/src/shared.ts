@@ -6,5 +6,6 @@ export * from './blob-exchange.ts';
 export * from './checkpoint-manifest.ts';
 export * from './checkpoint-exchange.ts';
 export * from './mesh-node.ts';
+export * from './direct-links.ts';
 export type { PeerTarget, ProtocolHost } from './host.ts';
 export type { PeerServices, RelayClientOptions } from './compose.ts';

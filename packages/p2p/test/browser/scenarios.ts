@@ -123,6 +123,35 @@ export const scenarios = {
 
   connectedPeers: async (): Promise<string[]> => await Promise.resolve(need().connectedPeers()),
 
+  /** Keep direct (WebRTC) links to these peers (browser-webrtc.test.ts). */
+  want: async (args: { peerIds: string[] }): Promise<void> => {
+    need().directLinks.want(args.peerIds);
+    await Promise.resolve();
+  },
+
+  /** How each connected peer is reached, and the direct-link dial counters. */
+  links: async (): Promise<{
+    links: Record<string, string>;
+    stats: { dials: number; linked: number; failed: number };
+  }> =>
+    await Promise.resolve({
+      links: Object.fromEntries(need().peerLinks()),
+      stats: { ...need().directLinks.stats },
+    }),
+
+  /** Fetches a blob from `peerId` the way MeshNetwork does: over its direct link if any, else the circuit. */
+  fetchFrom: async (args: {
+    addressHex: string;
+    peerId: string;
+    timeoutMs: number;
+  }): Promise<Outcome<FetchedBlobResult>> =>
+    await outcome(async () => {
+      const route = need().routeTo(args.peerId);
+      if (route === undefined) throw new Error(`no route to ${args.peerId}`);
+      const got = await need().fetchBlob(hexBytes(args.addressHex), [route], { timeoutMs: args.timeoutMs });
+      return { b64: toBase64(got.bytes), limited: got.limited, remoteAddr: got.remoteAddr };
+    }),
+
   stop: async (): Promise<void> => {
     await peer?.stop();
     peer = undefined;
