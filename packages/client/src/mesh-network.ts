@@ -9,12 +9,15 @@
 //     Every peer cuts them into PARAM_PIECE_BYTES pieces, so all honest holders serve the same manifest; a
 //     joiner looks that manifest up by the parameter hash (the manifest's contentHash) and pulls pieces from
 //     every peer that has it at once, each piece verified against the manifest and the whole against the hash.
-// Peers are found from the coordinator state (each client's libp2p PeerId) and dialled through the relay's
-// circuit, so a peer is reachable whenever the relay is; blob fetches verify the address, so no peer can
-// hand over anything but the requested bytes.
+// Peers are found from the coordinator state (each client's libp2p PeerId). Every peer is reachable through
+// the relay's circuit whenever the relay is; in the background the node upgrades the run's peers to direct
+// WebRTC links (packages/p2p direct-links.ts, signalled over that circuit), and fetches take a peer's direct
+// link once it exists, so result bytes leave the relay as peers connect. Blob fetches verify the address, so
+// no peer can hand over anything but the requested bytes.
 //
 // Isomorphic: it takes an already started MeshNode (createNodePeer in node-trainer, createBrowserPeer in the
-// web worker) and imports packages/p2p for types only, so no Node-only module enters a browser bundle.
+// tab: on the page's main thread, which has RTCPeerConnection, or in the training worker as a circuit-only
+// fallback) and imports packages/p2p for types only, so no Node-only module enters a browser bundle.
 import { parameterHash, parameterOrder } from '@meshtrain/model';
 import {
   bytesToHex,
@@ -25,21 +28,28 @@ import {
   type Announce,
   type CoordinatorState,
 } from '@meshtrain/core';
-import type { MeshNode, PeerServices } from '@meshtrain/p2p/browser';
-import type { Multiaddr } from '@multiformats/multiaddr';
+import type { MeshNode, PeerLink, PeerServices, PeerTarget } from '@meshtrain/p2p/browser';
 import type { Checkpoint, CheckpointSource, PeerNetwork } from './interfaces.ts';
 import { fetchCheckpointSummary, type RelayCheckpoints } from './relay-http.ts';
 
 /** What MeshNetwork runs on: the node either factory returns (NodePeer and BrowserPeer are both this type). */
 export type MeshPeer = MeshNode<PeerServices>;
 
-/** Counters of the peer path (JSON-serialisable; `peersConnected` is computed when read). */
+/** Counters of the peer path (JSON-serialisable; the `peers…` counts are computed when read). */
 export interface MeshNetworkStats {
   /** Peers other than the relays this node holds an open connection to, now. */
   readonly peersConnected: number;
+  /** Of those, peers with a direct WebRTC connection, and peers reached only through the relay's circuit. */
+  readonly peersWebRTC: number;
+  readonly peersRelayed: number;
   /** Round results fetched from peers instead of the relay, and their bytes. */
   resultsFromPeers: number;
   bytesFromPeers: number;
+  /** Of those, the ones that came over a direct connection (WebRTC), and over the relay's circuit. */
+  resultsDirect: number;
+  bytesDirect: number;
+  resultsRelayed: number;
+  bytesRelayed: number;
   /** End-of-epoch parameter downloads from peers. */
   paramsFromPeers: number;
   /** Peers that delivered pieces of the last parameter download from peers. */
@@ -58,10 +68,30 @@ const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
  */
 export const PARAM_PIECE_BYTES = 256 * 1024;
 
-export class MeshNetwork implements PeerNetwork {
+/** Which libp2p peer belongs to which client: what MeshNetwork needs of the coordinator state. */
+export interface PeerDirectory {
+  /** The epoch's clients (its committee), then the run's other members. */
+  epochClients: readonly { id: string; p2p_id: string }[];
+  members: readonly { id: string; p2p_id: string }[];
+}
+
+export function peerDirectoryOf(state: CoordinatorState): PeerDirectory {
+  const pick = (c: { id: string; p2p_id: string }) => ({ id: c.id, p2p_id: c.p2p_id });
+  return { epochClients: state.epoch.clients.map(pick), members: state.members.map(pick) };
+}
+
+/** Parameters by their hash from peers: what peerFirstCheckpoints needs of a network. */
+export interface PeerParams {
+  fetchParams(
+    paramHash: Uint8Array,
+    sizes: ReadonlyMap<string, number>,
+  ): Promise<Map<string, Float32Array> | null>;
+}
+
+export class MeshNetwork implements PeerNetwork, PeerParams {
   readonly node: MeshPeer;
   readonly stats: MeshNetworkStats;
-  private state: CoordinatorState | null = null;
+  private peers: PeerDirectory | null = null;
   private readonly log: (line: string) => void;
   /** Checkpoint roots of the parameters this peer shares, newest last; older ones are unshared. */
   private shared: Uint8Array[] = [];
@@ -73,45 +103,90 @@ export class MeshNetwork implements PeerNetwork {
   constructor(node: MeshPeer, log: (line: string) => void = () => {}) {
     this.node = node;
     this.log = log;
+    const count = (link: PeerLink) => [...node.peerLinks().values()].filter((l) => l === link).length;
     this.stats = {
       get peersConnected() {
         return node.connectedPeers().length;
       },
+      get peersWebRTC() {
+        return count('webrtc');
+      },
+      get peersRelayed() {
+        return count('relayed');
+      },
       resultsFromPeers: 0,
       bytesFromPeers: 0,
+      resultsDirect: 0,
+      bytesDirect: 0,
+      resultsRelayed: 0,
+      bytesRelayed: 0,
       paramsFromPeers: 0,
       lastParamsPeers: 0,
       paramBytesFromPeers: 0,
     };
+    node.directLinks.onEvent((e) =>
+      log(
+        e.type === 'linked'
+          ? `p2p: direct WebRTC link to ${e.peer} (${e.ms} ms)`
+          : `p2p: no direct link to ${e.peer} (${e.error}); the relay's circuit carries its data, ` +
+              `next try in ${Math.round(e.retryInMs / 1000)} s`,
+      ),
+    );
+  }
+
+  /** This node's PeerId (what the client announces in its Join). */
+  get peerId(): string {
+    return this.node.peerId;
   }
 
   /** Follow the coordinator: it says which PeerIds belong to which clients. */
   setState(state: CoordinatorState): void {
-    this.state = state;
-  }
-
-  /** Circuit addresses of the given clients' peers (others of the epoch after them), never our own. */
-  private targets(clientIds: readonly string[]): Multiaddr[] {
-    const s = this.state;
-    if (!s) return [];
-    const self = this.node.peerId;
-    const byId = new Map<string, string>();
-    for (const c of [...s.epoch.clients, ...s.members]) byId.set(c.id, c.p2p_id);
-    const order = [...clientIds, ...s.epoch.clients.map((c) => c.id)];
-    const peers = [...new Set(order.map((id) => byId.get(id)).filter((p): p is string => !!p && p !== self))];
-    return peers.flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
+    this.setPeers(peerDirectoryOf(state));
   }
 
   /**
-   * Circuit addresses of every other peer of the run (members, then the epoch's clients): a joiner's
-   * parameter download asks all of them at once, and those without the checkpoint just answer NOT_FOUND.
+   * The run's peers (from the coordinator state, or from a page that follows it for this node): fetches ask
+   * them, and the node keeps direct WebRTC links to them, the epoch's clients first.
    */
-  private runPeers(): Multiaddr[] {
-    const s = this.state;
-    if (!s) return [];
+  setPeers(peers: PeerDirectory): void {
+    this.peers = peers;
     const self = this.node.peerId;
-    const ids = [...s.members, ...s.epoch.clients].map((c) => c.p2p_id).filter((p) => !!p && p !== self);
-    return [...new Set(ids)].flatMap((p) => this.node.viaRelays(p, { webrtc: false }).slice(0, 1));
+    const ids = [...peers.epochClients, ...peers.members].map((c) => c.p2p_id);
+    this.node.directLinks.want(ids.filter((p) => p !== '' && p !== self));
+  }
+
+  /** How each connected peer is reached now (direct WebRTC, other direct, or through the relay). */
+  peerLinks(): Record<string, PeerLink> {
+    return Object.fromEntries(this.node.peerLinks());
+  }
+
+  /** Routes to the given clients' peers (others of the epoch after them), never our own. */
+  private targets(clientIds: readonly string[]): PeerTarget[] {
+    const d = this.peers;
+    if (!d) return [];
+    const self = this.node.peerId;
+    const byId = new Map<string, string>();
+    for (const c of [...d.epochClients, ...d.members]) byId.set(c.id, c.p2p_id);
+    const order = [...clientIds, ...d.epochClients.map((c) => c.id)];
+    const peers = [...new Set(order.map((id) => byId.get(id)).filter((p): p is string => !!p && p !== self))];
+    return this.routes(peers);
+  }
+
+  /**
+   * Routes to every other peer of the run (members, then the epoch's clients): a joiner's parameter
+   * download asks all of them at once, and those without the checkpoint just answer NOT_FOUND.
+   */
+  private runPeers(): PeerTarget[] {
+    const d = this.peers;
+    if (!d) return [];
+    const self = this.node.peerId;
+    const ids = [...d.members, ...d.epochClients].map((c) => c.p2p_id).filter((p) => !!p && p !== self);
+    return this.routes([...new Set(ids)]);
+  }
+
+  /** A peer's direct connection when there is one, else its circuit address through our relay. */
+  private routes(peerIds: readonly string[]): PeerTarget[] {
+    return peerIds.map((p) => this.node.routeTo(p)).filter((t): t is PeerTarget => t !== undefined);
   }
 
   async publish(_announce: Announce, signedResultFrame: Uint8Array): Promise<void> {
@@ -132,6 +207,15 @@ export class MeshNetwork implements PeerNetwork {
       });
       this.stats.resultsFromPeers++;
       this.stats.bytesFromPeers += got.bytes.length;
+      if (got.peer !== 'local') {
+        if (got.limited) {
+          this.stats.resultsRelayed++;
+          this.stats.bytesRelayed += got.bytes.length;
+        } else {
+          this.stats.resultsDirect++;
+          this.stats.bytesDirect += got.bytes.length;
+        }
+      }
       return got.bytes.subarray(COMMITMENT_TAG.length);
     } catch {
       return null;
@@ -227,7 +311,7 @@ export function peerFirstCheckpoints(o: {
   relay: RelayCheckpoints;
   relayUrl: string;
   runId: string;
-  network: MeshNetwork | null;
+  network: PeerParams | null;
   sizes: ReadonlyMap<string, number>;
   log?: (line: string) => void;
 }): CheckpointSource {

@@ -16,9 +16,12 @@ let b: NodePeer;
 beforeAll(async () => {
   relay = await createRelayNode({ host: '127.0.0.1', webrtcDirect: false });
   const relayAddrs = relay.multiaddrs().map((m) => m.toString());
+  // Circuit only (no WebRTC upgrades): this test stays on loopback, where ICE has no candidates anyway;
+  // WebRTC links are tested in namespaces (packages/p2p/test/browser-webrtc.test.ts).
+  const directLinks = { maxPeers: 0 };
   [a, b] = await Promise.all([
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false }),
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
   ]);
   await Promise.all([a.circuitAddress(10_000), b.circuitAddress(10_000)]);
 }, 60_000);
@@ -59,6 +62,9 @@ describe('MeshNetwork', () => {
     expect(joiner.stats.lastParamsPeers).toBe(1);
     expect(joiner.stats.paramBytesFromPeers).toBe(4 * 100_300);
     expect(joiner.stats.peersConnected).toBe(1);
+    expect(joiner.stats.peersRelayed).toBe(1);
+    expect(joiner.stats.peersWebRTC).toBe(0);
+    expect(joiner.peerLinks()).toEqual({ [a.peerId]: 'relayed' });
     expect(JSON.parse(JSON.stringify(joiner.stats))).toMatchObject({ peersConnected: 1, paramsFromPeers: 1 });
     expect(lines.some((l) => l.includes(`${Math.ceil((4 * 100_300) / PARAM_PIECE_BYTES)} pieces`))).toBe(
       true,
