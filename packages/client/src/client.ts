@@ -46,7 +46,7 @@ import { WarmupPhase } from './client/warmup.ts';
 import { WitnessPhase } from './client/witness.ts';
 
 export type { ClientEvent, ClientOptions, ClientPhase, ClientStats } from './client/types.ts';
-export { PARAM_HASH_MISMATCH, refusalCode, ResyncNeeded } from './client/errors.ts';
+export { PARAM_HASH_MISMATCH, ResyncNeeded } from './client/errors.ts';
 
 const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

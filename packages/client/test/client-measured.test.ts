@@ -1,11 +1,12 @@
 // What clients put on the wire about themselves is measured: witness metadata carries the loss of the last
 // train step, tokens/s of that step and bytes/s moved, all on the client's injected clock (here one that moves
 // only while the toy backend "computes", one virtual second per call); and a kept model's event names the
-// hash of the parameters it kept. Three toy replicas on core's real coordinator (LocalHub).
+// hash of the parameters it kept; a refused parameter hash is judged by its code. Three toy replicas on core's
+// real coordinator (LocalHub).
 import { bytesToHex, identityFromSeed, type WitnessMetadata } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Client, LocalHub, type ClientEvent } from '../src/index.ts';
+import { Client, LocalHub, PARAM_HASH_MISMATCH, RelayRefusal, type ClientEvent } from '../src/index.ts';
 import { drive, SEQ, SHAPES, testRun, toyBackend, toyData, toyInit } from './helpers.ts';
 
 interface Reported {
@@ -29,9 +30,36 @@ afterEach(async () => {
   peers = [];
 });
 
-function startMeasuredPeer(hub: LocalHub, run: ReturnType<typeof testRun>, seedByte: number): Peer {
+/** Epochs of a few rounds, so a run has several epoch ends. */
+function shortEpochs(): ReturnType<typeof testRun> {
+  return testRun({
+    warmup_time: 10,
+    cooldown_time: 2,
+    epoch_time: 15,
+    max_round_train_time: 12,
+    round_witness_time: 1,
+    waiting_for_members_extra_time: 1,
+    min_clients: 2,
+    init_min_clients: 3,
+    global_batch_size_start: 6,
+    global_batch_size_end: 6,
+    max_seq_len: SEQ,
+    total_steps: 20,
+  });
+}
+
+function startMeasuredPeer(
+  hub: LocalHub,
+  run: ReturnType<typeof testRun>,
+  seedByte: number,
+  refuseHash?: () => Error,
+): Peer {
   const identity = identityFromSeed(new Uint8Array(32).fill(seedByte));
   const link = hub.connect(identity.secretKey);
+  if (refuseHash)
+    link.reportParamHash = async () => {
+      throw refuseHash();
+    };
   const events: ClientEvent[] = [];
   const reports: Reported[] = [];
   let virtualMs = 0;
@@ -79,20 +107,7 @@ function startMeasuredPeer(hub: LocalHub, run: ReturnType<typeof testRun>, seedB
 
 describe('client reports', () => {
   it('witness metadata is measured, and a kept model names its hash', async () => {
-    const run = testRun({
-      warmup_time: 10,
-      cooldown_time: 2,
-      epoch_time: 15,
-      max_round_train_time: 12,
-      round_witness_time: 1,
-      waiting_for_members_extra_time: 1,
-      min_clients: 2,
-      init_min_clients: 3,
-      global_batch_size_start: 6,
-      global_batch_size_end: 6,
-      max_seq_len: SEQ,
-      total_steps: 20,
-    });
+    const run = shortEpochs();
     const hub = new LocalHub(run, 'unit');
     peers = [1, 2, 3].map((b) => startMeasuredPeer(hub, run, b));
     await drive(hub, () => hub.state.run_state === 'Finished', 800);
@@ -125,5 +140,25 @@ describe('client reports', () => {
     }
     const final = await Promise.all(peers.map(async (p) => bytesToHex(await p.client.parameterHash())));
     expect(new Set(final).size).toBe(1);
+  }, 120_000);
+
+  it('a hash refused with param_hash_mismatch re-syncs; a refusal without that code only warns', async () => {
+    const run = shortEpochs();
+    const hub = new LocalHub(run, 'unit');
+    peers = [
+      startMeasuredPeer(hub, run, 1),
+      startMeasuredPeer(hub, run, 2, () => new RelayRefusal(PARAM_HASH_MISMATCH, 'not the majority')),
+      // The code's text in the message alone means nothing: a warning, and the replica carries on.
+      startMeasuredPeer(hub, run, 3, () => new Error(`${PARAM_HASH_MISMATCH}? relay connection closed`)),
+    ];
+    await drive(hub, () => hub.state.run_state === 'Finished', 800);
+    const [, refused, other] = peers as [Peer, Peer, Peer];
+    const resyncs = refused.events.filter((e) => e.type === 'resync');
+    expect(resyncs.length).toBeGreaterThan(0);
+    expect(resyncs[0]).toMatchObject({ reason: expect.stringContaining('not the majority') });
+    expect(other.events.filter((e) => e.type === 'resync')).toEqual([]);
+    expect(
+      other.events.some((e) => e.type === 'warning' && e.message.startsWith('parameter hash report failed')),
+    ).toBe(true);
   }, 120_000);
 });

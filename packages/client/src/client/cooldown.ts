@@ -2,13 +2,13 @@
 // parameters hashed and the hash reported (the relay compares it with the majority: a minority replica
 // re-syncs), then the parameters are shared with peers and, by one client per epoch, uploaded as the relay's
 // checkpoint.
-import { bytesToHex, currentRound, type CoordinatorState } from '@meshtrain/core';
+import { bytesToHex, currentRound, refusalCode, type CoordinatorState } from '@meshtrain/core';
 import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint } from '../interfaces.ts';
 import { applyThrough } from './apply.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
 import { UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS } from './defaults.ts';
-import { messageOf, PARAM_HASH_MISMATCH, refusalCode, ResyncNeeded } from './errors.ts';
+import { messageOf, PARAM_HASH_MISMATCH, ResyncNeeded } from './errors.ts';
 
 export class CooldownPhase {
   private readonly ctx: ClientContext;
