@@ -1,7 +1,11 @@
 // The page's side of the training worker: starts it, forwards the volunteer's controls, and exposes what it
-// reports as Svelte stores. Only typed messages cross (worker/protocol.ts).
+// reports as Svelte stores. Only typed messages cross (worker/protocol.ts). It also hosts the tab's libp2p
+// peer for the worker (peer-host.ts), because only the page's main thread has RTCPeerConnection.
 import { writable } from 'svelte/store';
+import { hexToBytes } from '@meshtrain/core';
 import { emptyStats } from '../worker/protocol.ts';
+import { hostPeerNetwork } from './peer-host.ts';
+import type { PeerHost } from './peer-host.ts';
 import type {
   DeviceProbe,
   PageToWorker,
@@ -29,9 +33,14 @@ export const trainerErrors = writable<TrainerErrorEntry[]>([]);
 export const generated = writable<{ prompt: string; text: string } | null>(null);
 
 let worker: Worker | null = null;
+let peerHost: PeerHost | null = null;
 
-function send(m: PageToWorker): void {
-  worker?.postMessage(m);
+function send(m: PageToWorker, transfer: Transferable[] = []): void {
+  worker?.postMessage(m, transfer);
+}
+
+function addLog(line: string): void {
+  trainerLog.update((l) => [...l.slice(-199), line]);
 }
 
 function onMessage(m: WorkerToPage): void {
@@ -43,7 +52,7 @@ function onMessage(m: WorkerToPage): void {
       deviceProbe.set(m.probe);
       break;
     case 'log':
-      trainerLog.update((l) => [...l.slice(-199), m.line]);
+      addLog(m.line);
       break;
     case 'generated':
       generated.set({ prompt: m.prompt, text: m.text });
@@ -75,7 +84,22 @@ export function startTrainer(run: RunTarget, secretKeyHex: string, throttle: Thr
     }));
   });
   worker = w;
-  send({ type: 'start', run, secretKeyHex, throttle, visible: document.visibilityState === 'visible' });
+  // The peer channel: the page runs the tab's libp2p peer unless `?p2p=worker` asks for the worker's
+  // circuit-only one (how the fallback path is exercised and compared).
+  let peerPort: MessagePort | null = null;
+  if (new URLSearchParams(location.search).get('p2p') !== 'worker') {
+    const channel = new MessageChannel();
+    peerHost = hostPeerNetwork(channel.port1, {
+      relayUrl: run.relayUrl,
+      secretKey: hexToBytes(secretKeyHex, 32),
+      log: addLog,
+    });
+    peerPort = channel.port2;
+  }
+  send(
+    { type: 'start', run, secretKeyHex, throttle, visible: document.visibilityState === 'visible', peerPort },
+    peerPort ? [peerPort] : [],
+  );
 }
 
 export function stopTrainer(): void {
@@ -83,6 +107,8 @@ export function stopTrainer(): void {
   send({ type: 'stop' });
   worker.terminate();
   worker = null;
+  void peerHost?.stop();
+  peerHost = null;
   trainerStatus.update((s) => ({ ...s, phase: 'stopped', message: 'Stopped.' }));
 }
 

@@ -1,14 +1,18 @@
-// The tab's libp2p peer (js-libp2p in this worker): it reaches the relay's libp2p node over a WebSocket and
-// other peers through the relay's circuit, and joins the run's mesh as @meshtrain/client's MeshNetwork —
-// results fetched from their trainers and served to others by commitment, epoch parameters by their hash.
-// The relay stays the guaranteed path: without a libp2p node on the relay, or when dialling it fails, the tab
-// trains exactly as before.
+// The tab's libp2p peer: it reaches the relay's libp2p node over a WebSocket and other peers through the
+// relay's circuit, and joins the run's mesh as @meshtrain/client's MeshNetwork — results fetched from their
+// trainers and served to others by commitment, epoch parameters by their hash. The relay stays the
+// guaranteed path: without a libp2p node on the relay, or when dialling it fails, the tab trains exactly as
+// before.
 //
-// A dedicated worker has no RTCPeerConnection, so the peer is circuit-only here (createBrowserPeer leaves the
-// WebRTC transports out); a direct browser-to-browser path would need the page's main thread.
+// It runs on the page's main thread (lib/peer-host.ts), where RTCPeerConnection exists: there it also listens
+// on `/webrtc` and keeps direct WebRTC links to the run's peers, signalled over the relay's circuit. Where the
+// page cannot host it (no RTCPeerConnection), the training worker starts it itself; a dedicated worker has no
+// RTCPeerConnection either, so that peer is circuit-only (createBrowserPeer leaves the WebRTC transports out).
 import { MeshNetwork } from '@meshtrain/client';
 import { createBrowserPeer } from '@meshtrain/p2p/browser';
 import { pageRelayAddrs } from './relay-addrs.ts';
+
+export { hasWebRTC } from '@meshtrain/p2p/browser';
 
 export interface TabNetworkOptions {
   relayUrl: string;
@@ -36,7 +40,10 @@ export async function startTabNetwork(o: TabNetworkOptions): Promise<MeshNetwork
       allowInsecureWs: new URL(o.relayUrl).protocol === 'http:',
       relayDialTimeoutMs: o.dialTimeoutMs ?? 10_000,
     });
-    o.log(`p2p: peer ${peer.peerId} connected to the relay (${relayAddrs.length} address(es) tried)`);
+    o.log(
+      `p2p: peer ${peer.peerId} connected to the relay (${relayAddrs.length} address(es) tried); ` +
+        (peer.webrtc ? 'WebRTC links to peers' : 'no RTCPeerConnection here: peers through the relay only'),
+    );
     return new MeshNetwork(peer, (line) => o.log(line));
   } catch (e) {
     o.log(`p2p: not available (${(e as Error).message}); results and checkpoints come from the relay`);

@@ -23,7 +23,19 @@ export interface Throttle {
 }
 
 export type PageToWorker =
-  | { type: 'start'; run: RunTarget; secretKeyHex: string; throttle: Throttle; visible: boolean }
+  | {
+      type: 'start';
+      run: RunTarget;
+      secretKeyHex: string;
+      throttle: Throttle;
+      visible: boolean;
+      /**
+       * The worker's end of a MessageChannel whose other end the page serves with its libp2p peer (lib/peer-host.ts; messages PeerHostRequest / PeerHostReply below). The page's main
+       * thread has RTCPeerConnection, the worker does not, so a tab's peer lives there to reach other peers
+       * over WebRTC. null: the worker starts a circuit-only peer of its own.
+       */
+      peerPort: MessagePort | null;
+    }
   | { type: 'pause' }
   | { type: 'resume' }
   | { type: 'throttle'; throttle: Throttle }
@@ -85,10 +97,28 @@ export interface TrainerStats {
   /** Training-data bytes downloaded from the relay, and samples served from this browser's data cache. */
   dataDownloadedBytes: number;
   dataCacheHits: number;
-  /** libp2p: peers this tab is connected to, and results / bytes it fetched from peers instead of the relay. */
+  /**
+   * libp2p: where this tab's peer runs (the page: WebRTC to other peers; the worker: the relay's circuit
+   * only; none), its PeerId, and the peers it is connected to, in all and by how.
+   */
+  p2pHost: PeerHostKind;
+  peerId: string | null;
   peersConnected: number;
+  peersWebRTC: number;
+  peersRelayed: number;
+  /** PeerIds this tab holds a direct WebRTC connection to (at most MAX_LISTED_PEERS). */
+  webrtcPeers: string[];
+  /** Results / bytes this tab fetched from peers instead of the relay. */
   resultsFromPeers: number;
   bytesFromPeers: number;
+  /**
+   * Where the result bytes this tab fetched came from: directly from a peer (WebRTC), from a peer through
+   * the relay's circuit, or from the relay's HTTP API (its stored copy, the fallback).
+   */
+  resultBytesDirect: number;
+  resultBytesRelayed: number;
+  resultBytesFromRelay: number;
+  resultsFromRelay: number;
   /** Parameters and gradients stay in GPU buffers between steps (DisTrO's WGSL on ORT's device). */
   gpuResident: boolean;
   /** Bytes the training path read back from the GPU (compressed results, norms; not parameters). */
@@ -138,11 +168,92 @@ export function emptyStats(): TrainerStats {
     checkpointCacheHits: 0,
     dataDownloadedBytes: 0,
     dataCacheHits: 0,
+    p2pHost: 'none',
+    peerId: null,
     peersConnected: 0,
+    peersWebRTC: 0,
+    peersRelayed: 0,
+    webrtcPeers: [],
     resultsFromPeers: 0,
     bytesFromPeers: 0,
+    resultBytesDirect: 0,
+    resultBytesRelayed: 0,
+    resultBytesFromRelay: 0,
+    resultsFromRelay: 0,
     gpuResident: false,
     gpuReadbackBytes: 0,
     losses: [],
   };
 }
+
+export type PeerHostKind = 'page' | 'worker' | 'none';
+
+// --- The peer channel: the training worker's PeerNetwork proxy (worker/page-peer.ts) ⇄ the page's libp2p
+// peer (lib/peer-host.ts). Binary payloads travel as transferred ArrayBuffers; each side checks what it gets
+// (worker/peer-messages.ts) before using it.
+
+/** Most PeerIds a stats message lists, and most clients a peer directory carries. */
+export const MAX_LISTED_PEERS = 64;
+export const MAX_DIRECTORY_CLIENTS = 4096;
+
+/** How each client's libp2p peer is known (MeshNetwork's PeerDirectory, bounded by MAX_DIRECTORY_CLIENTS). */
+export interface PeerDirectoryMessage {
+  epochClients: { id: string; p2p_id: string }[];
+  members: { id: string; p2p_id: string }[];
+}
+
+/** Worker → page. `id` pairs a request with its reply. */
+export type PeerHostRequest =
+  /** Start the page's peer on these relay addresses (`p2p_multiaddrs` of the run). */
+  | { type: 'open'; announced: string[] }
+  | { type: 'peers'; directory: PeerDirectoryMessage }
+  /** core's encoded Announce and the SignedResult frame (a transferred copy). */
+  | { type: 'publish'; id: number; announce: ArrayBuffer; frame: ArrayBuffer }
+  /** A TrainingResult frame by its 32-byte commitment; `hints`: coordinator ids likely to hold it. */
+  | { type: 'fetch'; id: number; commitment: ArrayBuffer; hints: string[] }
+  /** Parameters by their 32-byte hash; `sizes`: [name, float count] of every parameter. */
+  | { type: 'fetchParams'; id: number; paramHash: ArrayBuffer; sizes: [string, number][] }
+  /** Parameters to serve to joiners: `names` in parameterOrder, their float32 values back to back in `params`. */
+  | {
+      type: 'shareCheckpoint';
+      id: number;
+      step: number;
+      epoch: number;
+      paramHash: ArrayBuffer;
+      names: string[];
+      lengths: number[];
+      params: ArrayBuffer;
+    }
+  | { type: 'close' };
+
+/** What the page's peer reports about itself (MeshNetworkStats plus how each peer is reached). */
+export interface PeerStatsMessage {
+  peersConnected: number;
+  peersWebRTC: number;
+  peersRelayed: number;
+  webrtcPeers: string[];
+  resultsFromPeers: number;
+  bytesFromPeers: number;
+  resultsDirect: number;
+  bytesDirect: number;
+  resultsRelayed: number;
+  bytesRelayed: number;
+  paramsFromPeers: number;
+  lastParamsPeers: number;
+  paramBytesFromPeers: number;
+}
+
+/** Page → worker. */
+export type PeerHostReply =
+  /** The page's peer runs (answer to `open`). */
+  | { type: 'opened'; peerId: string }
+  /** No peer: the page cannot host one (`fallback`: the worker may start its own) or libp2p is unreachable. */
+  | { type: 'unavailable'; reason: string; fallback: boolean }
+  /**
+   * Answer to request `id`: `bytes` is the fetched frame, the packed parameters (float32, in the order of
+   * the request's sizes) or null (not available, or nothing to return); `error` when the request failed.
+   */
+  | { type: 'reply'; id: number; bytes: ArrayBuffer | null; error?: string }
+  | { type: 'stats'; stats: PeerStatsMessage }
+  /** An announce the page's peer heard (core's encoding). */
+  | { type: 'announce'; announce: ArrayBuffer };

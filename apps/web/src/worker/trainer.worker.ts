@@ -1,7 +1,9 @@
 // The training worker: probes the GPU (adapter limits → micro-batch), then runs @meshtrain/client in this
 // worker — coordinator session over the relay's WebSocket (RelayLink), data and checkpoints over its HTTP
 // API, the train step on onnxruntime-web's WebGPU EP and DisTrO's WGSL on the same GPUDevice, so parameters
-// and gradients stay in GPU buffers. The page only sees the typed messages of protocol.ts.
+// and gradients stay in GPU buffers. The page only sees the typed messages of protocol.ts. The tab's libp2p
+// peer runs on the page (it needs RTCPeerConnection for WebRTC): the client here reaches it through the peer
+// channel's PeerNetwork proxy (page-peer.ts), or through a circuit-only peer of its own when the page cannot.
 import {
   Client,
   foldedDataSource,
@@ -10,7 +12,7 @@ import {
   relayCheckpoints,
   relayDataSource,
 } from '@meshtrain/client';
-import type { ClientEvent, MeshNetwork } from '@meshtrain/client';
+import type { ClientEvent } from '@meshtrain/client';
 import { bytesToHex, hexToBytes, parseRunConfig, publicKeyOf } from '@meshtrain/core';
 import type { CoordinatorState, RunConfig } from '@meshtrain/core';
 import { createWebGpuBackend } from '@meshtrain/distro';
@@ -38,7 +40,9 @@ import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
-import { startTabNetwork } from './peer-network.ts';
+import { PagePeerNetwork } from './page-peer.ts';
+import { workerTabNetwork } from './tab-network.ts';
+import type { TabNetwork } from './tab-network.ts';
 import { localMetrics } from './local-metrics.ts';
 import type { LocalMetrics } from './local-metrics.ts';
 
@@ -59,14 +63,18 @@ let userPaused = false;
 let device: GPUDevice | null = null;
 let backend: WebGpuTrainingBackend | null = null;
 let distro: WebGpuDistroBackend | null = null;
-/** The relay's libp2p addresses (GET /api/runs/:id), and this tab's peer once started (kept across pauses). */
+/**
+ * The relay's libp2p addresses (GET /api/runs/:id), the page's offer to host this tab's peer (its end of the
+ * peer channel, used once), and the peer once started (kept across pauses).
+ */
 let p2pAddrs: string[] = [];
-let network: Promise<MeshNetwork | null> | null = null;
-let mesh: MeshNetwork | null = null;
+let peerPort: MessagePort | null = null;
+let network: Promise<TabNetwork | null> | null = null;
+let mesh: TabNetwork | null = null;
 let metrics: LocalMetrics | null = null;
 let adapterName = 'WebGPU';
 let session: {
-  link: RelayLink;
+  link: CountingRelayLink;
   client: Client;
   checkpoints: CachedCheckpoints;
   data: CachedDataSource;
@@ -82,8 +90,24 @@ function post(m: WorkerToPage): void {
 function log(line: string): void {
   post({ type: 'log', line });
 }
+/** The coordinator link, counting the results it downloads from the relay's HTTP API (the fallback path). */
+class CountingRelayLink extends RelayLink {
+  results = 0;
+  resultBytes = 0;
+  override async fetchResult(commitment: Uint8Array): Promise<Uint8Array | null> {
+    const frame = await super.fetchResult(commitment);
+    if (frame) {
+      this.results++;
+      this.resultBytes += frame.length;
+    }
+    return frame;
+  }
+}
+
 /** Counters of sessions that ended (pause/resume starts a new one), so the page sees totals. */
 const previous = {
+  resultsFromRelay: 0,
+  resultBytesFromRelay: 0,
   bytesSent: 0,
   bytesReceived: 0,
   checkpointDownloadedBytes: 0,
@@ -96,6 +120,8 @@ function publish(): void {
   if (session) {
     status.stats.bytesSent = previous.bytesSent + session.link.stats.bytesSent;
     status.stats.bytesReceived = previous.bytesReceived + session.link.stats.bytesReceived;
+    status.stats.resultsFromRelay = previous.resultsFromRelay + session.link.results;
+    status.stats.resultBytesFromRelay = previous.resultBytesFromRelay + session.link.resultBytes;
     status.stats.checkpointDownloadedBytes =
       previous.checkpointDownloadedBytes + session.checkpoints.stats.downloadedBytes;
     status.stats.checkpointCacheHits = previous.checkpointCacheHits + session.checkpoints.stats.cacheHits;
@@ -103,9 +129,17 @@ function publish(): void {
     status.stats.dataCacheHits = previous.dataCacheHits + session.data.stats.hits;
   }
   if (mesh) {
-    status.stats.peersConnected = mesh.stats.peersConnected;
-    status.stats.resultsFromPeers = mesh.stats.resultsFromPeers;
-    status.stats.bytesFromPeers = mesh.stats.bytesFromPeers;
+    const p = mesh.stats();
+    status.stats.p2pHost = mesh.host;
+    status.stats.peerId = mesh.peerId;
+    status.stats.peersConnected = p.peersConnected;
+    status.stats.peersWebRTC = p.peersWebRTC;
+    status.stats.peersRelayed = p.peersRelayed;
+    status.stats.webrtcPeers = p.webrtcPeers;
+    status.stats.resultsFromPeers = p.resultsFromPeers;
+    status.stats.bytesFromPeers = p.bytesFromPeers;
+    status.stats.resultBytesDirect = p.bytesDirect;
+    status.stats.resultBytesRelayed = p.bytesRelayed;
   }
   if (backend && distro) {
     status.stats.gpuResident =
@@ -189,20 +223,45 @@ function onClientEvent(e: ClientEvent): void {
   publish();
 }
 
+/**
+ * This tab's peer: on the page when it offered to host it (WebRTC to other peers), else in this worker
+ * (circuit-only). Null when the relay runs no libp2p or it cannot be reached.
+ */
+async function startNetwork(relayUrl: string, secretKey: Uint8Array): Promise<TabNetwork | null> {
+  if (p2pAddrs.length === 0) {
+    log('p2p: the relay runs without libp2p; results and checkpoints come from the relay');
+    return null;
+  }
+  if (peerPort) {
+    const port = peerPort;
+    peerPort = null;
+    const opened = await PagePeerNetwork.open(port, p2pAddrs, log);
+    if (opened.ok) return opened.network;
+    if (!opened.fallback) {
+      log(`p2p: not available (${opened.reason}); results and checkpoints come from the relay`);
+      return null;
+    }
+    log(`p2p: the page cannot host this tab's peer (${opened.reason}); the worker starts a circuit-only one`);
+  }
+  const { startTabNetwork } = await import('./peer-network.ts');
+  const net = await startTabNetwork({ relayUrl, announced: p2pAddrs, secretKey, log });
+  return net ? workerTabNetwork(net) : null;
+}
+
 async function join(): Promise<void> {
   if (!run || !runConfig || !model || !secretKey || !backend || !distro) return;
   if (session) return;
   const key = secretKey;
   const target = run;
-  network ??= startTabNetwork({ relayUrl: target.relayUrl, announced: p2pAddrs, secretKey: key, log });
+  network ??= startNetwork(target.relayUrl, key);
   mesh = await network;
   const net = mesh;
-  const link = new RelayLink({
+  const link = new CountingRelayLink({
     relayUrl: run.relayUrl,
     runId: run.runId,
     secretKey,
     deviceKind: `browser webgpu (${adapterName})`,
-    ...(net ? { p2pPeerId: net.node.peerId } : {}),
+    ...(net ? { p2pPeerId: net.peerId } : {}),
     onLog: log,
   });
   link.onState((s) => {
@@ -281,6 +340,8 @@ async function join(): Promise<void> {
 function leave(): void {
   if (!session) return;
   publish();
+  previous.resultsFromRelay = status.stats.resultsFromRelay;
+  previous.resultBytesFromRelay = status.stats.resultBytesFromRelay;
   previous.bytesSent = status.stats.bytesSent;
   previous.bytesReceived = status.stats.bytesReceived;
   previous.checkpointDownloadedBytes = status.stats.checkpointDownloadedBytes;
@@ -309,6 +370,7 @@ async function settle(): Promise<void> {
 
 async function start(m: Extract<PageToWorker, { type: 'start' }>): Promise<void> {
   run = m.run;
+  peerPort = m.peerPort;
   throttle = m.throttle;
   visible = m.visible;
   secretKey = hexToBytes(m.secretKeyHex, 32);
