@@ -4,7 +4,14 @@
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import type { Context } from 'hono';
-import { checkpointCanonical, hexToBytes, parseRunConfig, utf8Bytes, verify } from '@meshtrain/core';
+import {
+  admitCheckpoint,
+  checkpointCanonical,
+  hexToBytes,
+  parseRunConfig,
+  utf8Bytes,
+  verify,
+} from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 import type { MountedRoutes } from './app.ts';
 import { modelConfigForRun } from '@meshtrain/model';
@@ -51,20 +58,13 @@ export function verifyCheckpointUpload(relay: Relay, upload: CheckpointUpload, c
       code: 'forbidden',
       message: 'only clients of the run may upload checkpoints',
     };
-  const majority = host.paramHashReport().find((e) => e.epoch === upload.epoch)?.majority ?? null;
-  if (majority === null)
+  const refused = admitCheckpoint(host.agreedEpochs(), upload);
+  if (refused)
     return {
       ok: false,
       status: 409,
-      code: 'no_param_hash',
-      message: `no majority parameter hash for epoch ${upload.epoch} yet; send ParamHash first`,
-    };
-  if (majority !== upload.paramHash)
-    return {
-      ok: false,
-      status: 409,
-      code: 'param_hash_mismatch',
-      message: `the parameters hash to ${upload.paramHash.slice(0, 16)}…, the epoch's majority is ${majority.slice(0, 16)}…`,
+      code: refused.code === 'stale' ? 'no_param_hash' : 'param_hash_mismatch',
+      message: refused.message,
     };
   return { ok: true, uploader: key };
 }

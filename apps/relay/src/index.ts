@@ -5,7 +5,7 @@ export { startRelayServer } from './server.ts';
 export type { RelayServerOptions, RunningRelay } from './server.ts';
 export { Relay, RelayError, PERMISSIONLESS } from './relay.ts';
 export type { CreateRunOptions, RelayOptions, RelayLog, SessionHandle } from './relay.ts';
-export { RunHost, majorityOf } from './run-host.ts';
+export { RunHost } from './run-host.ts';
 export { RelayStore } from './store.ts';
 export { CoordinatorSession, CLOSE, MAX_BAD_FRAMES_IN_A_ROW } from './session.ts';
 export { createRelayApp } from './app.ts';

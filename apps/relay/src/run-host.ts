@@ -4,27 +4,63 @@
 // clients see is always something a restart can resume from. No protocol rule lives here: which events
 // are valid, when phases end and what is accepted are all core's answers.
 import { randomBytes } from 'node:crypto';
-import { acceptedCommitments, bytesToHex, encodeStateSnapshot, roundAtHeight, tick } from '@meshtrain/core';
+import {
+  acceptedCommitments,
+  admitParamHash,
+  bytesToHex,
+  encodeStateSnapshot,
+  epochEndOf,
+  hexToBytes,
+  parseRunConfig,
+  paramHashVerdict,
+  resultSpecOf,
+  roundAtHeight,
+  tick,
+} from '@meshtrain/core';
 import type {
+  AgreedEpoch,
   CoordinatorEffect,
   CoordinatorEvent,
   CoordinatorState,
+  EpochEnd,
+  ParamHash,
+  ParamHashVerdict,
+  ProtocolRefusal,
+  ResultSpec,
   SnapshotParamHash,
   TickResult,
   WireLimits,
 } from '@meshtrain/core';
-import type { RelayStore, RunRow } from './store.ts';
+import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
+import type { EpochEndRow, RelayStore, RunRow } from './store.ts';
 
 /** Wall clock in unix milliseconds; injectable so tests can move time. */
 export type Clock = () => number;
 
-export interface ParamHashOutcome {
-  /** The epoch's majority hash (hex), if more than half of its reports agree. */
-  majority: string | undefined;
-  /** Clients whose report for the epoch differs from the majority. */
-  mismatched: string[];
-  /** Clients that reported for the epoch. */
+/** One recorded epoch end with core's verdict over its reports (admin API, metrics). */
+export interface EpochHashReport {
+  epoch: number;
+  step: number;
+  voters: number;
+  /** The agreed hash (hex), or null while no strict majority of the voters reported one. */
+  majority: string | null;
   reports: number;
+  mismatched: string[];
+}
+
+/**
+ * What a DisTrO result must look like for this run's model (core's resultSpecOf), or null when the run's TOML
+ * does not describe a model this relay can build (such runs are refused at creation; older rows may exist).
+ */
+export function resultSpecForToml(toml: string): ResultSpec | null {
+  try {
+    const run = parseRunConfig(toml).config;
+    const opt = run.model.LLM.optimizer;
+    if (!('Distro' in opt)) return null;
+    return resultSpecOf(parameterSpecs(modelConfigForRun(run)), opt.Distro);
+  } catch {
+    return null;
+  }
 }
 
 /** Fresh shell entropy for core's round seeds (core itself never draws randomness). */
@@ -55,7 +91,9 @@ export class RunHost {
   state: CoordinatorState;
   /** Transition counter: StateSnapshot.seq, and the key of the history rows. */
   seq: number;
-  toml: string;
+  private tomlText: string;
+  /** The shape every admitted result must have (core's checkResultShape); null: not checked. */
+  resultSpec: ResultSpec | null;
   private readonly store: RelayStore;
   private readonly clock: Clock;
   private readonly limits: WireLimits;
@@ -76,12 +114,23 @@ export class RunHost {
     this.runId = opts.row.run_id;
     this.state = opts.state;
     this.seq = opts.seq;
-    this.toml = opts.toml;
+    this.tomlText = opts.toml;
+    this.resultSpec = resultSpecForToml(opts.toml);
     this.store = opts.store;
     this.clock = opts.clock;
     this.limits = opts.limits;
     this.onChange = opts.onChange;
     this.paramHashCache = this.loadParamHash();
+  }
+
+  get toml(): string {
+    return this.tomlText;
+  }
+
+  /** A new config (admin update while paused): the result spec follows it. */
+  set toml(text: string) {
+    this.tomlText = text;
+    this.resultSpec = resultSpecForToml(text);
   }
 
   private nowSeconds(): number {
@@ -93,7 +142,7 @@ export class RunHost {
    * transition), so a round seed chosen by an event-driven transition is not predictable from the last
    * broadcast state. A refused event changes nothing (unless core recorded a strike).
    */
-  apply(event: CoordinatorEvent, alsoInTransaction?: () => void): TickResult {
+  apply(event: CoordinatorEvent, alsoInTransaction?: (r: TickResult) => void): TickResult {
     const now = this.nowSeconds();
     const base = tick(this.state, { type: 'entropy', entropy: freshEntropy() }, now).state;
     const r = tick(base, event, now);
@@ -116,7 +165,7 @@ export class RunHost {
     return r;
   }
 
-  private commit(r: TickResult, event: CoordinatorEvent, now: number, extra?: () => void): void {
+  private commit(r: TickResult, event: CoordinatorEvent, now: number, extra?: (r: TickResult) => void): void {
     const prev = this.state;
     const seq = this.seq + 1;
     const stateJson = JSON.stringify(r.state);
@@ -133,7 +182,7 @@ export class RunHost {
         stateJson,
       );
       this.recordEffects(prev, r.state, r.effects, now);
-      extra?.();
+      extra?.(r);
     });
     this.seq = seq;
     this.state = r.state;
@@ -169,6 +218,10 @@ export class RunHost {
         // The round that just ended attests the one before it: its witnesses' blooms decide which result
         // of each batch everyone applies. `prev` still holds those blooms (pruning happens on later rounds).
         this.recordAccepted(prev, e.height - 1);
+      } else if (e.type === 'RunStateChanged' && e.to === 'Cooldown') {
+        // The epoch's end as the coordinator reached it: who may vote on its parameter hash (core's rule).
+        const end = epochEndOf(next);
+        if (end) this.store.recordEpochEnd(this.runId, end);
       } else if (e.type === 'EpochEnded') {
         // The epoch's parameters live only in its clients; with none left Healthy at its end (the last one
         // paused or crashed), no checkpoint for the next epoch's start step will ever be uploaded.
@@ -180,15 +233,8 @@ export class RunHost {
 
   private recordAccepted(state: CoordinatorState, height: number): void {
     const round = roundAtHeight(state, height);
-    if (!round) return;
-    const results = this.store.resultsForSteps(this.runId, [round.step]);
-    const accepted = acceptedCommitments(state, height, (batch, clientIndex) => {
-      const sender = state.epoch.clients[clientIndex]?.id;
-      return results
-        .filter((r) => r.sender === sender && r.batch_start === batch.start && r.batch_end === batch.end)
-        .map((r) => Uint8Array.from(Buffer.from(r.commitment, 'hex')));
-    });
-    if (accepted === null) return;
+    const accepted = acceptedCommitments(state, height);
+    if (!round || accepted === null) return;
     const rows = accepted.map((a) => ({
       batch: { start: a.batch.start, end: a.batch.end },
       client: state.epoch.clients[a.client_index]?.id ?? null,
@@ -248,55 +294,67 @@ export class RunHost {
     return this.paramHashCache;
   }
 
+  /** The newest epoch end with an agreed hash: what StateSnapshot advertises as the run's parameter hash. */
   private loadParamHash(): SnapshotParamHash | undefined {
-    const rows = this.store.paramHashes(this.runId);
-    const epochs = [...new Set(rows.map((r) => r.epoch))].sort((a, b) => b - a);
-    for (const epoch of epochs) {
-      const m = majorityOf(rows.filter((r) => r.epoch === epoch).map((r) => r.hash));
-      if (m !== undefined) return { epoch, hash: Uint8Array.from(Buffer.from(m, 'hex')) };
-    }
-    return undefined;
+    const agreed = this.agreedEpochs().at(-1);
+    return agreed === undefined ? undefined : { epoch: agreed.epoch, hash: hexToBytes(agreed.hash, 32) };
   }
 
-  /** Records a client's parameter hash and recomputes the epoch's majority. */
-  reportParamHash(client: string, epoch: number, step: number, hashHex: string): ParamHashOutcome {
-    this.store.putParamHash(this.runId, { epoch, client, step, hash: hashHex, reported_at: this.clock() });
-    const rows = this.store.paramHashes(this.runId, epoch);
-    const majority = majorityOf(rows.map((r) => r.hash));
-    if (majority !== undefined && (this.paramHashCache === undefined || epoch >= this.paramHashCache.epoch)) {
-      this.paramHashCache = { epoch, hash: Uint8Array.from(Buffer.from(majority, 'hex')) };
-    }
-    const mismatched =
-      majority === undefined ? [] : rows.filter((r) => r.hash !== majority).map((r) => r.client);
-    return { majority, mismatched, reports: rows.length };
+  /** The epoch end that parameter hashes are taken for now (the latest one the coordinator reached). */
+  private latestEpochEnd(): (EpochEnd & { row: EpochEndRow }) | null {
+    const row = this.store.epochEnds(this.runId).at(-1);
+    return row ? { epoch: row.epoch, step: row.step, voters: row.voters, row } : null;
   }
 
-  /** Every epoch's reports with its majority and the clients that differ from it. */
-  paramHashReport(): Array<{
-    epoch: number;
-    majority: string | null;
-    reports: number;
-    mismatched: string[];
-  }> {
-    const rows = this.store.paramHashes(this.runId);
-    const epochs = [...new Set(rows.map((r) => r.epoch))].sort((a, b) => a - b);
-    return epochs.map((epoch) => {
-      const of = rows.filter((r) => r.epoch === epoch);
-      const majority = majorityOf(of.map((r) => r.hash)) ?? null;
+  /**
+   * A client's ParamHash: recorded if core admits it for the latest epoch end, then judged by core's verdict.
+   * An agreed hash becomes the run's advertised hash and the one checkpoints must match.
+   */
+  reportParamHash(
+    client: string,
+    p: ParamHash,
+  ): { verdict: ParamHashVerdict; newlyMismatched: string[] } | ProtocolRefusal {
+    const end = this.latestEpochEnd();
+    const refused = admitParamHash(this.runId, end, client, p);
+    if (refused) return refused;
+    const e = end as EpochEnd & { row: EpochEndRow };
+    const before = new Set(paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch)).mismatched);
+    this.store.putParamHash(this.runId, {
+      epoch: e.epoch,
+      client,
+      step: e.step,
+      hash: bytesToHex(p.hash),
+      reported_at: this.clock(),
+    });
+    const verdict = paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch));
+    if (verdict.agreed !== null && e.row.agreed_hash !== verdict.agreed) {
+      this.store.setAgreedHash(this.runId, e.epoch, verdict.agreed);
+      this.paramHashCache = { epoch: e.epoch, hash: hexToBytes(verdict.agreed, 32) };
+    }
+    return { verdict, newlyMismatched: verdict.mismatched.filter((c) => !before.has(c)) };
+  }
+
+  /** Epoch ends with an agreed hash, oldest first: the only (epoch, step, hash) checkpoints may carry. */
+  agreedEpochs(): AgreedEpoch[] {
+    return this.store
+      .epochEnds(this.runId)
+      .flatMap((r) =>
+        r.agreed_hash === null ? [] : [{ epoch: r.epoch, step: r.step, hash: r.agreed_hash }],
+      );
+  }
+
+  /** Every recorded epoch end with core's verdict over its reports, oldest first. */
+  paramHashReport(): EpochHashReport[] {
+    return this.store.epochEnds(this.runId).map((r) => {
+      const v = paramHashVerdict(r, this.store.paramHashes(this.runId, r.epoch));
       return {
-        epoch,
-        majority,
-        reports: of.length,
-        mismatched: majority === null ? [] : of.filter((r) => r.hash !== majority).map((r) => r.client),
+        epoch: r.epoch,
+        step: r.step,
+        voters: r.voters.length,
+        majority: v.agreed,
+        reports: v.reports,
+        mismatched: v.mismatched,
       };
     });
   }
-}
-
-/** The value held by more than half of `values`, if any. */
-export function majorityOf(values: readonly string[]): string | undefined {
-  const counts = new Map<string, number>();
-  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
-  for (const [v, n] of counts) if (n * 2 > values.length) return v;
-  return undefined;
 }

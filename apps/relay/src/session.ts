@@ -1,32 +1,35 @@
 // One client's coordinator session on one WebSocket (apps/relay/PROTOCOL.md "Coordinator session"). It turns
-// frames into coordinator events and stored results; every check it makes is either the codec's
-// (decodeFrame, verifyJoin, verifySignedResult, verifyAnnounce) or a core query (roundAssignments). The
-// transport is abstract so the same code serves any WebSocket library and tests.
+// frames into coordinator events and stored results. It decides nothing itself: every frame goes through the
+// codec (decodeFrame) and one of core's protocol rules (joinEvent, admitResult, admitAnnounce, witnessEvent,
+// warmupWitnessEvent, healthCheckEvent, leaveEvent, and the run host's admitParamHash), and the resulting
+// event through core's tick. The transport is abstract so the same code serves any WebSocket library and tests.
 import { randomBytes } from 'node:crypto';
 import {
+  admitAnnounce,
+  admitResult,
   bytesToHex,
-  COMMITMENT_BYTES,
   decodeFrame,
   encodeAck,
   encodeChallenge,
   encodeControlError,
-  PUBLIC_KEY_BYTES,
-  roundAssignments,
-  SIGNATURE_BYTES,
-  verifyAnnounce,
-  verifyJoin,
-  verifySignedResult,
+  healthCheckEvent,
+  joinEvent,
+  paramHashMismatch,
+  leaveEvent,
+  ProtocolRefusal,
+  trainingResultBytesOf,
+  warmupWitnessEvent,
   WireError,
+  witnessEvent,
 } from '@meshtrain/core';
 import type {
   Announce,
   CoordinatorEvent,
-  HealthCheck,
   Join,
   ParamHash,
   SignedResult,
+  TickResult,
   WireMessage,
-  WitnessMessage,
 } from '@meshtrain/core';
 import type { Relay, SessionHandle } from './relay.ts';
 import type { RunHost } from './run-host.ts';
@@ -47,8 +50,6 @@ export const CLOSE = {
 
 /** Consecutive bad frames that close the connection. */
 export const MAX_BAD_FRAMES_IN_A_ROW = 3;
-/** Bytes a SignedResult frame has beyond the TrainingResult frame it wraps (from, commitment, signature). */
-const ENVELOPE_BYTES = PUBLIC_KEY_BYTES + COMMITMENT_BYTES + SIGNATURE_BYTES;
 const U32_MAX = 0xffff_ffff;
 /** Error messages are capped well under the codec's string limit. */
 const MAX_MESSAGE_CHARS = 1000;
@@ -62,6 +63,12 @@ class Refusal extends Error {
     this.code = code;
     this.bad = bad;
   }
+}
+
+/** Core's answer, or its refusal thrown as the session's. */
+function must<T>(answer: T | ProtocolRefusal): T {
+  if (answer instanceof ProtocolRefusal) throw new Refusal(answer.code, answer.message, answer.bad);
+  return answer;
 }
 
 export class CoordinatorSession implements SessionHandle {
@@ -221,16 +228,23 @@ export class CoordinatorSession implements SessionHandle {
       case 'signedResult':
         return this.signedResult(host, m.message, bytes);
       case 'announce':
-        return this.announce(m.message, bytes);
+        return this.announce(host, m.message, bytes);
       case 'witness':
-        return this.witness(host, m.message);
+        this.coordinator(host, witnessEvent(this.id, m.message));
+        if (m.message.metadata) {
+          host.recordWitnessMetadata(m.message.step, this.id, m.message.metadata);
+          if (Number.isFinite(m.message.metadata.loss))
+            this.relay.hooks.loss(this.runId, m.message.metadata.loss);
+        }
+        return;
+      case 'warmupWitness':
+        return this.coordinator(host, must(warmupWitnessEvent(host.state, this.id, m.message)));
       case 'healthCheck':
-        return this.healthCheck(host, m.message);
+        return this.coordinator(host, must(healthCheckEvent(host.state, this.id, m.message)));
       case 'leave':
         // The connection stays open (replies, snapshots) but is done with the run: its close is not a
         // second leave, and joining again takes a new connection (a new challenge).
-        this.checkRun(m.message.runId);
-        this.coordinator(host, { type: 'leave', id: this.id });
+        this.coordinator(host, must(leaveEvent(host.state, this.id, m.message)));
         this.left = true;
         return;
       case 'paramHash':
@@ -243,35 +257,21 @@ export class CoordinatorSession implements SessionHandle {
     }
   }
 
-  private checkRun(runId: string): void {
-    if (runId !== this.runId)
-      throw new Refusal(
-        'wrong_run',
-        `the frame names run '${runId}', this connection is for '${this.runId}'`,
-      );
-  }
-
   /** Feeds an event; a coordinator refusal is replied with core's code and does not count as a bad frame. */
-  private coordinator(host: RunHost, event: CoordinatorEvent): void {
-    const r = host.apply(event);
+  private coordinator(host: RunHost, event: CoordinatorEvent, inTransaction?: (r: TickResult) => void): void {
+    const r = host.apply(event, inTransaction);
     if (r.error) throw new Refusal(r.error.code, r.error.message, false);
   }
 
   private join(host: RunHost, j: Join): void {
-    this.checkRun(j.runId);
-    try {
-      verifyJoin(j, this.challenge);
-    } catch (e) {
-      if (e instanceof WireError) throw new Refusal('bad_signature', e.message);
-      throw e;
-    }
-    const id = bytesToHex(j.pubkey);
+    const event = must(joinEvent(host.state, j, this.challenge));
+    const id = event.id;
     if (!this.relay.mayJoin(host, id))
       throw new Refusal(
         'not_authorized',
         "this run is permissioned and no active grant covers this key; ask the run's join authority",
       );
-    const r = host.apply({ type: 'join', id, p2p_id: j.p2pPeerId === '' ? id : j.p2pPeerId });
+    const r = host.apply(event);
     // AlreadyMember is a reconnect: the client keeps its slot (and its epoch index).
     if (r.error && r.error.code !== 'AlreadyMember') throw new Refusal(r.error.code, r.error.message, false);
     this.id = id;
@@ -297,127 +297,96 @@ export class CoordinatorSession implements SessionHandle {
     });
   }
 
+  /**
+   * Core admits the result, then the coordinator records it (one result per batch: a second, different one
+   * ejects the sender) in the same transaction that stores its frame. Nothing is stored unless both agree.
+   */
   private signedResult(host: RunHost, s: SignedResult, bytes: Uint8Array): void {
-    const { envelope, result } = s;
-    this.checkRun(result.runId);
-    if (bytesToHex(envelope.from) !== this.id)
-      throw new Refusal('bad_signature', 'envelope.from is not the identity that joined this connection');
-    let commitment: Uint8Array;
-    try {
-      commitment = verifySignedResult(envelope, result, this.relay.limits);
-    } catch (e) {
-      if (e instanceof WireError) throw new Refusal('bad_signature', e.message);
-      throw e;
-    }
-    const round = host.state.epoch.rounds.find((r) => r.step === result.step);
-    if (!round)
+    const admitted = must(admitResult(host.state, this.id, s, host.resultSpec, this.relay.limits));
+    const { event } = admitted;
+    const store = this.relay.store;
+    const at = this.relay.clock();
+    const r = host.apply(event, (r) => {
+      if (!r.error) {
+        store.insertResult(
+          this.runId,
+          {
+            commitment: event.commitment,
+            step: event.step,
+            batch_start: event.batch.start,
+            batch_end: event.batch.end,
+            sender: this.id,
+            frame: bytes,
+          },
+          at,
+        );
+      } else if (r.error.code === 'Equivocation') {
+        const first = store
+          .resultsForSteps(this.runId, [event.step])
+          .find(
+            (x) =>
+              x.sender === this.id && x.batch_start === event.batch.start && x.batch_end === event.batch.end,
+          );
+        store.addEvidence(this.runId, {
+          at,
+          client: this.id,
+          kind: 'equivocation',
+          detail: r.error.message,
+          first: first?.frame ?? new Uint8Array(0),
+          second: bytes,
+        });
+      }
+    });
+    // The same result sent again (a client retry) is acknowledged and changes nothing.
+    if (r.error && r.error.code !== 'DuplicateResult')
       throw new Refusal(
-        'unknown_round',
-        `no stored round has step ${result.step} (the coordinator keeps the last 4)`,
+        r.error.code === 'Equivocation' ? 'equivocation' : r.error.code,
+        r.error.message,
+        false,
       );
-    const mine = roundAssignments(host.state, round).some(
-      (a) => a.id === this.id && a.batch.start === result.batch.start && a.batch.end === result.batch.end,
-    );
-    if (!mine)
-      throw new Refusal(
-        'not_assignee',
-        `batch ${result.batch.start}..${result.batch.end} of step ${result.step} is not assigned to this client`,
-      );
-    this.relay.store.insertResult(
-      this.runId,
-      {
-        commitment: bytesToHex(commitment),
-        step: result.step,
-        batch_start: result.batch.start,
-        batch_end: result.batch.end,
-        sender: this.id,
-        frame: bytes,
-      },
-      this.relay.clock(),
-    );
   }
 
-  private announce(a: Announce, bytes: Uint8Array): void {
-    this.checkRun(a.runId);
-    try {
-      verifyAnnounce(a);
-    } catch (e) {
-      if (e instanceof WireError) throw new Refusal('bad_signature', e.message);
-      throw e;
-    }
-    if (bytesToHex(a.from) !== this.id)
-      throw new Refusal('bad_signature', 'announce.from is not the identity that joined this connection');
+  private announce(host: RunHost, a: Announce, bytes: Uint8Array): void {
     const commitment = bytesToHex(a.commitment);
     const stored = this.relay.store.result(this.runId, commitment);
-    if (!stored || stored.sender !== this.id)
-      throw new Refusal('unknown_result', 'send the SignedResult of this commitment before announcing it');
-    if (
-      stored.step !== a.step ||
-      stored.batch_start !== a.batch.start ||
-      stored.batch_end !== a.batch.end ||
-      stored.frame.length - ENVELOPE_BYTES !== a.size
-    )
-      throw new Refusal(
-        'bad_signature',
-        'the announce claims a step, batch or size the stored result does not have',
-      );
+    must(
+      admitAnnounce(
+        host.state,
+        this.id,
+        a,
+        stored && {
+          sender: stored.sender,
+          step: stored.step,
+          batch: { start: stored.batch_start, end: stored.batch_end },
+          commitment: stored.commitment,
+          trainingResultBytes: trainingResultBytesOf(stored.frame.length),
+        },
+      ),
+    );
     // Forward once: a repeated announce (client retry) is acknowledged but not re-broadcast.
-    if (stored.announce !== null) return;
+    if (!stored || stored.announce !== null) return;
     this.relay.store.setAnnounce(this.runId, commitment, bytes);
     this.relay.broadcast(this.runId, bytes, this);
   }
 
-  private witness(host: RunHost, w: WitnessMessage): void {
-    if (host.state.run_state === 'Warmup') {
-      // No round is open in Warmup: a Witness frame is the client's warmup_witness (PROTOCOL.md).
-      this.coordinator(host, { type: 'warmup_witness', id: this.id });
-      return;
-    }
-    this.coordinator(host, {
-      type: 'witness',
-      id: this.id,
-      step: w.step,
-      proof: w.proof,
-      participant_bloom: w.participantBloom,
-      broadcast_bloom: w.broadcastBloom,
-      broadcast_merkle: bytesToHex(w.broadcastMerkle),
-    });
-    if (w.metadata) {
-      host.recordWitnessMetadata(w.step, this.id, w.metadata);
-      if (Number.isFinite(w.metadata.loss)) this.relay.hooks.loss(this.runId, w.metadata.loss);
-    }
-  }
-
-  private healthCheck(host: RunHost, h: HealthCheck): void {
-    // HealthReport.clientIndex indexes the epoch's client list; core checks the proof names that client.
-    const clients = host.state.epoch.clients;
-    const checks = h.reports.map((r) => ({ id: clients[r.clientIndex]?.id ?? '', proof: r.committeeProof }));
-    this.coordinator(host, { type: 'health_check', id: this.id, checks });
-  }
-
   private paramHash(host: RunHost, p: ParamHash): void {
-    this.checkRun(p.runId);
-    const hash = bytesToHex(p.hash);
-    const before = new Set(host.paramHashReport().find((e) => e.epoch === p.epoch)?.mismatched ?? []);
-    const out = host.reportParamHash(this.id, p.epoch, p.step, hash);
-    this.relay.hooks.paramHash(this.runId, p.epoch, out.reports, out.mismatched.length);
+    const { verdict, newlyMismatched } = must(host.reportParamHash(this.id, p));
+    this.relay.hooks.paramHash(this.runId, p.epoch, verdict.reports, verdict.mismatched.length);
     // Tell clients that just became the minority (not this one: it gets the reply below).
-    for (const client of out.mismatched) {
-      if (client === this.id || before.has(client)) continue;
+    for (const client of newlyMismatched) {
+      if (client === this.id) continue;
+      const mine = this.relay.store.paramHashes(this.runId, p.epoch).find((r) => r.client === client);
+      const notice = mine && paramHashMismatch(p.epoch, verdict, mine.hash);
+      if (!notice) continue;
       for (const s of this.relay.sessionsOf(this.runId))
         if (s.identity === client)
           s.send(
             encodeControlError(
-              { requestId: 0, code: 'param_hash_mismatch', message: mismatchMessage(p.epoch, out.majority) },
+              { requestId: 0, code: notice.code, message: notice.message },
               this.relay.limits,
             ),
           );
     }
-    if (out.majority !== undefined && out.majority !== hash)
-      throw new Refusal('param_hash_mismatch', mismatchMessage(p.epoch, out.majority), false);
+    must(paramHashMismatch(p.epoch, verdict, bytesToHex(p.hash)) ?? true);
   }
-}
-
-function mismatchMessage(epoch: number, majority: string | undefined): string {
-  return `your parameters differ from the majority of epoch ${epoch} (${majority?.slice(0, 16) ?? '?'}…); re-sync from the checkpoint or peers`;
 }

@@ -119,6 +119,28 @@ CREATE TABLE IF NOT EXISTS param_hashes (
   reported_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, epoch, client)
 );
+-- Epoch ends the coordinator reached (core's epochEndOf at Cooldown): who votes on the epoch's parameter hash,
+-- and the hash once a strict majority of them agreed (core's paramHashVerdict). Bounded per run.
+CREATE TABLE IF NOT EXISTS epoch_ends (
+  run_id TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  voters TEXT NOT NULL,
+  agreed_hash TEXT,
+  PRIMARY KEY (run_id, epoch)
+);
+-- Proof of misbehaviour (e.g. two signed results for one batch): kept for the run creator, bounded per run.
+CREATE TABLE IF NOT EXISTS evidence (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  client TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  first BLOB NOT NULL,
+  second BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS evidence_run ON evidence(run_id, id);
 -- Steps whose epoch ended with no Healthy client: nobody holds those parameters, so joiners restart from the
 -- newest stored checkpoint before them instead of waiting forever for one that cannot exist.
 CREATE TABLE IF NOT EXISTS orphaned_steps (
@@ -132,6 +154,10 @@ CREATE TABLE IF NOT EXISTS orphaned_steps (
 export const TRANSITION_HISTORY = 500;
 /** Metric samples kept per run and name. */
 export const METRIC_HISTORY = 5000;
+/** Epoch ends (and the parameter-hash reports of those epochs) kept per run. */
+export const EPOCH_END_HISTORY = 16;
+/** Evidence rows kept per run. */
+export const EVIDENCE_HISTORY = 100;
 
 export interface RunRow {
   run_id: string;
@@ -197,6 +223,23 @@ export interface ResultRow {
   sender: string;
   frame: Uint8Array;
   announce: Uint8Array | null;
+}
+
+export interface EpochEndRow {
+  epoch: number;
+  step: number;
+  voters: string[];
+  agreed_hash: string | null;
+}
+
+export interface EvidenceRow {
+  id: number;
+  at: number;
+  client: string;
+  kind: string;
+  detail: string;
+  first: Uint8Array;
+  second: Uint8Array;
 }
 
 export interface ParamHashRow {
@@ -638,9 +681,60 @@ export class RelayStore {
     );
   }
 
-  latestParamHashEpoch(runId: string): number | undefined {
-    const r = this.q('SELECT MAX(epoch) AS e FROM param_hashes WHERE run_id = ?').get(runId) as Row;
-    return r.e === null ? undefined : num(r.e);
+  // --- epoch ends and evidence ---------------------------------------------------------------------
+
+  /** Records an epoch end (idempotent) and forgets epoch ends, and their hash reports, beyond the history. */
+  recordEpochEnd(runId: string, e: { epoch: number; step: number; voters: readonly string[] }): void {
+    this.q(
+      'INSERT OR IGNORE INTO epoch_ends(run_id, epoch, step, voters, agreed_hash) VALUES (?, ?, ?, ?, NULL)',
+    ).run(runId, e.epoch, e.step, JSON.stringify(e.voters));
+    const cut = this.q(
+      'SELECT epoch FROM epoch_ends WHERE run_id = ? ORDER BY epoch DESC LIMIT 1 OFFSET ?',
+    ).get(runId, EPOCH_END_HISTORY - 1) as Row | undefined;
+    if (cut !== undefined) {
+      this.q('DELETE FROM epoch_ends WHERE run_id = ? AND epoch < ?').run(runId, cut.epoch as number);
+      this.q('DELETE FROM param_hashes WHERE run_id = ? AND epoch < ?').run(runId, cut.epoch as number);
+    }
+  }
+
+  setAgreedHash(runId: string, epoch: number, hash: string): void {
+    this.q('UPDATE epoch_ends SET agreed_hash = ? WHERE run_id = ? AND epoch = ?').run(hash, runId, epoch);
+  }
+
+  /** Recorded epoch ends, oldest first. */
+  epochEnds(runId: string): EpochEndRow[] {
+    return (this.q('SELECT * FROM epoch_ends WHERE run_id = ? ORDER BY epoch').all(runId) as Row[]).map(
+      (r) => ({
+        epoch: num(r.epoch),
+        step: num(r.step),
+        voters: JSON.parse(r.voters as string) as string[],
+        agreed_hash: (r.agreed_hash as string | null) ?? null,
+      }),
+    );
+  }
+
+  addEvidence(runId: string, e: Omit<EvidenceRow, 'id'>): void {
+    const info = this.q(
+      'INSERT INTO evidence(run_id, at, client, kind, detail, first, second) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ).run(runId, e.at, e.client, e.kind, e.detail, e.first, e.second);
+    this.q('DELETE FROM evidence WHERE run_id = ? AND id <= ?').run(
+      runId,
+      num(info.lastInsertRowid) - EVIDENCE_HISTORY,
+    );
+  }
+
+  evidence(runId: string, limit: number): EvidenceRow[] {
+    return (
+      this.q('SELECT * FROM evidence WHERE run_id = ? ORDER BY id DESC LIMIT ?').all(runId, limit) as Row[]
+    ).map((r) => ({
+      id: num(r.id),
+      at: num(r.at),
+      client: r.client as string,
+      kind: r.kind as string,
+      detail: r.detail as string,
+      first: r.first as Uint8Array,
+      second: r.second as Uint8Array,
+    }));
   }
 }
 

@@ -88,7 +88,7 @@ describe('composed services', () => {
     expect(missing.status).toBe(404);
   });
 
-  it('seeds an initial checkpoint and accepts only signed uploads matching the majority hash', async () => {
+  it('seeds an initial checkpoint and accepts only signed uploads of an agreed epoch end, with its hash', async () => {
     const summary = await waitFor(async () => {
       const r = await fetch(`${relay.url}/api/runs/${RUN}/checkpoint`);
       return r.ok
@@ -117,11 +117,15 @@ describe('composed services', () => {
     // Not a client of the run.
     const r1 = await post(signedUpload(outsider, { step: 5, epoch: 0, weights, configText }));
     expect(r1.status).toBe(403);
-    // No majority hash for the epoch yet.
+    // No epoch end the run reached: nothing can be uploaded, whatever the step (huge ones included).
     const r2 = await post(signedUpload(member, { step: 5, epoch: 0, weights, configText }));
     expect(r2.status).toBe(409);
     expect(await code(r2)).toBe('no_param_hash');
-    // The member reports a different hash: the majority is not these parameters.
+    const far = await post(signedUpload(member, { step: 1_000_000, epoch: 900, weights, configText }));
+    expect(far.status).toBe(409);
+    // The coordinator's epoch end (recorded by the run host at Cooldown; here written directly) with the
+    // member as its only voter. Its report is the agreed hash, and it is not these parameters.
+    relay.relay.store.recordEpochEnd(RUN, { epoch: 0, step: 5, voters: [hexKey(member)] });
     const c = open[0]!;
     const wrong = new Uint8Array(32).fill(7);
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: wrong }))).kind).toBe(
@@ -130,7 +134,8 @@ describe('composed services', () => {
     const r3 = await post(signedUpload(member, { step: 5, epoch: 0, weights, configText }));
     expect(r3.status).toBe(409);
     expect(await code(r3)).toBe('param_hash_mismatch');
-    // With the right majority (epoch 1 here), the upload is stored.
+    // With the right agreed hash (epoch 1 here), the upload is stored.
+    relay.relay.store.recordEpochEnd(RUN, { epoch: 1, step: 9, voters: [hexKey(member)] });
     const right = Uint8Array.from(Buffer.from(summary.paramHash, 'hex'));
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 1, step: 9, hash: right }))).kind).toBe(
       'ack',

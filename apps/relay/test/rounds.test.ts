@@ -20,6 +20,8 @@ beforeAll(async () => {
       init_min_clients: 3,
       max_round_train_time: 10,
       total_steps: 30,
+      // Long enough for the parameter-hash test to report during the epoch's Cooldown.
+      cooldown_time: 60,
     }),
     mainAuthority: hexKey(identity(200)),
   });
@@ -73,33 +75,53 @@ describe('scripted multi-client run', () => {
     for (const c of clients) expect(c.c.received.some((m) => m.kind === 'announce')).toBe(true);
   });
 
-  it('parameter hashes: the majority becomes the run hash, the odd client is told to re-sync', async () => {
+  it("parameter hashes: only a majority of the epoch's clients sets the run hash; the odd client re-syncs", async () => {
     const [a, b, c] = clients.map((h) => h.c);
     const h = (v: number) => new Uint8Array(32).fill(v);
-    expect((await a!.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: h(1) }))).kind).toBe(
-      'ack',
-    );
-    // Two reports that disagree: no majority yet, both acknowledged.
-    expect((await c!.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: h(2) }))).kind).toBe(
-      'ack',
-    );
-    // The third agrees with the first: majority h(1); c is told (unsolicited), b's reply is an Ack.
-    expect((await b!.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: h(1) }))).kind).toBe(
-      'ack',
-    );
+    // Nothing is taken before the coordinator reaches an epoch end, whatever epoch a report names.
+    expect(await a!.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: h(1) }))).toMatchObject({
+      kind: 'error',
+      message: { code: 'stale' },
+    });
+    // End the epoch: pause (it takes effect after the open round), and let the clients finish that round.
+    const host = relay.relay.run(RUN)!;
+    relay.relay.adminEvent(host, { type: 'pause' });
+    for (const x of clients) x.restart();
+    const loops = clients.map((x) => x.run());
+    await a!.until(() => a!.state?.run_state === 'Cooldown', 30_000, 'Cooldown');
+    for (const x of clients) x.stop();
+    await Promise.all(loops);
+    const { epoch, step } = a!.state!.progress;
+    const report = (who: TestClient, v: number, e = epoch, st = step) =>
+      who.request(encodeParamHash({ runId: RUN, epoch: e, step: st, hash: h(v) }));
+    // A made-up epoch or step is refused; an outsider is not a voter.
+    expect(await report(a!, 1, epoch + 5)).toMatchObject({ kind: 'error', message: { code: 'stale' } });
+    expect(await report(a!, 1, epoch, step + 1000)).toMatchObject({
+      kind: 'error',
+      message: { code: 'stale' },
+    });
+    const outsider = await TestClient.joined(relay.url, RUN, identity(299));
+    expect(await report(outsider, 1)).toMatchObject({ kind: 'error', message: { code: 'not_a_client' } });
+    outsider.close();
+    // One reporter alone sets nothing; two that disagree neither.
+    expect((await report(a!, 1)).kind).toBe('ack');
+    expect(host.paramHash).toBeUndefined();
+    expect((await report(c!, 2)).kind).toBe('ack');
+    expect(host.paramHash).toBeUndefined();
+    // The third agrees with the first: 2 of 3 voters, the run hash; c is told (unsolicited).
+    expect((await report(b!, 1)).kind).toBe('ack');
     await c!.until(
       () => c!.errors().some((e) => e.code === 'param_hash_mismatch' && e.requestId === 0),
       5000,
       'mismatch notice',
     );
-    // A later report of the minority hash is refused in its reply.
-    const again = await c!.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: h(3) }));
-    expect(again).toMatchObject({ kind: 'error', message: { code: 'param_hash_mismatch' } });
+    // A later report of a minority hash is refused in its reply.
+    expect(await report(c!, 3)).toMatchObject({ kind: 'error', message: { code: 'param_hash_mismatch' } });
     const detail = (await (await fetch(`${relay.url}/api/runs/${RUN}`)).json()) as {
       run: { param_hash: { epoch: number; hash: string } };
       param_hashes: Array<{ epoch: number; majority: string; mismatched: string[] }>;
     };
-    expect(detail.run.param_hash).toEqual({ epoch: 0, hash: '01'.repeat(32) });
-    expect(detail.param_hashes.find((e) => e.epoch === 0)!.mismatched).toEqual([hexKey(c!.id)]);
+    expect(detail.run.param_hash).toEqual({ epoch, hash: '01'.repeat(32) });
+    expect(detail.param_hashes.find((e) => e.epoch === epoch)!.mismatched).toEqual([hexKey(c!.id)]);
   });
 });

@@ -9,6 +9,7 @@ import {
   encodeLeave,
   encodeParamHash,
   encodeSignedResult,
+  encodeWarmupWitness,
   encodeWitness,
   roundAssignments,
   currentRound,
@@ -17,7 +18,9 @@ import {
 } from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
+import type { TrainingResult } from '@meshtrain/core';
 import {
+  DEFAULT_SPEC,
   dummyWitness,
   fastRunToml,
   hexKey,
@@ -247,7 +250,17 @@ describe('results', () => {
     open.push(...clients);
     await advance(2000);
     await clients[0]!.until(() => clients[0]!.state?.run_state === 'Warmup', 5000, 'Warmup');
-    for (const c of clients) expect((await c.request(encodeWitness(dummyWitness(0)))).kind).toBe('ack');
+    // A round Witness is not a warmup witness: it has its own frame.
+    expect(await clients[0]!.request(encodeWitness(dummyWitness(0)))).toMatchObject({
+      kind: 'error',
+      message: { code: 'WrongPhase' },
+    });
+    expect(await clients[0]!.request(encodeWarmupWitness({ runId: RUN2, epoch: 7 }))).toMatchObject({
+      kind: 'error',
+      message: { code: 'stale' },
+    });
+    for (const c of clients)
+      expect((await c.request(encodeWarmupWitness({ runId: RUN2, epoch: 0 }))).kind).toBe('ack');
     await clients[0]!.until(() => clients[0]!.state?.run_state === 'RoundTrain', 5000, 'RoundTrain');
     const s = clients[0]!.state!;
     const round = currentRound(s)!;
@@ -258,16 +271,15 @@ describe('results', () => {
     const me = byId.get(trainer!.id)!;
     const other = clients.find((c) => c !== me)!;
     const result = tinyResult(RUN2, round.step, trainer!.batch);
-    // A good frame between refusals keeps "three bad frames in a row" from closing the connection.
+    // A harmless frame between refusals keeps "three bad frames in a row" from closing the connection: a
+    // parameter hash for an epoch that has not ended is refused as stale, which is not a bad frame.
     let epochTag = 1000;
     const good = async (c: TestClient) =>
       expect(
-        (
-          await c.request(
-            encodeParamHash({ runId: RUN2, epoch: epochTag++, step: 1, hash: new Uint8Array(32) }),
-          )
-        ).kind,
-      ).toBe('ack');
+        await c.request(
+          encodeParamHash({ runId: RUN2, epoch: epochTag++, step: 1, hash: new Uint8Array(32) }),
+        ),
+      ).toMatchObject({ kind: 'error', message: { code: 'stale' } });
 
     // Bad signature.
     const env = signResult(me.id.secretKey, result);
@@ -304,6 +316,23 @@ describe('results', () => {
       message: { code: 'unknown_round' },
     });
     await good(me);
+    // Results that do not fit the model: a tensor missing, a dense tensor, f32 values in a 1-bit run.
+    const misfits: TrainingResult[] = [
+      { ...result, tensors: result.tensors.slice(1) },
+      tinyResult(RUN2, round.step, trainer!.batch, 0, 2 * DEFAULT_SPEC.tensors[0]!.k),
+      {
+        ...result,
+        tensors: result.tensors.map((t) => ({
+          ...t,
+          values: { kind: 'f32' as const, values: new Float32Array(t.indices.length).fill(1) },
+        })),
+      },
+    ];
+    for (const bad of misfits) {
+      const f = resultFrames(me.id, bad);
+      expect(await me.request(f.signed)).toMatchObject({ kind: 'error', message: { code: 'bad_result' } });
+      await good(me);
+    }
 
     // Honest: Announce before the result is unknown_result; after it, stored, acked and forwarded.
     const honest = resultFrames(me.id, result);
@@ -341,5 +370,18 @@ describe('results', () => {
       kind: 'error',
       message: { code: 'unexpected_frame' },
     });
+    // A second, different result for the same batch is equivocation: refused, kept as evidence, sender ejected.
+    const second = resultFrames(me.id, tinyResult(RUN2, round.step, trainer!.batch, 1));
+    expect(await me.request(second.signed)).toMatchObject({
+      kind: 'error',
+      message: { code: 'equivocation' },
+    });
+    expect(relay.relay.run(RUN2)!.state.ejected).toContain(hexKey(me.id));
+    expect(relay.relay.store.result(RUN2, second.commitment)).toBeUndefined();
+    const evidence = relay.relay.store.evidence(RUN2, 10);
+    expect(evidence).toHaveLength(1);
+    expect(evidence[0]).toMatchObject({ client: hexKey(me.id), kind: 'equivocation' });
+    expect(new Uint8Array(evidence[0]!.first)).toEqual(honest.signed);
+    expect(new Uint8Array(evidence[0]!.second)).toEqual(second.signed);
   });
 });

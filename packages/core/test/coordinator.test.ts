@@ -320,8 +320,8 @@ describe('admitted results', () => {
     const r0 = currentRound(d.state)!;
     const a = roundAssignments(d.state, r0)[0]!;
     const hex = (n: number) => n.toString(16).padStart(2, '0').repeat(32);
-    const admit = (commitment: string, step = r0.step): CoordinatorEvent => ({
-      type: 'result_admitted',
+    const admit = (commitment: string, step = r0.step) => ({
+      type: 'result_admitted' as const,
       id: a.id,
       step,
       batch: a.batch,

@@ -9,8 +9,10 @@ import {
   encodeAnnounce,
   encodeJoin,
   encodeSignedResult,
+  encodeWarmupWitness,
   encodeWitness,
   identityFromSeed,
+  packSigns,
   isWitness,
   participantItem,
   roundAssignments,
@@ -22,8 +24,9 @@ import {
   signResult,
   encodeTrainingResult,
 } from '@meshtrain/core';
-import type { CoordinatorState, Identity, TrainingResult, WireMessage } from '@meshtrain/core';
+import type { CoordinatorState, Identity, ResultSpec, TrainingResult, WireMessage } from '@meshtrain/core';
 import { signAdminRequest } from '../../src/middleware/admin-auth.ts';
+import { resultSpecForToml } from '../../src/run-host.ts';
 
 /** The embedded default run with timers short enough for tests (rounds end when witnesses are in). */
 export function fastRunToml(runId: string, overrides: Record<string, number | string> = {}): string {
@@ -215,25 +218,36 @@ export async function admin(
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
-/** A tiny but valid training result for `batch` of `step`. */
+/** The result shape of the default run's model (every fastRunToml run trains it). */
+export const DEFAULT_SPEC: ResultSpec = resultSpecForToml(DEFAULT_RUN_TOML)!;
+
+/**
+ * A training result for `batch` of `step` that fits the run's model (what the relay admits): k entries per
+ * chunk with signs derived from `salt`, so two calls with different salts give two different results.
+ */
 export function tinyResult(
   runId: string,
   step: number,
   batch: { start: number; end: number },
+  salt = 0,
+  /** Entries per chunk instead of the run's k (e.g. every coefficient: a "dense" result). */
+  perChunk?: number,
 ): TrainingResult {
   return {
     runId,
     step,
     batch,
     trainerNonce: step,
-    tensors: [
-      {
-        xshape: [1, 8],
-        totalk: 8,
-        indices: Uint8Array.from([3]),
-        values: { kind: 'f32', values: Float32Array.from([0.5]) },
-      },
-    ],
+    tensors: DEFAULT_SPEC.tensors.map((t) => {
+      const chunks = t.xshape.reduce((a, b) => a * b, 1) / t.totalk;
+      const k = Math.min(perChunk ?? t.k, t.totalk);
+      const n = chunks * k;
+      const indices = t.totalk <= 256 ? new Uint8Array(n) : new Uint16Array(n);
+      for (let i = 0; i < n; i++) indices[i] = i % k;
+      const signs = new Float32Array(n);
+      for (let i = 0; i < n; i++) signs[i] = (i * 7 + step + salt) % 3 === 0 ? -1 : 1;
+      return { xshape: [...t.xshape], totalk: t.totalk, indices, values: packSigns(signs) };
+    }),
   };
 }
 
@@ -276,6 +290,11 @@ export class HonestClient {
     this.stopped = true;
   }
 
+  /** Lets a stopped client run again (it keeps what it already did for each round). */
+  restart(): void {
+    this.stopped = false;
+  }
+
   async run(): Promise<void> {
     while (!this.stopped && this.c.closed === undefined) {
       try {
@@ -294,7 +313,7 @@ export class HonestClient {
     const myIndex = s.epoch.clients.findIndex((cl) => cl.id === me && cl.state === 'Healthy');
     if (s.run_state === 'Warmup' && myIndex >= 0 && this.doneWarmup !== s.epoch.start_timestamp) {
       this.doneWarmup = s.epoch.start_timestamp;
-      await this.c.request(encodeWitness(dummyWitness(0)));
+      await this.c.request(encodeWarmupWitness({ runId: s.run_id, epoch: s.progress.epoch }));
       return;
     }
     if (s.run_state !== 'RoundTrain') return;

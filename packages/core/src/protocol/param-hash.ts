@@ -84,6 +84,20 @@ export function paramHashVerdict(
   return { agreed, mismatched, reports: byClient.size, needed };
 }
 
+/** The refusal a voter gets when its hash (hex) is not the agreed one: its replica diverged. */
+export function paramHashMismatch(
+  epoch: number,
+  verdict: ParamHashVerdict,
+  hash: string,
+): ProtocolRefusal | null {
+  if (verdict.agreed === null || verdict.agreed === hash) return null;
+  return new ProtocolRefusal(
+    'param_hash_mismatch',
+    `your parameters differ from the agreed hash of epoch ${epoch} (${verdict.agreed.slice(0, 16)}…); re-sync from the checkpoint or peers`,
+    false,
+  );
+}
+
 /** An epoch end with its agreed hash: what the host may store a checkpoint for. */
 export interface AgreedEpoch {
   epoch: number;

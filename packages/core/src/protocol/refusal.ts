@@ -28,7 +28,9 @@ export type RefusalCode =
   /** The sender holds no slot this message needs (not a client of the epoch, not a voter). */
   | 'not_a_client'
   /** The phase does not take this message now. */
-  | 'wrong_phase';
+  | 'wrong_phase'
+  /** The sender's parameters differ from its epoch's agreed hash: its replica diverged, it must re-sync. */
+  | 'param_hash_mismatch';
 
 export class ProtocolRefusal extends Error {
   readonly code: RefusalCode;
