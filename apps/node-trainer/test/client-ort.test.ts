@@ -4,7 +4,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LocalHub, type Client, type ClientEvent } from '@meshtrain/client';
+import type { Client, ClientEvent } from '@meshtrain/client';
+import { LocalHub } from '@meshtrain/client/testing';
 import {
   bytesToHex,
   DEFAULT_RUN_TOML,

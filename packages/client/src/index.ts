@@ -3,7 +3,6 @@
 export * from './interfaces.ts';
 export * from './convert.ts';
 export * from './client.ts';
-export * from './local-hub.ts';
 export * from './relay-link.ts';
 export * from './relay-http.ts';
 export * from './data-fold.ts';

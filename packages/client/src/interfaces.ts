@@ -76,8 +76,10 @@ export interface CoordinatorLink {
    * which result was accepted, even when it cannot fetch the payload (the relay cannot sign one itself).
    */
   submitResult(signedResultFrame: Uint8Array, announce: Announce): Promise<void>;
-  /** A witness submission; in Warmup the relay reads it as warmup_witness (empty blooms). */
+  /** A round witness submission (blooms of the previous round's results). */
   submitWitness(witness: WitnessMessage): Promise<void>;
+  /** "My model for `epoch` is loaded": the WarmupWitness frame. */
+  submitWarmupWitness(epoch: number): Promise<void>;
   submitHealthCheck(check: HealthCheck): Promise<void>;
   /** ParamHash frame: SHA-256 over all parameters at an epoch end. */
   reportParamHash(epoch: number, step: number, hash: Uint8Array): Promise<void>;

@@ -12,6 +12,7 @@ import {
   encodeJoin,
   encodeLeave,
   encodeParamHash,
+  encodeWarmupWitness,
   encodeWitness,
   publicKeyOf,
   signJoin,
@@ -215,6 +216,10 @@ export class RelayLink implements CoordinatorLink {
 
   submitWitness(witness: WitnessMessage): Promise<void> {
     return this.send(encodeWitness(witness));
+  }
+
+  submitWarmupWitness(epoch: number): Promise<void> {
+    return this.send(encodeWarmupWitness({ runId: this.o.runId, epoch }));
   }
 
   submitHealthCheck(check: HealthCheck): Promise<void> {

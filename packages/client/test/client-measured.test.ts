@@ -6,8 +6,9 @@
 import { bytesToHex, identityFromSeed, type WitnessMetadata } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Client, LocalHub, PARAM_HASH_MISMATCH, RelayRefusal, type ClientEvent } from '../src/index.ts';
-import { drive, SEQ, SHAPES, testRun, toyBackend, toyData, toyInit } from './helpers.ts';
+import { Client, PARAM_HASH_MISMATCH, RelayRefusal, type ClientEvent } from '../src/index.ts';
+import { LocalHub } from '../src/testing.ts';
+import { drive, SEQ, SHAPES, testRun, TOY_HUB, toyBackend, toyData, toyInit } from './helpers.ts';
 
 interface Reported {
   metadata: WitnessMetadata;
@@ -108,7 +109,7 @@ function startMeasuredPeer(
 describe('client reports', () => {
   it('witness metadata is measured, and a kept model names its hash', async () => {
     const run = shortEpochs();
-    const hub = new LocalHub(run, 'unit');
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
     peers = [1, 2, 3].map((b) => startMeasuredPeer(hub, run, b));
     await drive(hub, () => hub.state.run_state === 'Finished', 800);
     expect(hub.state.run_state).toBe('Finished');
@@ -144,7 +145,7 @@ describe('client reports', () => {
 
   it('a hash refused with param_hash_mismatch re-syncs; a refusal without that code only warns', async () => {
     const run = shortEpochs();
-    const hub = new LocalHub(run, 'unit');
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
     peers = [
       startMeasuredPeer(hub, run, 1),
       startMeasuredPeer(hub, run, 2, () => new RelayRefusal(PARAM_HASH_MISMATCH, 'not the majority')),

@@ -10,10 +10,10 @@ import {
   identityFromSeed,
 } from '@meshtrain/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalHub } from '../src/index.ts';
+import { LocalHub } from '../src/testing.ts';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
-import { drive, residentToyBackend, startPeer, testRun, type TestPeer } from './helpers.ts';
+import { drive, residentToyBackend, startPeer, testRun, TOY_HUB, type TestPeer } from './helpers.ts';
 
 let peers: TestPeer[] = [];
 afterEach(async () => {
@@ -43,7 +43,7 @@ async function hashes(ps: TestPeer[]): Promise<string[]> {
 describe('client', () => {
   it('three replicas train, witness every round and stay bit-identical', async () => {
     const run = testRun({ ...BASE, total_steps: 8 });
-    const hub = new LocalHub(run, 'unit');
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
     peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
     // A newcomer registers during Cooldown: the snapshot that follows must not unsettle the epoch's clients.
     let newcomer = false;
@@ -86,7 +86,7 @@ describe('client', () => {
         );
       try {
         const run = testRun({ ...BASE, total_steps: 6 });
-        const hub = new LocalHub(run, 'unit');
+        const hub = new LocalHub(run, 'unit', TOY_HUB);
         // Two rows per batch: maxRows 2 hands one step's gradients over as they are, maxRows 1 sums two on the GPU.
         const gpus = [2, 1].map(() => createWebGpuBackend(dawn.device, { chunk: 64 }));
         const residents = gpus.map((g, i) => residentToyBackend(g, i === 0 ? 2 : 1));
@@ -125,7 +125,7 @@ describe('client', () => {
 
   it('applies only the witnessed result when a trainer equivocates to one peer', async () => {
     const run = testRun({ ...BASE, total_steps: 6 });
-    const hub = new LocalHub(run, 'unit');
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
     peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
     const victim = peers[2]!;
     // Peer 1 is the liar: whenever it publishes, the victim also gets a second, different result for the
@@ -161,7 +161,7 @@ describe('client', () => {
 
   it('re-syncs from the checkpoint when an accepted result cannot be fetched', async () => {
     const run = testRun({ ...BASE, epoch_time: 25, total_steps: 30 });
-    const hub = new LocalHub(run, 'unit');
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
     peers = [1, 2, 3].map((b) => startPeer(hub, run, b));
     const victim = peers[2]!;
     // Starve the victim of payloads once training is under way: announces still name the accepted results.

@@ -6,12 +6,12 @@ import {
   Client,
   type ClientEvent,
   type DataSource,
-  type LocalHub,
   type ParameterMap,
   type ResidentTrainingBackend,
   type TrainingBackend,
 } from '../src/index.ts';
 import type { DistroTensor } from '@meshtrain/distro';
+import type { LocalHub, LocalHubOptions } from '../src/testing.ts';
 
 /** The embedded default run with `[config]` / schedule keys replaced. */
 export function testRun(
@@ -33,6 +33,10 @@ export const SHAPES = new Map<string, number[]>([
   ['model.norm.weight', [16]],
 ]);
 export const SEQ = 8;
+/** A LocalHub admitting results of the toy model (SHAPES) instead of the run's preset. */
+export const TOY_HUB: LocalHubOptions = {
+  parameters: [...SHAPES].map(([name, shape]) => ({ name, shape })),
+};
 
 export function toyInit(): ParameterMap {
   const out: ParameterMap = new Map();

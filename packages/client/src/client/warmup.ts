@@ -1,10 +1,10 @@
 // Warmup (docs/protocol.md "Client state machine"): the epoch's members get the parameters the epoch starts
 // from — kept from the last epoch's end, the run seed's init for the very first epoch, or a checkpoint
 // verified by its hash — then send the warmup witness that tells the coordinator this client is ready.
-import { BloomFilter, bytesToHex, type CoordinatorState } from '@meshtrain/core';
+import { bytesToHex, type CoordinatorState } from '@meshtrain/core';
 import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint, ParameterMap } from '../interfaces.ts';
-import { clientIndexOf, type ClientContext, type EpochProgress } from './context.ts';
+import type { ClientContext, EpochProgress } from './context.ts';
 import { CHECKPOINT_LOAD_RETRIES, CHECKPOINT_RETRY_DELAY_MS } from './defaults.ts';
 import { messageOf } from './errors.ts';
 
@@ -20,14 +20,7 @@ export class WarmupPhase {
     this.ctx.setPhase('Warmup', s);
     if (epoch.warmupSent) return;
     epoch.warmupSent = true;
-    const empty = () => BloomFilter.forItems(1, 0.5, new Uint8Array(0)).toData();
-    await this.ctx.o.link.submitWitness({
-      step: s.progress.step,
-      proof: { position: 0, index: clientIndexOf(s, this.ctx.id), witness: false },
-      participantBloom: empty(),
-      broadcastBloom: empty(),
-      broadcastMerkle: new Uint8Array(32),
-    });
+    await this.ctx.o.link.submitWarmupWitness(s.progress.epoch);
   }
 
   /** The parameters of `progress.step`: kept if this replica holds them, else initialised or loaded. */

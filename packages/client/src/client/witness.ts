@@ -5,15 +5,14 @@ import {
   BloomFilter,
   currentRound,
   hexToBytes,
-  isHealthy,
   isWitness,
-  loadBloom,
   participantItem,
   rosterIndexOf,
   roundAssignments,
   roundAtHeight,
   roundSelection,
   sha256Concat,
+  unhealthyTrainers,
   type CoordinatorState,
   type HealthReport,
   type Round,
@@ -71,26 +70,20 @@ export class WitnessPhase {
     this.ctx.emit({ type: 'witness', step: round.step, results: prevSet.items.length });
   }
 
-  /** Witnesses of round h report round h−2 trainers whose results round h−1's witnesses did not see. */
+  /**
+   * Witnesses of round h report round h−2 trainers whose results did not get through: core's
+   * unhealthyTrainers, the same test the coordinator applies to every accusation.
+   */
   async healthCheck(s: CoordinatorState, round: Round, epoch: EpochProgress): Promise<void> {
     if (round.height < 2 || epoch.healthCheckedHeight >= round.height) return;
     epoch.healthCheckedHeight = round.height;
     if (!isWitness(s, rosterIndexOf(s, round, this.ctx.id), round)) return;
     const judged = roundAtHeight(s, round.height - 2);
-    const attesting = roundAtHeight(s, round.height - 1);
-    if (!judged || !attesting) return;
-    const blooms = attesting.witnesses.flatMap((w) =>
-      w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
-    );
-    const reports: HealthReport[] = [];
-    for (const a of roundAssignments(s, judged)) {
-      if (s.epoch.clients[a.client_index]?.state !== 'Healthy') continue;
-      if (isHealthy(participantItem(hexToBytes(a.id)), blooms, attesting.witness_count)) continue;
-      reports.push({
-        clientIndex: a.client_index,
-        committeeProof: roundSelection(judged).committeeProof(a.index),
-      });
-    }
+    if (!judged) return;
+    const reports: HealthReport[] = unhealthyTrainers(s).map((a) => ({
+      clientIndex: a.client_index,
+      committeeProof: roundSelection(judged).committeeProof(a.index),
+    }));
     if (reports.length === 0) return;
     await this.ctx.o.link.submitHealthCheck({ step: round.step, reports }).catch((e: unknown) => {
       this.ctx.emit({ type: 'warning', message: `health check refused: ${messageOf(e)}` });

@@ -1,0 +1,4 @@
+// @meshtrain/client/testing: test doubles that are real protocol code, for tests, benchmarks and simulations
+// — not part of what a shell ships. LocalHub is an in-process coordinator host (core's rules and tick behind
+// CoordinatorLinks, virtual time).
+export * from './local-hub.ts';
