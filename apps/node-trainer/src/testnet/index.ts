@@ -345,7 +345,13 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
 
     let detail: {
       rounds?: RoundHistoryRow[];
-      param_hashes?: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
+      param_hashes?: {
+        epoch: number;
+        step: number;
+        majority: string | null;
+        reports: number;
+        mismatched: string[];
+      }[];
     } = {};
     try {
       detail = (await (await fetch(api)).json()) as typeof detail;
@@ -365,21 +371,24 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
     const evalsSorted = [...evals].sort(byStep);
     const trained = of('trained');
     const trainedSorted = [...trained].sort(byStep);
-    // Hashes: every trainer's report per epoch-end step, compared with that step's majority.
+    // Hashes: every trainer's own report per epoch-end step, against the hash the relay's coordinator agreed
+    // on for that step (core's verdict). A step without an agreed hash counts every report that is not the
+    // same as all the others: replicas that should be identical are not.
     const hashes = new Map<number, Map<number, string>>();
     for (const x of of('paramHash')) {
       const m = hashes.get(Number(x.e.step)) ?? new Map<number, string>();
       m.set(x.trainer, String(x.e.hash));
       hashes.set(Number(x.e.step), m);
     }
+    const agreed = new Map((detail.param_hashes ?? []).map((e) => [e.step, e.majority]));
     let mismatches = 0;
     let reports = 0;
-    for (const m of hashes.values()) {
-      const counts = new Map<string, number>();
-      for (const h of m.values()) counts.set(h, (counts.get(h) ?? 0) + 1);
-      const majority = Math.max(...counts.values());
-      reports += m.size;
-      mismatches += m.size - majority;
+    for (const [step, m] of hashes) {
+      const values = [...m.values()];
+      reports += values.length;
+      const want = agreed.get(step) ?? null;
+      if (want !== null) mismatches += values.filter((h) => h !== want).length;
+      else if (new Set(values).size > 1) mismatches += values.length;
     }
     const relayMismatches = (detail.param_hashes ?? []).reduce((n, e) => n + e.mismatched.length, 0);
     const rounds = detail.rounds ?? [];

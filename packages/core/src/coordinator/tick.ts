@@ -17,10 +17,14 @@
 //  5. Only Healthy clients are in a round's roster, witness, or report health; client indices are stable for
 //     the whole epoch (roster = indices), so historical proofs never resolve to the wrong client.
 //  6. No 256-client cap: config.max_clients bounds members and epoch size; leaving frees a slot.
-//  7. Health checks only judge trainers that were assigned samples; threshold quorum(W).  (witnessing.ts)
-//  8. Ejected is assigned: on a shell `eject` event (proven bad signature/commitment) and after
-//     MAX_STRIKES provably invalid witness submissions (bad proof, not a witness, saturated bloom).
-//  9. Consensus ties go to the lowest commitment and votes use a canonical candidate order (witness/consensus).
+//  7. Health checks only judge trainers that were assigned samples, only witnesses accuse, a trainer whose
+//     result the host admitted cannot be accused, and quorum(W) accusers are needed to drop.   (witnessing.ts)
+//  8. Ejected is assigned: on a shell `eject` event (proven bad signature/commitment), on equivocation (two
+//     admitted results for one batch), and after MAX_STRIKES provably invalid witness submissions (bad
+//     proof, not a witness, saturated bloom).
+//  9. What peers apply is the host's admitted commitment of each batch (one per batch, refused results never
+//     admitted), accepted when quorum(W) − 1 witnesses saw it: the host's record is the other vote, so a
+//     witness minority cannot veto a delivered result.                        (results.ts, queries.ts)
 // 10. Round seeds derive from the run seed, epoch, step and shell entropy (seed.ts), not a clock or RNG.
 // 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
 //     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
