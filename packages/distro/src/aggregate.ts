@@ -10,6 +10,9 @@
 // Mean per coefficient (Psyche's scatter mean over the peers that selected it; duplicates count twice):
 //   m = round-half-away-from-zero(Σq / count), computed as sign(Σq)·⌊(2|Σq| + count) / (2·count)⌋ on safe
 //   integers, so |m| ≤ 2^15. Integer sums do not depend on the order peers arrive in.
+// SparseLoCo's outer step (sparseloco/outer.ts) reuses this with dequantised values, needs each block's
+// `shift` (value = q·2^−shift) because it applies the IDCT's value, not only its sign, and may divide by the
+// number of results instead of the number of senders (`divideBy: 'results'`, SparseLoCo as published).
 import { DistroShapeError, type BlockLayout } from './layout.ts';
 import { checkResult, type TensorResult } from './result.ts';
 
@@ -24,13 +27,23 @@ export interface AggregatedTensor {
   readonly coef: Uint32Array;
   /** Fixed-point mean, nonzero, |mean| ≤ VALUE_ONE. */
   readonly mean: Int32Array;
+  /** Per block: the fixed point is value·2^shift (1-bit values: shift = VALUE_BITS, ±1 ↦ ±VALUE_ONE). */
+  readonly shift: Int32Array;
+}
+
+export interface AggregateOptions {
+  /**
+   * The mean's divisor: the number of entries that carry the coefficient ('senders', default: Psyche's
+   * scatter mean) or the number of results ('results': SparseLoCo's published Σ/#peers).
+   */
+  divideBy?: 'senders' | 'results';
 }
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
 /** ⌊log2 |v|⌋ for a finite nonzero float32, read from its bits (no Math.log2: exact at powers of two). */
-function floorLog2(v: number): number {
+export function floorLog2(v: number): number {
   f32[0] = v;
   const bits = (u32[0] as number) & 0x7fffffff;
   const exp = bits >>> 23;
@@ -52,7 +65,12 @@ export function fixedMean(sum: number, count: number): number {
   return sum < 0 ? -q : q;
 }
 
-export function aggregateTensor(layout: BlockLayout, results: readonly TensorResult[]): AggregatedTensor {
+export function aggregateTensor(
+  layout: BlockLayout,
+  results: readonly TensorResult[],
+  options: AggregateOptions = {},
+): AggregatedTensor {
+  const byResults = options.divideBy === 'results';
   results.forEach((r, i) => checkResult(r, layout, `result ${i}`));
   const quantized = results.length > 0 && results[0]!.quantized;
   if (results.some((r) => r.quantized !== quantized))
@@ -66,6 +84,7 @@ export function aggregateTensor(layout: BlockLayout, results: readonly TensorRes
   const count = new Uint32Array(totalk);
   const touched: number[] = [];
   const blockStart = new Uint32Array(layout.blocks + 1);
+  const shift = new Int32Array(layout.blocks);
   const coef: number[] = [];
   const mean: number[] = [];
   for (let b = 0; b < layout.blocks; b++) {
@@ -75,8 +94,9 @@ export function aggregateTensor(layout: BlockLayout, results: readonly TensorRes
       for (const r of results)
         for (let j = b * r.k; j < (b + 1) * r.k; j++)
           maxAbs = Math.max(maxAbs, Math.abs(r.values[j] as number));
-      scale = maxAbs === 0 ? 1 : 2 ** (VALUE_BITS - 1 - floorLog2(maxAbs));
-    }
+      shift[b] = maxAbs === 0 ? 0 : VALUE_BITS - 1 - floorLog2(maxAbs);
+      scale = 2 ** (shift[b] as number);
+    } else shift[b] = VALUE_BITS;
     for (const r of results) {
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
@@ -89,7 +109,10 @@ export function aggregateTensor(layout: BlockLayout, results: readonly TensorRes
     }
     touched.sort((x, y) => x - y);
     for (const c of touched) {
-      const m = fixedMean(sum[c] as number, count[c] as number);
+      // Dividing by the result count, a result repeating an index could push |m| past VALUE_ONE: clamp.
+      const m = byResults
+        ? Math.max(-VALUE_ONE, Math.min(VALUE_ONE, fixedMean(sum[c] as number, results.length)))
+        : fixedMean(sum[c] as number, count[c] as number);
       if (m !== 0) {
         coef.push(c);
         mean.push(m);
@@ -100,5 +123,5 @@ export function aggregateTensor(layout: BlockLayout, results: readonly TensorRes
     touched.length = 0;
     blockStart[b + 1] = coef.length;
   }
-  return { layout, blockStart, coef: Uint32Array.from(coef), mean: Int32Array.from(mean) };
+  return { layout, blockStart, coef: Uint32Array.from(coef), mean: Int32Array.from(mean), shift };
 }

@@ -41,6 +41,11 @@ function adjacentF32(r: number, toward: number): number {
   return f32[1] as number;
 }
 
+/**
+ * RN_f32(p·factor − step·s), rounded once from the exact value. `s` may be any float32 (the sign-SGD
+ * apply passes −1, 0 or 1; SparseLoCo's outer step passes the aggregate): every product of two float32
+ * is exact in float64, so the argument holds for any s.
+ */
 export function updateValue(p: number, factor: number, step: number, s: number): number {
   const x = p * factor;
   const y = step * s;
@@ -49,6 +54,14 @@ export function updateValue(p: number, factor: number, step: number, s: number):
   const b = -y;
   const bv = d - x;
   const e = x - (d - bv) + (b - bv);
+  return roundToF32(d, e);
+}
+
+/**
+ * RN_f32(d + e) for an exact value given as d = RN64(d + e) plus its error e (a TwoSum pair). Overflow
+ * gives ±Infinity as RN does.
+ */
+export function roundToF32(d: number, e: number): number {
   const r = Math.fround(d);
   if (e === 0 || r === d) return r;
   // d is not a float32 (or rounded to ±Infinity): is it exactly a midpoint between two float32 neighbours?

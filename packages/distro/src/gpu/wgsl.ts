@@ -4,7 +4,7 @@
 // canonicalisation).
 
 /** Linear invocation index over a 2-D dispatch (WebGPU caps each dimension at 65 535 workgroups). */
-const LINEAR = /* wgsl */ `
+export const LINEAR = /* wgsl */ `
 fn linear(g: vec3<u32>, stride: u32) -> u32 { return g.x + g.y * stride; }
 `;
 
@@ -15,7 +15,7 @@ export const ELEMENTWISE_WG = 256;
  * and column c, its position (h, w) inside its n1×n2 block, and the block's index blk. Needs the uniform fields
  * count, stride, cols, n1, n2, blocksX, firstRow; the residual and apply kernels share it.
  */
-const ELEMENT_IN_BLOCK = /* wgsl */ `  let i = linear(g, u.stride);
+export const ELEMENT_IN_BLOCK = /* wgsl */ `  let i = linear(g, u.stride);
   if (i >= u.count) { return; }
   let r = u.firstRow + i / u.cols;
   let c = i % u.cols;
@@ -229,6 +229,8 @@ ${ELEMENT_IN_BLOCK}
  * exact_update(p, f, l, s) = RN_f32(p·f − l·s) computed from the bit patterns (see exact-update.ts for the
  * contract): the exact product p·f (48-bit mantissa), aligned against l·s in a 64-bit window with a sticky
  * bit jammed into bit 0 (the rounding position is always ≥ 2 bits above it), then one round-half-even.
+ * exact_update_value(p, f, l, a) = RN_f32(p·f − l·a) for a float32 a (SparseLoCo's outer step): the same
+ * core (exact_sub) with the exact 48-bit product l·a in place of l.
  */
 export const INT64 = /* wgsl */ `
 fn add_i32(a: vec2<u32>, x: i32) -> vec2<u32> {
@@ -303,24 +305,23 @@ fn round_f32(sign: u32, m: vec2<u32>, e: i32) -> u32 {
   if (top >= -126) { bits = (u32(top + 127) << 23u) + (q - 0x800000u); }
   return (sign << 31u) | bits;
 }
-fn exact_update(pb: u32, fb: u32, lb: u32, s: i32) -> u32 {
+// RN_f32(p·f − y) with y = ±ym·2^ye exact (ym < 2^48) and sb the sign bit of −y (IEEE zeros included).
+fn exact_sub(pb: u32, fb: u32, ym: vec2<u32>, ye: i32, sb: u32) -> u32 {
   if ((pb & 0x7f800000u) == 0x7f800000u) { return pb; }
   let P = unpack(pb);
   let F = unpack(fb);
-  let L = unpack(lb);
   let sx = pb >> 31u;
   let xm = mul24(P.m, F.m);
   let xzero = zero64(xm);
-  let yzero = s == 0 || L.m == 0u;
-  let sb = select(1u, 0u, s < 0); // sign of −(l·s), IEEE zeros included
+  let yzero = zero64(ym);
   if (xzero && yzero) { return select(0u, 0x80000000u, sx == 1u && sb == 1u); }
   if (yzero) { return round_f32(sx, xm, P.e + F.e); }
-  if (xzero) { return (sb << 31u) | lb; }
+  if (xzero) { return round_f32(sb, ym, ye); }
   var am = xm;
   var ae = P.e + F.e;
   var asg = sx;
-  var bm = vec2<u32>(L.m, 0u);
-  var be = L.e;
+  var bm = ym;
+  var be = ye;
   var bsg = sb;
   let za = clz64(am) - 16u;
   am = shl64(am, za);
@@ -351,7 +352,40 @@ fn exact_update(pb: u32, fb: u32, lb: u32, s: i32) -> u32 {
   if (zero64(S)) { return 0u; }
   return round_f32(asg, S, ae - 13);
 }
+fn exact_update(pb: u32, fb: u32, lb: u32, s: i32) -> u32 {
+  let L = unpack(lb);
+  var ym = vec2<u32>(L.m, 0u);
+  if (s == 0) { ym = vec2<u32>(0u, 0u); }
+  return exact_sub(pb, fb, ym, L.e, select(1u, 0u, s < 0));
+}
+fn exact_update_value(pb: u32, fb: u32, lb: u32, ab: u32) -> u32 {
+  let L = unpack(lb);
+  let A = unpack(ab);
+  return exact_sub(pb, fb, mul24(L.m, A.m), L.e + A.e, 1u - (ab >> 31u));
+}
 `;
+
+/**
+ * The exact integer IDCT of the element's block (the CPU's accumulateExact): S = Σ m·Bq1[b][h]·Bq2[d][w] =
+ * H·2^15 + (lo & 0x7fff), H and lo emulated i64. a = m·Bq1 ≤ 2^30 fits i32; a = ah·2^15 + al keeps both
+ * partial products ≤ 2^30. Needs ELEMENT_IN_BLOCK's h, w, blk, the bindings blockStart, coef, mean, ibasis
+ * and the uniforms n1, n2, off1, off2. Shared by the DisTrO apply (sign of S) and SparseLoCo's outer step
+ * (value of S).
+ */
+export const EXACT_IDCT_SUMS = /* wgsl */ `  var hi = vec2<u32>(0u, 0u);
+  var lo = vec2<u32>(0u, 0u);
+  for (var e = blockStart[blk]; e < blockStart[blk + 1u]; e++) {
+    let cf = coef[e];
+    let b = cf / u.n2;
+    let d = cf - b * u.n2;
+    let a = mean[e] * ibasis[u.off1 + b * u.n1 + h];
+    let B = ibasis[u.off2 + d * u.n2 + w];
+    hi = add_i32(hi, (a >> 15u) * B);
+    lo = add_i32(lo, (a & 0x7fff) * B);
+  }
+  // carry = ⌊lo / 2^15⌋ (arithmetic shift), remainder = lo's low 15 bits.
+  let carry = vec2<u32>((lo.x >> 15u) | (lo.y << 17u), bitcast<u32>(bitcast<i32>(lo.y) >> 15u));
+  let H = add64(hi, carry);`;
 
 /**
  * Exact decode + apply, one invocation per parameter: S = Σ_entries m·Bq1[b][h]·Bq2[d][w] as HI·2^15 + LO
@@ -368,20 +402,7 @@ struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, f
 @group(0) @binding(5) var<storage, read> ibasis: array<i32>;
 @compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 ${ELEMENT_IN_BLOCK}
-  var hi = vec2<u32>(0u, 0u);
-  var lo = vec2<u32>(0u, 0u);
-  for (var e = blockStart[blk]; e < blockStart[blk + 1u]; e++) {
-    let cf = coef[e];
-    let b = cf / u.n2;
-    let d = cf - b * u.n2;
-    let a = mean[e] * ibasis[u.off1 + b * u.n1 + h];
-    let B = ibasis[u.off2 + d * u.n2 + w];
-    hi = add_i32(hi, (a >> 15u) * B);
-    lo = add_i32(lo, (a & 0x7fff) * B);
-  }
-  // carry = ⌊lo / 2^15⌋ (arithmetic shift), remainder = lo's low 15 bits.
-  let carry = vec2<u32>((lo.x >> 15u) | (lo.y << 17u), bitcast<u32>(bitcast<i32>(lo.y) >> 15u));
-  let H = add64(hi, carry);
+${EXACT_IDCT_SUMS}
   var s = 0;
   if (bitcast<i32>(H.y) < 0) { s = -1; } else if (!zero64(H) || (lo.x & 0x7fffu) != 0u) { s = 1; }
   param[i] = exact_update(param[i], u.factor, u.step, s);
