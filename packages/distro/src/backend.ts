@@ -3,13 +3,15 @@
 import type { AggregatedTensor } from './aggregate.ts';
 import type { UpdateScalars } from './exact-update.ts';
 import type { TensorResult } from './result.ts';
+import type { SparseLoCoOps } from './sparseloco/ops.ts';
 
 export interface DistroTensor {
   readonly shape: readonly number[];
   readonly size: number;
 }
 
-export interface DistroBackend {
+/** DisTrO's operations below, SparseLoCo's in SparseLoCoOps (sparseloco/ops.ts). */
+export interface DistroBackend extends SparseLoCoOps {
   readonly kind: 'cpu' | 'webgpu';
   /** Human-readable device description (adapter name, "software adapter" where it is one). */
   readonly description: string;

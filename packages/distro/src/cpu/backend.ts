@@ -6,6 +6,7 @@ import { updateBits } from '../exact-update.ts';
 import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
 import { checkResult } from '../result.ts';
 import { blockDct, decodeSigns, topkResult } from './blocks.ts';
+import { cpuSparseLoCoOps } from './sparseloco.ts';
 
 class CpuTensor implements DistroTensor {
   readonly shape: readonly number[];
@@ -129,6 +130,7 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
             updateBits(bits, base + h * l.cols + w, u, signs[h * l.n2 + w] as number);
       }
     },
+    ...cpuSparseLoCoOps({ layoutOf, data: (t) => cpu(t).data }),
     async finish() {},
     destroy() {},
   };

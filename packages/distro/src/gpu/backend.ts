@@ -6,17 +6,19 @@ import { dctBasis32 } from '../dct.ts';
 import type { UpdateScalars } from '../exact-update.ts';
 import { integerDctBasis } from '../int-basis.ts';
 import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
-import { checkResult, effectiveTopk } from '../result.ts';
+import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
+import type { SparseDomain } from '../sparseloco/outer.ts';
 import { planSegments, type Segment } from './segments.ts';
+import { gpuSparseLoCoOps } from './sparseloco.ts';
 import * as W from './wgsl.ts';
 
-interface Part {
+export interface Part {
   readonly seg: Segment;
   readonly buffer: GPUBuffer;
   readonly byteOffset: number;
 }
 
-class GpuTensor implements DistroTensor {
+export class GpuTensor implements DistroTensor {
   readonly shape: readonly number[];
   readonly size: number;
   readonly layout: BlockLayout;
@@ -196,6 +198,49 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     temps = [];
   }
 
+  /** Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves. */
+  async function selectTopk(delta: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult> {
+    if (domain !== 'dct' && domain !== 'raw') throw new DistroShapeError(`unknown domain ${String(domain)}`);
+    const dct = domain === 'dct';
+    const t = gpu(delta);
+    const l = t.layout;
+    const k = effectiveTopk(topk, l.totalk);
+    const largest = Math.max(...t.parts.map((p) => p.seg.elements));
+    const scratch = dct
+      ? [0, 1].map(() => device.createBuffer({ size: pad16(largest * 4), usage: STORAGE }))
+      : [];
+    const outIdx = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+    const outVal = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+    for (const p of t.parts) {
+      const n = p.seg.elements;
+      let source: GPUBufferBinding = bind(p);
+      if (dct) {
+        const basis = basisPair(l.n1, l.n2, 'float');
+        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
+        const stride = g.x * W.ELEMENTWISE_WG;
+        const Tb = { buffer: scratch[0] as GPUBuffer, size: n * 4 };
+        const Yb = { buffer: scratch[1] as GPUBuffer, size: n * 4 };
+        run(
+          W.DCT_ROWS,
+          [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), Tb, whole(basis.buffer)],
+          g,
+        );
+        run(W.DCT_COLS, [whole(uniform([n, stride, l.cols, l.n1, 0])), Tb, Yb, whole(basis.buffer)], g);
+        source = Yb;
+      }
+      const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
+      const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
+      const tg = grid(blocks);
+      const u = uniform([blocks, tg.x, l.cols, l.n1, l.n2, l.blocksX, k, firstBlock * k]);
+      run(W.TOPK, [whole(u), source, whole(outIdx), whole(outVal)], tg);
+    }
+    const indices = new Uint32Array(await readBuffer(outIdx, 0, l.blocks * k * 4));
+    const values = new Float32Array(await readBuffer(outVal, 0, l.blocks * k * 4));
+    for (const b of [...scratch, outIdx, outVal]) b.destroy();
+    await finish();
+    return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+  }
+
   const backend: WebGpuDistroBackend = {
     kind: 'webgpu',
     description: options.description ?? 'WebGPU',
@@ -287,40 +332,10 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
         elementwise(W.SIGN_STEP, p, [], { 2: lr }, [bind(p), bind(pp[i] as Part), bind(dp[i] as Part)]),
       );
     },
-    async compress(delta, topk) {
-      const t = gpu(delta);
-      const l = t.layout;
-      const k = effectiveTopk(topk, l.totalk);
-      const largest = Math.max(...t.parts.map((p) => p.seg.elements));
-      const T = device.createBuffer({ size: pad16(largest * 4), usage: STORAGE });
-      const Y = device.createBuffer({ size: pad16(largest * 4), usage: STORAGE });
-      const outIdx = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
-      const outVal = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
-      const basis = basisPair(l.n1, l.n2, 'float');
-      for (const p of t.parts) {
-        const n = p.seg.elements;
-        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
-        const stride = g.x * W.ELEMENTWISE_WG;
-        const Tb = { buffer: T, size: n * 4 };
-        const Yb = { buffer: Y, size: n * 4 };
-        run(
-          W.DCT_ROWS,
-          [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), Tb, whole(basis.buffer)],
-          g,
-        );
-        run(W.DCT_COLS, [whole(uniform([n, stride, l.cols, l.n1, 0])), Tb, Yb, whole(basis.buffer)], g);
-        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
-        const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
-        const tg = grid(blocks);
-        const u = uniform([blocks, tg.x, l.cols, l.n1, l.n2, l.blocksX, k, firstBlock * k]);
-        run(W.TOPK, [whole(u), Yb, whole(outIdx), whole(outVal)], tg);
-      }
-      const indices = new Uint32Array(await readBuffer(outIdx, 0, l.blocks * k * 4));
-      const values = new Float32Array(await readBuffer(outVal, 0, l.blocks * k * 4));
-      for (const b of [T, Y, outIdx, outVal]) b.destroy();
-      await finish();
-      return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+    compress(delta, topk) {
+      return selectTopk(delta, topk, 'dct');
     },
+    selectTopk,
     subtractResidual(delta, own) {
       const t = gpu(delta);
       const l = t.layout;
@@ -366,6 +381,16 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
           [bind(p), whole(starts), whole(coef), whole(mean), whole(basis.buffer)],
         );
     },
+    ...gpuSparseLoCoOps({
+      device,
+      gpu,
+      upload: (data) => upload(data),
+      uniform: (words) => uniform(words),
+      run,
+      grid,
+      bind,
+      basisPair,
+    }),
     finish,
     destroy() {
       for (const b of [...floatBases.values(), ...intBases.values()]) b.buffer.destroy();
