@@ -8,7 +8,6 @@ import {
   Client,
   foldedDataSource,
   peerFirstCheckpoints,
-  RelayLink,
   relayCheckpoints,
   relayDataSource,
 } from '@meshtrain/client';
@@ -40,6 +39,7 @@ import type { CachedCheckpoints } from './checkpoint-cache.ts';
 import { cachedDataSource } from './data-cache.ts';
 import type { CachedDataSource } from './data-cache.ts';
 import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
+import { CountingRelayLink } from './counting-link.ts';
 import { PagePeerNetwork } from './page-peer.ts';
 import { workerTabNetwork } from './tab-network.ts';
 import type { TabNetwork } from './tab-network.ts';
@@ -90,20 +90,6 @@ function post(m: WorkerToPage): void {
 function log(line: string): void {
   post({ type: 'log', line });
 }
-/** The coordinator link, counting the results it downloads from the relay's HTTP API (the fallback path). */
-class CountingRelayLink extends RelayLink {
-  results = 0;
-  resultBytes = 0;
-  override async fetchResult(commitment: Uint8Array): Promise<Uint8Array | null> {
-    const frame = await super.fetchResult(commitment);
-    if (frame) {
-      this.results++;
-      this.resultBytes += frame.length;
-    }
-    return frame;
-  }
-}
-
 /** Counters of sessions that ended (pause/resume starts a new one), so the page sees totals. */
 const previous = {
   resultsFromRelay: 0,
