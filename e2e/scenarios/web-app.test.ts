@@ -5,6 +5,9 @@
 //     change checked through the relay's public API;
 //  d. a browser without WebGPU opens `/` and gets the explanation, with no errors on its console;
 //  e. screenshots of the volunteer page mid-training and of the admin console under e2e/artifacts/web/.
+// The relay runs its libp2p node, and the volunteer tab opens with `?p2p=worker`: its peer runs in the training
+// worker, circuit-only, as in a browser whose page cannot host it (mixed-run.test.ts covers the page-hosted
+// peer with WebRTC).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { DEFAULT_RUN_TOML } from '@meshtrain/core';
@@ -40,7 +43,7 @@ beforeAll(async () => {
   // The relay's one run at startup is `default` on the micro preset: SwiftShader trains it in seconds a step.
   const config = join(tmpdir(), `meshtrain-e2e-web-${process.pid}.toml`);
   await writeFile(config, microRunToml({ runId: 'default', steps: 200, clients: 1 }));
-  relay = await startRelayProcess({ args: ['--config', config] });
+  relay = await startRelayProcess({ args: ['--config', config], p2p: true });
 });
 
 afterAll(async () => {
@@ -91,7 +94,7 @@ describe('web app on the relay', () => {
   });
 
   it('(e) a volunteer tab with WebGPU trains the run in its worker: steps advance, loss falls', async () => {
-    const { page, log } = await open(true, '/');
+    const { page, log } = await open(true, '/?p2p=worker');
     await page.getByTestId('run-phase').waitFor({ timeout: 30_000 });
     const button = page.getByRole('button', { name: 'Contribute my GPU' });
     await expect.poll(() => button.isEnabled(), { timeout: 30_000 }).toBe(true);
@@ -127,6 +130,11 @@ describe('web app on the relay', () => {
     await expect
       .poll(async () => Number(await page.getByTestId('my-batches').innerText()))
       .toBeGreaterThan(0);
+    // The worker-hosted peer: it reached the relay's libp2p and says it has no WebRTC.
+    expect(await page.getByTestId('p2p-peers').getAttribute('data-host')).toBe('worker');
+    expect(await page.getByTestId('trainer-log').textContent()).toMatch(
+      /p2p: peer \S+ connected to the relay .*no RTCPeerConnection here/,
+    );
 
     // "Try the model": greedy generation in the worker from the tab's current parameters.
     await page.getByLabel('Prompt').fill('The ');
