@@ -1,6 +1,8 @@
 // node-trainer's peer-to-peer path: the Node libp2p peer (packages/p2p createNodePeer) under the shared,
-// isomorphic MeshNetwork of packages/client (which the web worker runs on a browser peer). What the network
-// does (results as content-addressed blobs, parameters as pieced checkpoints) is documented there.
+// isomorphic MeshNetwork of packages/client (which a tab runs on a browser peer on its page). What the network
+// does (results as content-addressed blobs, parameters as pieced checkpoints) is documented there. The peer
+// listens on `/p2p-circuit` and `/webrtc` (node-datachannel): tabs and other trainers reach it through the
+// relay's circuit and then over direct WebRTC links that MeshNetwork keeps to the run's peers.
 import { MeshNetwork } from '@meshtrain/client';
 import { createNodePeer } from '@meshtrain/p2p';
 
