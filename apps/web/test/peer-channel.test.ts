@@ -33,10 +33,10 @@ let b: NodePeer;
 beforeAll(async () => {
   relay = await createRelayNode({ host: '127.0.0.1', webrtcDirect: false });
   const relayAddrs = relay.multiaddrs().map((m) => m.toString());
-  const directLinks = { maxPeers: 0 }; // loopback: the relay's circuit carries everything
+  // Loopback, no WebRTC: the relay's circuit carries everything.
   [a, b] = await Promise.all([
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, webrtc: false }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, webrtc: false }),
   ]);
   await Promise.all([a.circuitAddress(10_000), b.circuitAddress(10_000)]);
 }, 60_000);

@@ -16,12 +16,11 @@ let b: NodePeer;
 beforeAll(async () => {
   relay = await createRelayNode({ host: '127.0.0.1', webrtcDirect: false });
   const relayAddrs = relay.multiaddrs().map((m) => m.toString());
-  // Circuit only (no WebRTC upgrades): this test stays on loopback, where ICE has no candidates anyway;
-  // WebRTC links are tested in namespaces (packages/p2p/test/browser-webrtc.test.ts).
-  const directLinks = { maxPeers: 0 };
+  // Circuit only (no WebRTC): this test stays on loopback; WebRTC links are tested in namespaces
+  // (packages/p2p/test/browser-webrtc.test.ts).
   [a, b] = await Promise.all([
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
-    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, directLinks }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, webrtc: false }),
+    createNodePeer({ relayAddrs, host: '127.0.0.1', tcp: false, webrtc: false }),
   ]);
   await Promise.all([a.circuitAddress(10_000), b.circuitAddress(10_000)]);
 }, 60_000);

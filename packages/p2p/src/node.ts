@@ -113,6 +113,12 @@ export interface NodePeerOptions extends MeshNodeOptions, RelayClientOptions {
   webrtcDirect?: boolean;
   webrtcDirectPort?: number;
   /**
+   * WebRTC links to peers: listen on `/webrtc` and dial peers' `/p2p-circuit/webrtc` addresses (default true).
+   * ICE gathers candidates on every interface whatever `host` says, so a peer meant to stay on one interface
+   * (e.g. loopback) turns it off and reaches peers through the relay's circuit only.
+   */
+  webrtc?: boolean;
+  /**
    * ICE servers for WebRTC. Default none: libp2p would otherwise use public STUN servers of third parties.
    * Production should pass the run's STUN/TURN servers; without them only peers on the same network or with
    * public addresses connect directly (the relay path still works).
@@ -129,12 +135,13 @@ export interface NodePeerOptions extends MeshNodeOptions, RelayClientOptions {
 export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer> {
   const host = options.host ?? '0.0.0.0';
   const rtcConfiguration = { iceServers: options.iceServers ?? [] };
-  const listen = ['/p2p-circuit', '/webrtc'];
+  const rtc = options.webrtc ?? true;
+  const listen = rtc ? ['/p2p-circuit', '/webrtc'] : ['/p2p-circuit'];
   // WebRTC-direct is always available for dialling (relays and Node peers that listen on it); listening on
   // it is opt-in because it needs a reachable UDP port.
   const transports: NonNullable<Libp2pOptions['transports']> = [
     webSockets(),
-    webRTC({ rtcConfiguration }),
+    ...(rtc ? [webRTC({ rtcConfiguration })] : []),
     webRTCDirect({ rtcConfiguration }),
     circuitRelayTransport(),
   ];

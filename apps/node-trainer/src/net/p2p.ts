@@ -21,11 +21,19 @@ export interface NodeMeshOptions {
 /** Starts the Node libp2p peer, or returns null when the relay offers no libp2p addresses. */
 export async function startNodeMesh(o: NodeMeshOptions): Promise<MeshNetwork | null> {
   if (o.relayMultiaddrs.length === 0) return null;
+  const host = o.host ?? '0.0.0.0';
   const node = await createNodePeer({
     relayAddrs: o.relayMultiaddrs,
     privateKeySeed: o.seed,
-    host: o.host ?? '0.0.0.0',
+    host,
     requireRelay: false,
+    // A trainer told to listen on loopback (local-testnet) keeps its traffic there: ICE would gather
+    // candidates on every interface, so no WebRTC; its peers reach it through the relay's circuit.
+    webrtc: !isLoopback(host),
   });
   return new MeshNetwork(node, o.log ?? (() => {}));
+}
+
+function isLoopback(host: string): boolean {
+  return /^127\./.test(host) || host === '::1' || host === 'localhost';
 }
