@@ -17,6 +17,11 @@ import type {
   TickResult,
   WireLimits,
 } from '@meshtrain/core';
+import {
+  DEFAULT_MAX_UNJOINED,
+  DEFAULT_MAX_UNJOINED_PER_ADDRESS,
+  DEFAULT_PRE_JOIN_MAX_BYTES,
+} from './connection-limits.ts';
 import { RunHost } from './run-host.ts';
 import type { Clock } from './run-host.ts';
 import type { RelayStore } from './store.ts';
@@ -62,8 +67,13 @@ export interface RelayOptions {
   tickMs?: number;
   /** How long a dropped connection keeps its slot before it becomes a `leave` (default 10 s). */
   graceMs?: number;
-  /** How long a new connection may take to send its Join (default 30 s). */
+  /** How long a new connection may take to send its Join (default 10 s: an honest client answers at once). */
   joinTimeoutMs?: number;
+  /** Bytes a connection may send before its Join is acknowledged (default 16 KiB). */
+  preJoinMaxBytes?: number;
+  /** Connections waiting to join, overall (default 2048) and per source address (default 256). */
+  maxUnjoined?: number;
+  maxUnjoinedPerAddress?: number;
   /** Least time between two StateSnapshot broadcasts of one run (default 100 ms; the latest state wins). */
   snapshotIntervalMs?: number;
   /** Frames one connection may send per second on average (bursts of twice that; default 100). */
@@ -99,6 +109,9 @@ export class Relay {
   readonly tickMs: number;
   readonly graceMs: number;
   readonly joinTimeoutMs: number;
+  readonly preJoinMaxBytes: number;
+  readonly maxUnjoined: number;
+  readonly maxUnjoinedPerAddress: number;
   readonly snapshotIntervalMs: number;
   readonly maxFramesPerSecond: number;
   readonly adminKeys: ReadonlySet<string>;
@@ -135,7 +148,10 @@ export class Relay {
     this.limits = opts.limits ?? DEFAULT_WIRE_LIMITS;
     this.tickMs = opts.tickMs ?? 500;
     this.graceMs = opts.graceMs ?? 10_000;
-    this.joinTimeoutMs = opts.joinTimeoutMs ?? 30_000;
+    this.joinTimeoutMs = opts.joinTimeoutMs ?? 10_000;
+    this.preJoinMaxBytes = opts.preJoinMaxBytes ?? DEFAULT_PRE_JOIN_MAX_BYTES;
+    this.maxUnjoined = opts.maxUnjoined ?? DEFAULT_MAX_UNJOINED;
+    this.maxUnjoinedPerAddress = opts.maxUnjoinedPerAddress ?? DEFAULT_MAX_UNJOINED_PER_ADDRESS;
     this.snapshotIntervalMs = opts.snapshotIntervalMs ?? 100;
     this.maxFramesPerSecond = opts.maxFramesPerSecond ?? 100;
     this.adminKeys = new Set(opts.adminKeys ?? []);
@@ -358,11 +374,16 @@ export class Relay {
     const m = this.sessions.get(host.runId);
     if (!m || m.size === 0 || this.hosts.get(host.runId) !== host) return;
     let frame: Uint8Array | undefined;
-    for (const s of m.values()) {
-      if ((this.sentSeq.get(s) ?? -1) >= host.seq) continue;
-      frame ??= host.snapshotFrame();
-      s.send(frame);
-      this.sentSeq.set(s, host.seq);
+    try {
+      for (const s of m.values()) {
+        if ((this.sentSeq.get(s) ?? -1) >= host.seq) continue;
+        frame ??= host.snapshotFrame();
+        s.send(frame);
+        this.sentSeq.set(s, host.seq);
+      }
+    } catch (e) {
+      // A timer callback: an exception here would end the process. The next change broadcasts again.
+      this.log.warn(`run ${host.runId}: snapshot broadcast failed: ${(e as Error).stack ?? String(e)}`);
     }
   }
 

@@ -24,6 +24,11 @@ export interface RelayServerOptions {
   tickMs?: number;
   graceMs?: number;
   joinTimeoutMs?: number;
+  /** Bytes a connection may send before its Join is acknowledged (default 16 KiB). */
+  preJoinMaxBytes?: number;
+  /** Connections waiting to join, overall and per source address (defaults 2048 and 256). */
+  maxUnjoined?: number;
+  maxUnjoinedPerAddress?: number;
   /** Least time between two StateSnapshot broadcasts of one run (default 100 ms). */
   snapshotIntervalMs?: number;
   /** Frames per second one connection may send on average (default 100, bursts of twice that). */
@@ -57,6 +62,11 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     ...(opts.tickMs !== undefined ? { tickMs: opts.tickMs } : {}),
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.joinTimeoutMs !== undefined ? { joinTimeoutMs: opts.joinTimeoutMs } : {}),
+    ...(opts.preJoinMaxBytes !== undefined ? { preJoinMaxBytes: opts.preJoinMaxBytes } : {}),
+    ...(opts.maxUnjoined !== undefined ? { maxUnjoined: opts.maxUnjoined } : {}),
+    ...(opts.maxUnjoinedPerAddress !== undefined
+      ? { maxUnjoinedPerAddress: opts.maxUnjoinedPerAddress }
+      : {}),
     ...(opts.snapshotIntervalMs !== undefined ? { snapshotIntervalMs: opts.snapshotIntervalMs } : {}),
     ...(opts.maxFramesPerSecond !== undefined ? { maxFramesPerSecond: opts.maxFramesPerSecond } : {}),
     ...(opts.adminKeys ? { adminKeys: opts.adminKeys } : {}),
@@ -68,7 +78,9 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
   // only beyond that does ws cut the connection (close 1009) without reading the message into memory.
   const wss = new WebSocketServer({ noServer: true, maxPayload: 2 * limits.maxFrameBytes });
   const host = opts.host ?? '127.0.0.1';
+  let onListenError: (e: Error) => void = () => {};
   const server = await new Promise<Server>((resolve, reject) => {
+    onListenError = reject;
     const s = serve(
       { fetch: app.fetch, hostname: host, port: opts.port ?? 0, websocket: { server: wss } },
       () => resolve(s as Server),
@@ -76,6 +88,9 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     s.once('error', reject);
   });
   const port = (server.address() as AddressInfo).port;
+  // After listen, a server 'error' (e.g. EMFILE while accepting) with no listener would end the process.
+  server.off('error', onListenError);
+  server.on('error', (e) => relay.log.warn(`http server: ${e.message}`));
   relay.start();
   let closing: Promise<void> | undefined;
   return {

@@ -37,6 +37,8 @@ import type { RunHost } from './run-host.ts';
 export interface Transport {
   send(frame: Uint8Array): void;
   close(code: number, reason: string): void;
+  /** The Join was accepted: the transport may lift what it limits before a Join (routes/ws.ts). */
+  joined?(): void;
 }
 
 /** WebSocket close codes (PROTOCOL.md). */
@@ -277,6 +279,7 @@ export class CoordinatorSession implements SessionHandle {
     this.id = id;
     this.joined = true;
     if (this.joinTimer) clearTimeout(this.joinTimer);
+    this.transport.joined?.();
     this.relay.store.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.relay.clock());
     const old = this.relay.attach(this.runId, this);
     if (old) {
@@ -291,9 +294,17 @@ export class CoordinatorSession implements SessionHandle {
     // The Ack goes out first (onMessage sends it after handle returns), then the state: queue them after it.
     queueMicrotask(() => {
       if (this.closed) return;
-      this.relay.sendSnapshot(this, host);
-      for (const r of this.relay.store.resultsForSteps(this.runId, host.storedRoundSteps()))
-        if (r.announce !== null && r.sender !== this.id) this.send(r.announce);
+      // Outside onMessage's try: a failed read here (database, encoding) ends this connection, not the relay.
+      try {
+        this.relay.sendSnapshot(this, host);
+        for (const r of this.relay.store.resultsForSteps(this.runId, host.storedRoundSteps()))
+          if (r.announce !== null && r.sender !== this.id) this.send(r.announce);
+      } catch (e) {
+        this.relay.log.warn(
+          `run ${this.runId}: state after a join failed: ${(e as Error).stack ?? String(e)}`,
+        );
+        this.close(1011, 'the relay failed to send the run state; reconnect');
+      }
     });
   }
 

@@ -2,19 +2,38 @@
 // its own HTTP server and answers plain HTTP with 400, so it cannot share Hono's server directly. Instead
 // libp2p listens on a loopback port, and the public server's 'upgrade' event is dispatched by path:
 //
-//   GET / + Upgrade: websocket   → raw TCP splice to libp2p's port (request line, headers and the bytes
-//                                  already read are replayed, then both sockets are piped)
+//   GET / + Upgrade: websocket   → bridged to libp2p's port, message by message (see `bridge`)
 //   any other upgrade (/ws/…)    → Hono's own upgrade handling (node-server's `websocket` option)
+//
+// The bridge terminates the peer's WebSocket here, with our own `ws` server, instead of splicing raw TCP
+// bytes through: libp2p's listener attaches no 'error' handler to its WebSockets, so one malformed frame
+// (RSV bits set, a bad opcode, an oversized length) that reached it would end the whole relay process, and
+// it accepts messages of up to ws's default 100 MiB. Here every frame is parsed by a socket that has error
+// handlers and a message size limit; libp2p only ever sees well-formed frames from our loopback client.
 //
 // Hono's node-server rejects an upgrade it has no route for only when it is the server's sole 'upgrade'
 // listener (it checks listenerCount), so the dispatcher takes its listeners over instead of sitting next to
 // them. Caveat: libp2p sees every peer as 127.0.0.1, so per-IP limits inside libp2p do not work; in
 // production a TLS proxy (wss) sits in front anyway.
 import type { IncomingMessage, Server } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer } from 'ws';
 
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/**
+ * Largest WebSocket message a libp2p peer may send through the bridge. libp2p's WebSockets connection sends
+ * one message per chunk of its encrypted stream, and a Noise frame is at most 64 KiB, so 1 MiB leaves a wide
+ * margin while keeping what one unauthenticated connection can make the relay buffer small.
+ */
+export const LIBP2P_MAX_MESSAGE_BYTES = 1024 * 1024;
+/**
+ * Bytes queued toward one side before the other side's reads are paused (backpressure), as libp2p's own
+ * WebSockets transport does at 4 MiB.
+ */
+const HIGH_WATER_BYTES = 4 * 1024 * 1024;
+/** Bridged connections open at once (libp2p itself caps connections at 1024 by default). */
+export const DEFAULT_MAX_BRIDGED = 2048;
 
 export interface UpgradeDispatcherOptions {
   /** libp2p's WebSockets listener port on `libp2pHost`. */
@@ -27,12 +46,18 @@ export interface UpgradeDispatcherOptions {
   honoUpgrade?: UpgradeListener;
   /** Which upgrades go to libp2p (default: path `/`, what libp2p's WebSockets dialer requests). */
   isLibp2p?: (req: IncomingMessage) => boolean;
+  /** Bridged connections open at once; more are answered 503 (default DEFAULT_MAX_BRIDGED). */
+  maxConnections?: number;
+  /** Called when a bridged connection fails (malformed frame, oversized message, socket error). */
+  onError?: (err: Error) => void;
 }
 
 export interface UpgradeDispatcher {
-  /** Upgrades spliced to libp2p so far (for tests and metrics). */
+  /** Upgrades handed to libp2p so far (for tests and metrics). */
   readonly spliced: number;
-  /** Restores the server's previous 'upgrade' listeners. */
+  /** Bridged connections open now. */
+  readonly open: number;
+  /** Restores the server's previous 'upgrade' listeners and closes the bridged connections. */
   detach(): void;
 }
 
@@ -47,32 +72,79 @@ function reject(socket: Duplex, status: number, reason: string): void {
   socket.destroy();
 }
 
-/** Replays the upgrade request to libp2p and pipes the two sockets together. */
-function splice(req: IncomingMessage, client: Duplex, head: Buffer, host: string, port: number): void {
-  const upstream: Socket = connect({ host, port });
-  let connected = false;
-  const close = (): void => {
-    client.destroy();
-    upstream.destroy();
+/** A close code one side reported that may be sent on to the other (1005/1006/1015 are never sent). */
+function forwardableCode(code: number): number {
+  return code === 1000 ||
+    (code >= 1001 && code <= 1003) ||
+    (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999)
+    ? code
+    : 1000;
+}
+
+/** Forwards messages both ways with backpressure; either side closing or failing closes the other. */
+function pipeMessages(a: WebSocket, b: WebSocket, onError: (err: Error) => void): void {
+  const forward = (from: WebSocket, to: WebSocket): void => {
+    from.on('message', (data, isBinary) => {
+      if (to.readyState !== WebSocket.OPEN) return;
+      to.send(data, { binary: isBinary }, () => {
+        if (from.isPaused && to.bufferedAmount < HIGH_WATER_BYTES) from.resume();
+      });
+      if (to.bufferedAmount >= HIGH_WATER_BYTES) from.pause();
+    });
+    from.on('close', (code) => {
+      if (to.readyState === WebSocket.OPEN) to.close(forwardableCode(code));
+      else to.terminate();
+    });
+    from.on('error', (err) => {
+      onError(err);
+      from.terminate();
+      to.terminate();
+    });
   };
-  client.on('error', close);
-  client.on('close', () => upstream.destroy());
-  upstream.on('error', () => {
-    if (!connected) reject(client, 502, 'Bad Gateway');
-    close();
+  forward(a, b);
+  forward(b, a);
+}
+
+/**
+ * Connects to libp2p first and completes the peer's handshake only once that worked, so an unreachable
+ * libp2p is a 502 rather than a WebSocket that opens and drops.
+ */
+function bridge(
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  wss: WebSocketServer,
+  target: string,
+  onError: (err: Error) => void,
+  track: (upstream: WebSocket) => void,
+): void {
+  const upstream = new WebSocket(target, {
+    perMessageDeflate: false,
+    maxPayload: LIBP2P_MAX_MESSAGE_BYTES,
   });
-  upstream.on('close', () => client.destroy());
-  upstream.on('connect', () => {
-    connected = true;
-    upstream.setNoDelay(true);
-    const lines = [`${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/${req.httpVersion}`];
-    // rawHeaders keeps the client's names, order and duplicates: libp2p sees the request as sent.
-    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2)
-      lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
-    upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
-    if (head.length > 0) upstream.write(head);
-    client.pipe(upstream);
-    upstream.pipe(client);
+  track(upstream);
+  let settled = false;
+  const abandon = (): void => {
+    if (!settled) upstream.terminate();
+  };
+  socket.once('close', abandon);
+  upstream.once('error', (err) => {
+    if (settled) return;
+    settled = true;
+    socket.off('close', abandon);
+    onError(err);
+    reject(socket, 502, 'Bad Gateway');
+  });
+  upstream.once('open', () => {
+    if (settled) return;
+    settled = true;
+    socket.off('close', abandon);
+    if (socket.destroyed) {
+      upstream.terminate();
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (peer) => pipeMessages(peer, upstream, onError));
   });
 }
 
@@ -86,7 +158,21 @@ export function attachUpgradeDispatcher(
 ): UpgradeDispatcher {
   const previous = server.listeners('upgrade') as UpgradeListener[];
   const host = options.libp2pHost ?? '127.0.0.1';
+  const target = `ws://${host.includes(':') ? `[${host}]` : host}:${options.libp2pPort}`;
   const isLibp2p = options.isLibp2p ?? defaultIsLibp2p;
+  const maxConnections = options.maxConnections ?? DEFAULT_MAX_BRIDGED;
+  const onError = options.onError ?? (() => {});
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: LIBP2P_MAX_MESSAGE_BYTES,
+    perMessageDeflate: false,
+  });
+  // One upstream socket per bridged connection, from the dial until it closes (the peer's side follows it).
+  const live = new Set<WebSocket>();
+  const track = (upstream: WebSocket): void => {
+    live.add(upstream);
+    upstream.once('close', () => live.delete(upstream));
+  };
   const fallback: UpgradeListener =
     options.honoUpgrade ??
     ((req, socket, head) => {
@@ -97,10 +183,10 @@ export function attachUpgradeDispatcher(
   const dispatch: UpgradeListener = (req, socket, head) => {
     // A socket error after we return must not become an uncaught exception that kills the relay.
     socket.on('error', () => socket.destroy());
-    if (isLibp2p(req)) {
-      spliced += 1;
-      splice(req, socket, head, host, options.libp2pPort);
-    } else fallback(req, socket, head);
+    if (!isLibp2p(req)) return fallback(req, socket, head);
+    if (live.size >= maxConnections) return reject(socket, 503, 'Service Unavailable');
+    spliced += 1;
+    bridge(req, socket, head, wss, `${target}${req.url ?? '/'}`, onError, track);
   };
   server.removeAllListeners('upgrade');
   server.on('upgrade', dispatch);
@@ -108,9 +194,13 @@ export function attachUpgradeDispatcher(
     get spliced() {
       return spliced;
     },
+    get open() {
+      return live.size;
+    },
     detach() {
       server.off('upgrade', dispatch);
       for (const l of previous) server.on('upgrade', l);
+      for (const ws of live) ws.terminate();
     },
   };
 }

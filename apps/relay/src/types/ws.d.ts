@@ -3,12 +3,47 @@
 declare module 'ws' {
   import type { IncomingMessage } from 'node:http';
   import type { Duplex } from 'node:stream';
-  import type { WebSocketLike } from '@hono/node-server';
 
   export interface ServerOptions {
     noServer?: boolean;
     /** Largest message accepted; a bigger one closes the connection with 1009. */
     maxPayload?: number;
+    perMessageDeflate?: boolean;
+  }
+
+  export interface ClientOptions {
+    maxPayload?: number;
+    perMessageDeflate?: boolean;
+  }
+
+  export type RawData = Buffer | ArrayBuffer | Buffer[];
+
+  export class WebSocket {
+    static readonly CONNECTING: 0;
+    static readonly OPEN: 1;
+    static readonly CLOSING: 2;
+    static readonly CLOSED: 3;
+    constructor(address: string, options?: ClientOptions);
+    readonly readyState: 0 | 1 | 2 | 3;
+    readonly bufferedAmount: number;
+    readonly isPaused: boolean;
+    readonly protocol: string;
+    send(
+      data: RawData | string | ArrayBufferView,
+      options?: { binary?: boolean; compress?: boolean },
+      cb?: (err?: Error) => void,
+    ): void;
+    close(code?: number, reason?: string): void;
+    terminate(): void;
+    pause(): void;
+    resume(): void;
+    on(event: 'message', listener: (data: RawData, isBinary: boolean) => void): this;
+    on(event: 'close', listener: (code: number, reason: Buffer) => void): this;
+    on(event: 'error', listener: (err: Error) => void): this;
+    off(event: string, listener: (...args: never[]) => void): this;
+    once(event: 'open', listener: () => void): this;
+    once(event: 'close', listener: (code: number, reason: Buffer) => void): this;
+    once(event: 'error', listener: (err: Error) => void): this;
   }
 
   export class WebSocketServer {
@@ -22,7 +57,7 @@ declare module 'ws' {
       request: IncomingMessage,
       socket: Duplex,
       head: Buffer,
-      callback: (ws: WebSocketLike) => void,
+      callback: (ws: WebSocket) => void,
     ): void;
     close(): void;
   }
