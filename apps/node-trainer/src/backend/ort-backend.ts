@@ -3,7 +3,7 @@
 import type { ParameterMap, TrainingBackend, TrainStepOutput } from '@meshtrain/client';
 import { buildTrainStep, parameterSpecs, type BuiltGraph, type LlamaConfig } from '@meshtrain/model';
 import * as ort from 'onnxruntime-node';
-import { createSession } from '../ort/session.ts';
+import { createSession, type SessionOptions } from '../ort/session.ts';
 import type { TrainDevice } from './device.ts';
 
 export interface OrtBackendOptions {
@@ -13,6 +13,8 @@ export interface OrtBackendOptions {
   /** Micro-batch: rows per session run. */
   maxRows: number;
   description?: string;
+  /** CPU EP thread settings (ort/session.ts). */
+  cpu?: Pick<SessionOptions, 'intraOpThreads' | 'spinning'>;
 }
 
 interface Step {
@@ -50,7 +52,7 @@ export class OrtTrainingBackend implements TrainingBackend {
         const session =
           this.o.device === 'cuda'
             ? await ort.InferenceSession.create(graph.onnx, { executionProviders: ['cuda'] })
-            : await createSession(graph.onnx, { device: this.o.device, dtype: 'float32' });
+            : await createSession(graph.onnx, { device: this.o.device, dtype: 'float32', ...this.o.cpu });
         return { graph, session };
       })();
       cache.set(rows, s);

@@ -19,7 +19,7 @@ import { ensureBrownDataset } from '../dataset/brown.ts';
 import { DatasetError, loadDataset, type LoadedSplit } from '@meshtrain/model/node';
 import { writeCheckpoint } from '../fsio/checkpoint.ts';
 import { floatFlag, intFlag, parseFlags, presetFlag } from '../options/index.ts';
-import { createSession, type Device } from '../ort/session.ts';
+import { createSession, type Device, type SessionOptions } from '../ort/session.ts';
 import { Progress } from '../progress/index.ts';
 
 export interface BaselineOptions {
@@ -41,6 +41,14 @@ export interface BaselineOptions {
   seed: number;
   evalEvery: number;
   evalBatches: number;
+  /**
+   * The training sample indices of each step's batch (`batchSize` of them), e.g. the samples a DisTrO run's
+   * coordinator assigned that step, so both optimizers see the same data in the same order. Default: a
+   * permutation of the training split seeded by `seed`, wrapping around after an epoch.
+   */
+  batchOrder?: (step: number) => readonly number[];
+  /** CPU EP thread settings (ort/session.ts). */
+  cpu?: Pick<SessionOptions, 'intraOpThreads' | 'spinning'>;
 }
 
 export interface EvalPoint {
@@ -70,7 +78,8 @@ export interface BaselineResult {
   total_seconds: number;
 }
 
-const TRAIN_DEFAULTS = {
+/** AdamW and schedule settings of the baseline (the quality bar); `lr` is the peak of the cosine. */
+export const TRAIN_DEFAULTS = {
   lr: 1e-3,
   warmupSteps: 20,
   lrFloor: 0.1,
@@ -94,7 +103,7 @@ function feeds(graph: BuiltGraph, params: Parameters, tokens: Int32Array, Tensor
 }
 
 /** Evenly spaced validation samples, fixed for the whole run so every eval point sees the same text. */
-function evalIndices(val: LoadedSplit, batches: number, batchSize: number): number[][] {
+export function evalIndices(val: LoadedSplit, batches: number, batchSize: number): number[][] {
   const n = val.index.sampleCount;
   const want = Math.min(n, batches * batchSize);
   const rows = Array.from({ length: want }, (_, i) => Math.floor((i * n) / want));
@@ -129,8 +138,8 @@ export async function runBaseline(
   const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const };
   const trainGraph = buildTrainStep(o.config, shape);
   const evalGraph = buildTrainStep(o.config, { ...shape, withGradients: false });
-  const trainSession = await createSession(trainGraph.onnx, { device: o.device, dtype: 'float32' });
-  const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32' });
+  const trainSession = await createSession(trainGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
+  const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
   log(
     `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}, ` +
       `${o.steps} steps × ${o.batchSize}×${o.seqLen} tokens, data ${dataDir}`,
@@ -155,10 +164,16 @@ export async function runBaseline(
   let trainSeconds = 0;
   let sinceEval: number[] = [];
   for (let step = 0; step < o.steps; step++) {
-    const rows = Array.from(
-      { length: o.batchSize },
-      (_, j) => order[(step * o.batchSize + j) % order.length] as number,
-    );
+    const rows = o.batchOrder
+      ? Array.from(o.batchOrder(step))
+      : Array.from(
+          { length: o.batchSize },
+          (_, j) => order[(step * o.batchSize + j) % order.length] as number,
+        );
+    if (rows.length !== o.batchSize)
+      throw new Error(
+        `step ${step}: batch order gives ${rows.length} samples, the train step takes ${o.batchSize}`,
+      );
     const t0 = performance.now();
     const out = await trainSession.run(feeds(trainGraph, params, data.train.batch(rows), ortModule.Tensor));
     const loss = Number((out.loss as ort.Tensor).data[0]);

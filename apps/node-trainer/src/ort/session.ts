@@ -30,6 +30,13 @@ export interface SessionOptions {
   verbose?: boolean;
   /** Keep the CPU fallback allowed on WebGPU (only for reporting placements, never for training). */
   allowCpuFallback?: boolean;
+  /** CPU EP: intra-op threads (default: ORT's, one per physical core). */
+  intraOpThreads?: number;
+  /**
+   * CPU EP: whether idle intra-op threads spin (ORT's default). Spinning wins on otherwise idle cores; on a
+   * machine shared with other work it burns the time the other work (and this process's own JS) needs.
+   */
+  spinning?: boolean;
 }
 
 export class SessionError extends Error {
@@ -60,6 +67,8 @@ export async function createSession(onnx: Uint8Array, o: SessionOptions): Promis
   return ort.InferenceSession.create(onnx, {
     executionProviders: ['cpu'],
     ...log,
+    ...(o.intraOpThreads !== undefined ? { intraOpNumThreads: o.intraOpThreads } : {}),
+    ...(o.spinning === false ? { extra: { session: { 'intra_op.allow_spinning': '0' } } } : {}),
     // ORT's extended fusions emit com.microsoft kernels that exist only for float (x·sigmoid(x) → QuickGelu),
     // so float64 graphs keep to the basic optimisations.
     graphOptimizationLevel: o.dtype === 'float64' ? 'basic' : 'all',
