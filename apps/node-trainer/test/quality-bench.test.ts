@@ -1,0 +1,142 @@
+// The pure parts of bench:quality (bench/lib): what a peer sent per token and against fp32 gradients, the
+// data order AdamW trains (exactly the union of what the peers trained, step by step, as core's assignment
+// hands it out), the default settings being the embedded default run, and the virtual clock.
+import { assignBatches, DEFAULT_RUN_TOML, parseRunConfig, type BatchId } from '@meshtrain/core';
+import { describe, expect, it } from 'vitest';
+import { batchOrderOf } from '../../../bench/lib/adamw-run.ts';
+import {
+  bytesPerToken,
+  foldIds,
+  fp32Ratio,
+  globalBatches,
+  peerTraffic,
+  plannedBatches,
+  sameBatches,
+} from '../../../bench/lib/quality-accounting.ts';
+import { baseRunFor, parseQualityFlags, withPeakLr } from '../../../bench/lib/quality-config.ts';
+import { VirtualClock } from '../../../bench/lib/virtual-time.ts';
+
+const RAMP = {
+  global_batch_size_start: 64,
+  global_batch_size_end: 64,
+  global_batch_size_warmup_tokens: 0,
+  max_seq_len: 128,
+};
+
+/** What each of `trainers` trains in `rounds` rounds, as core's data assignment hands it out. */
+function assigned(trainers: string[], rounds: number, batch: number) {
+  const out: { peer: string; step: number; batch: BatchId }[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const seed = ((r + 1) * 2654435761).toString(16).padStart(16, '0');
+    for (const a of assignBatches(trainers, seed, r * batch, batch))
+      out.push({ peer: a.trainer, step: r + 1, batch: a.batch });
+  }
+  return out;
+}
+
+describe('bench:quality accounting', () => {
+  it('bytes per token and the ratio to fp32 gradients', () => {
+    expect(bytesPerToken(5112, 2048)).toBeCloseTo(2.49609375, 12);
+    // 4 bytes × 1,082,496 parameters for each of 3 steps, over 15,336 bytes sent.
+    expect(fp32Ratio(1_082_496, 3, 15_336)).toBeCloseTo((4 * 1_082_496 * 3) / 15_336, 9);
+    const t = peerTraffic(
+      [
+        { step: 1, batch: { start: 0, end: 15 }, bytes: 5112 },
+        { step: 2, batch: { start: 64, end: 79 }, bytes: 5112 },
+        { step: 3, batch: { start: 128, end: 144 }, bytes: 5200 },
+      ],
+      128,
+      1_082_496,
+    );
+    expect(t).toEqual({
+      results: 3,
+      tokens: (16 + 16 + 17) * 128,
+      bytes_sent: 15_424,
+      bytes_per_token: 15_424 / (49 * 128),
+      ratio_vs_fp32: (4 * 1_082_496 * 3) / 15_424,
+    });
+    expect(() => fp32Ratio(10, 1, 0)).toThrow(RangeError);
+    expect(() => bytesPerToken(10, 0)).toThrow(RangeError);
+  });
+
+  it('AdamW trains exactly the union of what the peers trained, step by step', () => {
+    const trained = assigned(['a', 'b', 'c', 'd'], 5, 64);
+    // Every peer got a share, and shares move between peers from round to round.
+    expect(new Set(trained.map((t) => t.peer)).size).toBe(4);
+    const firstOfA = trained.filter((t) => t.peer === 'a').map((t) => t.batch.start % 64);
+    expect(new Set(firstOfA).size).toBeGreaterThan(1);
+
+    const order = globalBatches([...trained].reverse());
+    expect(order).toEqual(plannedBatches(RAMP, 5));
+    expect(order[2]).toEqual(Array.from({ length: 64 }, (_, i) => 128 + i));
+
+    // What AdamW's train step is given at each step is that union, folded onto the split like the peers' data.
+    const adamw = batchOrderOf({ kind: 'batches', batches: order, trainSamples: 150 });
+    for (let s = 0; s < 5; s++) {
+      const peers = trained
+        .filter((t) => t.step === s + 1)
+        .flatMap((t) => Array.from({ length: t.batch.end - t.batch.start + 1 }, (_, i) => t.batch.start + i));
+      expect([...adamw(s)].sort((x, y) => x - y)).toEqual(foldIds(peers, 150).sort((x, y) => x - y));
+    }
+    expect(adamw(2).slice(0, 3)).toEqual([128, 129, 130]);
+    expect(adamw(2)[30]).toBe(8); // sample 158 of the run is sample 8 of a 150-sample split
+    expect(() => adamw(5)).toThrow(RangeError);
+  });
+
+  it('a retried batch changes the order, and the plan check says so', () => {
+    const trained = assigned(['a', 'b', 'c', 'd'], 3, 64);
+    // Round 2's batch of one trainer was not attested and was trained again in round 3 instead.
+    const moved = trained.find((t) => t.step === 2) as (typeof trained)[number];
+    moved.step = 3;
+    const order = globalBatches(trained);
+    expect(order.map((b) => b.length)).toEqual([64, 64 - 16, 64 + 16]);
+    expect(sameBatches(order, plannedBatches(RAMP, 3))).toBe(false);
+    expect(() => globalBatches([...trained, { peer: 'e', step: 1, batch: { start: 3, end: 3 } }])).toThrow(
+      /trained twice/,
+    );
+  });
+
+  it('the default settings are the embedded default run, and --lr keeps the schedule shape', () => {
+    const flags = parseQualityFlags([]);
+    expect(flags).toMatchObject({ preset: 'tiny', peers: 4, steps: 300, batchSize: 64, seqLen: 128 });
+    expect(baseRunFor(flags)).toEqual(parseRunConfig(DEFAULT_RUN_TOML).config);
+    const run = withPeakLr(baseRunFor(flags), 3e-3);
+    const cosine = (
+      run.model.LLM.lr_schedule as { Cosine: { base_lr: number; final_lr: number; warmup_steps: number } }
+    ).Cosine;
+    expect(cosine.base_lr).toBeCloseTo(3e-3, 15);
+    expect(cosine.final_lr).toBeCloseTo(3e-4, 15);
+    expect(cosine.warmup_steps).toBe(20);
+    const short = baseRunFor(parseQualityFlags(['--steps', '12', '--preset', 'micro', '--seq-len', '32']));
+    expect(short.config.total_steps).toBe(12);
+    expect(short.model.LLM.lr_schedule).toMatchObject({ Cosine: { total_steps: 12, warmup_steps: 12 } });
+    expect(() => parseQualityFlags(['--bits', '2'])).toThrow(/--bits/);
+  });
+
+  it('virtual time fires timers in order and ticks the coordinator once per second', async () => {
+    const hub = {
+      now: 1000,
+      ticks: 0,
+      advance(s: number) {
+        this.now += s;
+        this.ticks += s;
+      },
+    };
+    const clock = new VirtualClock(hub as never);
+    const fired: string[] = [];
+    void clock.sleep(1500).then(() => fired.push('1500'));
+    void clock.sleep(200).then(() => fired.push('200'));
+    void clock.sleep(0).then(() => fired.push('0'));
+    const flush = () => new Promise<void>((r) => setImmediate(r));
+    clock.advance(); // fires the one already due, time stands still
+    await flush();
+    expect([fired, clock.now(), hub.ticks]).toEqual([['0'], 1_000_000, 0]);
+    clock.advance(); // to 200 ms
+    clock.advance(); // to the next second: one tick
+    await flush();
+    expect([fired, clock.now(), hub.ticks]).toEqual([['0', '200'], 1_001_000, 1]);
+    clock.advance(); // to 1500 ms
+    await flush();
+    expect([fired, clock.now(), hub.ticks, hub.now]).toEqual([['0', '200', '1500'], 1_001_500, 1, 1001]);
+  });
+});

@@ -1,0 +1,202 @@
+// A whole run of the network in one process: N real Clients (node-trainer's assembly: the ONNX train step on
+// onnxruntime-node's CPU EP, DisTrO on the CPU reference) on core's real coordinator behind a LocalHub, on
+// virtual time (virtual-time.ts). It trains the way a relay run does — committee and data assignment by the
+// coordinator, witnesses and quorum, the two-round apply lag, drain rounds and epoch ends — and measures what
+// the run produced: held-out loss along the way and at the end, and what each peer sent.
+import { Client, type ClientEvent, type DataSource, type ParameterMap } from '@meshtrain/client';
+import { LocalHub } from '@meshtrain/client/testing';
+import { bytesToHex, identityFromSeed, type BatchId, type RunConfig } from '@meshtrain/core';
+import { createCpuBackend } from '@meshtrain/distro';
+import { initParameters, modelConfigForRun, parameterCount } from '@meshtrain/model';
+import { peerTraffic, type PeerResult, type PeerTraffic } from './quality-accounting.ts';
+import type { SharedOrt } from './shared-ort.ts';
+import { quiesce, VirtualClock } from './virtual-time.ts';
+
+export interface HeldOutBatch {
+  tokens: Int32Array;
+  rows: number;
+}
+
+export interface NetworkRunOptions {
+  run: RunConfig;
+  peers: number;
+  data: DataSource;
+  ort: SharedOrt;
+  heldOut: readonly HeldOutBatch[];
+  /** Evaluate once the applied parameters include at least these steps (the first time they do). */
+  evalSteps: readonly number[];
+  /** Called at every quiet point with the coordinator's step (for progress lines). */
+  onStep?: (step: number, detail: string) => void;
+}
+
+export interface CurvePoint {
+  /** Training steps whose results the evaluated parameters include. */
+  step: number;
+  held_out_loss: number;
+  /** Mean train loss of the steps since the previous point (null at step 0). */
+  train_loss: number | null;
+}
+
+export interface NetworkRunResult {
+  final_held_out_loss: number;
+  /** The first peer's parameters at the end (every replica's, when replicas_identical). */
+  final_params: ParameterMap;
+  curve: CurvePoint[];
+  /** Every result a peer trained, with its step and batch (the run's data order). */
+  trained: { peer: number; step: number; batch: BatchId; loss: number }[];
+  trained_steps: number;
+  peers: PeerTraffic[];
+  protocol: {
+    epochs: number;
+    rounds: number;
+    rounds_without_quorum: number;
+    results_applied: number;
+    batches_skipped: number;
+    resyncs: number;
+    errors: string[];
+    refusals: number;
+    /** Every replica ended with the same parameter hash. */
+    replicas_identical: boolean;
+    virtual_seconds: number;
+  };
+  wall_seconds: number;
+  ort_seconds: number;
+}
+
+interface Peer {
+  client: Client;
+  events: ClientEvent[];
+  done: Promise<void>;
+}
+
+export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult> {
+  const started = performance.now();
+  const ortBefore = o.ort.seconds;
+  const model = modelConfigForRun(o.run);
+  const parameters = parameterCount(model);
+  const seqLen = o.run.model.LLM.max_seq_len;
+  const opt = o.run.model.LLM.optimizer;
+  if (!('Distro' in opt)) throw new Error('the in-process network trains DisTrO runs');
+  const hub = new LocalHub(o.run, 'quality');
+  const clock = new VirtualClock(hub);
+  const t0 = clock.seconds;
+
+  const peers: Peer[] = [];
+  for (let i = 0; i < o.peers; i++) {
+    const identity = identityFromSeed(new Uint8Array(32).fill(i + 1));
+    const events: ClientEvent[] = [];
+    const client = new Client({
+      run: o.run,
+      runId: hub.runId,
+      secretKey: identity.secretKey,
+      link: hub.connect(identity.secretKey),
+      backend: o.ort.forPeer(),
+      distro: createCpuBackend({ chunk: opt.Distro.compression_chunk }),
+      data: o.data,
+      initParams: () => initParameters(model, o.run.meshtrain.seed),
+      checkpoints: hub.checkpoints(),
+      onEvent: (e) => events.push(e),
+      now: clock.now,
+      sleep: clock.sleep,
+    });
+    client.setShapes(o.ort.backend.shapes);
+    peers.push({ client, events, done: client.run() });
+  }
+  const first = peers[0] as Peer;
+
+  const curve: CurvePoint[] = [
+    {
+      step: 0,
+      held_out_loss: await o.ort.heldOutLoss(initParameters(model, o.run.meshtrain.seed), o.heldOut),
+      train_loss: null,
+    },
+  ];
+  const pendingEvals = [...new Set(o.evalSteps)].filter((s) => s > 0).sort((a, b) => a - b);
+  const trainLossAt = (from: number, to: number): number | null => {
+    const losses = peers.flatMap((p) =>
+      p.events.flatMap((e) => (e.type === 'trained' && e.step > from && e.step <= to ? [e.loss] : [])),
+    );
+    return losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null;
+  };
+  const appliedThrough = (): number =>
+    first.events.reduce((m, e) => (e.type === 'applied' && e.results > 0 ? Math.max(m, e.step) : m), 0);
+
+  // Generous: every round at its timeouts, plus each epoch's warmup and cooldown.
+  const cfg = o.run.config;
+  const maxSeconds =
+    (cfg.total_steps + 4) * (cfg.max_round_train_time + cfg.round_witness_time + 1) +
+    (Math.ceil((cfg.total_steps * (cfg.max_round_train_time + cfg.round_witness_time)) / cfg.epoch_time) +
+      2) *
+      (cfg.warmup_time + cfg.cooldown_time + cfg.waiting_for_members_extra_time + 2);
+  const busy = () => o.ort.busy();
+  try {
+    while (hub.state.run_state !== 'Finished') {
+      await quiesce(busy);
+      const applied = appliedThrough();
+      if (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) {
+        while (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) pendingEvals.shift();
+        const prev = curve[curve.length - 1] as CurvePoint;
+        curve.push({
+          step: applied,
+          held_out_loss: await o.ort.heldOutLoss(await first.client.parameters(), o.heldOut),
+          train_loss: trainLossAt(prev.step, applied),
+        });
+      }
+      const last = curve[curve.length - 1] as CurvePoint;
+      o.onStep?.(
+        hub.state.progress.step,
+        `epoch ${hub.state.progress.epoch} applied ${applied} held-out ${last.held_out_loss.toFixed(3)}@${last.step}`,
+      );
+      if (clock.seconds - t0 > maxSeconds)
+        throw new Error(`the run did not finish in ${maxSeconds} virtual seconds (${hub.state.run_state})`);
+      clock.advance();
+    }
+    // Let the clients see Finished and stop.
+    for (let i = 0; i < 10; i++) {
+      await quiesce(busy);
+      clock.advance();
+    }
+  } finally {
+    for (const p of peers) p.client.stop();
+    await Promise.all(peers.map((p) => p.done));
+  }
+
+  const hashes = await Promise.all(peers.map(async (p) => bytesToHex(await p.client.parameterHash())));
+  const finalStep = appliedThrough();
+  const prev = curve[curve.length - 1] as CurvePoint;
+  const finalParams = await first.client.parameters();
+  const final = await o.ort.heldOutLoss(finalParams, o.heldOut);
+  if (prev.step !== finalStep)
+    curve.push({ step: finalStep, held_out_loss: final, train_loss: trainLossAt(prev.step, finalStep) });
+
+  const trained = peers.flatMap((p, peer) =>
+    p.events.flatMap((e) =>
+      e.type === 'trained' ? [{ peer, step: e.step, batch: { ...e.batch }, loss: e.loss }] : [],
+    ),
+  );
+  const results = (p: Peer): PeerResult[] =>
+    p.events.flatMap((e) => (e.type === 'trained' ? [{ step: e.step, batch: e.batch, bytes: e.bytes }] : []));
+  const all = peers.flatMap((p) => p.events);
+  return {
+    final_held_out_loss: final,
+    final_params: finalParams,
+    curve,
+    trained,
+    trained_steps: new Set(trained.map((t) => t.step)).size,
+    peers: peers.map((p) => peerTraffic(results(p), seqLen, parameters)),
+    protocol: {
+      epochs: hub.state.progress.epoch,
+      rounds: hub.log.rounds.length,
+      rounds_without_quorum: hub.log.rounds.filter((r) => !r.reached).length,
+      results_applied: first.events.reduce((n, e) => n + (e.type === 'applied' ? e.results : 0), 0),
+      batches_skipped: first.events.reduce((n, e) => n + (e.type === 'applied' ? e.skipped : 0), 0),
+      resyncs: all.filter((e) => e.type === 'resync').length,
+      errors: all.flatMap((e) => (e.type === 'error' ? [e.message.split('\n')[0] as string] : [])),
+      refusals: hub.log.refusals.length,
+      replicas_identical: new Set(hashes).size === 1,
+      virtual_seconds: clock.seconds - t0,
+    },
+    wall_seconds: (performance.now() - started) / 1000,
+    ort_seconds: o.ort.seconds - ortBefore,
+  };
+}

@@ -1,0 +1,166 @@
+// bench:quality's settings: its flags, and the run config a network method trains — the embedded default run
+// (DEFAULT_RUN_TOML) with only the flags' keys changed, validated by core's parser like any run config.
+import { parseArgs } from 'node:util';
+import {
+  DEFAULT_RUN_TOML,
+  parseRunConfig,
+  PRESET_NAMES,
+  stringifyRunConfig,
+  type ModelPreset,
+  type RunConfig,
+} from '@meshtrain/core';
+
+export interface QualityFlags {
+  json: boolean;
+  methods: string[];
+  preset: ModelPreset;
+  peers: number;
+  steps: number;
+  /** Global batch: sequences per step. */
+  batchSize: number;
+  seqLen: number;
+  /** Network methods' peak lr (one run per value); empty: the run's. */
+  lr: number[];
+  /** DisTrO top-k per chunk (one run per value); empty: the run's. */
+  topk: number[];
+  chunk: number | null;
+  /** Bits per sent value: 1 (signs, the run's) or 32 (float coefficients). */
+  bits: 1 | 32 | null;
+  adamwLr: number;
+  /**
+   * AdamW's data: 'run' (the network run's global batches, the fair comparison) and/or 'shuffled'
+   * (node-trainer baseline unchanged: its own shuffle, seed 0, all `steps`).
+   */
+  adamwOrders: ('run' | 'shuffled')[];
+  evalEvery: number;
+  evalBatches: number;
+  progressEvery: number;
+  /** ONNX Runtime intra-op threads (CPU EP, spinning off). */
+  threads: number;
+  data: string | null;
+}
+
+export const USAGE = `npm run -s bench:quality -- [--json] [--method adamw,distro] [--preset tiny] [--peers 4] [--steps 300]
+  [--lr 1e-3,3e-3] [--topk 8,32] [--chunk 64] [--bits 1|32] [--adamw-lr 1e-3] [--adamw-order run,shuffled]
+  [--batch-size 64] [--seq-len 128] [--eval-every 50] [--eval-batches 8] [--progress-every 10] [--threads 2] [--data DIR]
+
+Held-out loss of what each method trains from the embedded default run's settings, at equal tokens and data
+order, and what a peer sends. Network methods (distro) run N real clients on core's coordinator in this
+process; adamw is node-trainer baseline's single-process AdamW on the same global batches (--adamw-order
+shuffled: on baseline's own shuffled order instead, as \`node-trainer baseline\` trains). --lr and --topk
+take comma lists (one run per value). --json prints only the JSON result on stdout.`;
+
+export class UsageError extends Error {}
+
+function num(name: string, v: string | undefined, fallback: number, ok: (x: number) => boolean): number {
+  if (v === undefined) return fallback;
+  const x = Number(v);
+  if (!Number.isFinite(x) || !ok(x)) throw new UsageError(`--${name}: bad value '${v}'`);
+  return x;
+}
+
+function list(name: string, v: string | undefined, ok: (x: number) => boolean): number[] {
+  if (v === undefined) return [];
+  return v.split(',').map((s) => num(name, s.trim(), NaN, ok));
+}
+
+const int = (min: number) => (x: number) => Number.isInteger(x) && x >= min;
+
+export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()): QualityFlags {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      json: { type: 'boolean' },
+      method: { type: 'string' },
+      preset: { type: 'string' },
+      peers: { type: 'string' },
+      steps: { type: 'string' },
+      'batch-size': { type: 'string' },
+      'seq-len': { type: 'string' },
+      lr: { type: 'string' },
+      topk: { type: 'string' },
+      chunk: { type: 'string' },
+      bits: { type: 'string' },
+      'adamw-lr': { type: 'string' },
+      'adamw-order': { type: 'string' },
+      'eval-every': { type: 'string' },
+      'eval-batches': { type: 'string' },
+      'progress-every': { type: 'string' },
+      threads: { type: 'string' },
+      data: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) throw new UsageError('');
+  const preset = (values.preset ?? base.meshtrain.preset ?? 'tiny') as ModelPreset;
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--preset: one of ${PRESET_NAMES.join(', ')}`);
+  const bits = values.bits === undefined ? null : Number(values.bits);
+  const adamwOrders = (values['adamw-order'] ?? 'run').split(',').map((x) => x.trim());
+  for (const x of adamwOrders)
+    if (x !== 'run' && x !== 'shuffled') throw new UsageError(`--adamw-order: run or shuffled, got '${x}'`);
+  if (bits !== null && bits !== 1 && bits !== 32) throw new UsageError('--bits: 1 or 32');
+  return {
+    json: Boolean(values.json),
+    methods: (values.method ?? 'adamw,distro').split(',').map((s) => s.trim()),
+    preset,
+    peers: num('peers', values.peers, 4, int(1)),
+    steps: num('steps', values.steps, base.config.total_steps, int(3)),
+    batchSize: num('batch-size', values['batch-size'], base.config.global_batch_size_end, int(1)),
+    seqLen: num('seq-len', values['seq-len'], base.model.LLM.max_seq_len, int(1)),
+    lr: list('lr', values.lr, (x) => x > 0),
+    topk: list('topk', values.topk, int(1)),
+    chunk: values.chunk === undefined ? null : num('chunk', values.chunk, 0, int(2)),
+    bits: bits as 1 | 32 | null,
+    adamwLr: num('adamw-lr', values['adamw-lr'], 1e-3, (x) => x > 0),
+    adamwOrders: adamwOrders as QualityFlags['adamwOrders'],
+    evalEvery: num('eval-every', values['eval-every'], 50, int(1)),
+    evalBatches: num('eval-batches', values['eval-batches'], 8, int(1)),
+    progressEvery: num('progress-every', values['progress-every'], 10, int(1)),
+    threads: num('threads', values.threads, 2, int(1)),
+    data: values.data ?? null,
+  };
+}
+
+export function defaultRun(): RunConfig {
+  return parseRunConfig(DEFAULT_RUN_TOML).config;
+}
+
+/** The default run at the flags' shape: preset, steps (run and lr schedule), batch, sequence length. */
+export function baseRunFor(f: QualityFlags): RunConfig {
+  const run = structuredClone(defaultRun());
+  run.meshtrain.preset = f.preset;
+  run.config.total_steps = f.steps;
+  run.config.global_batch_size_start = f.batchSize;
+  run.config.global_batch_size_end = f.batchSize;
+  run.meshtrain.micro_batch_size = Math.min(run.meshtrain.micro_batch_size, f.batchSize);
+  run.model.LLM.max_seq_len = f.seqLen;
+  const table = Object.values(run.model.LLM.lr_schedule)[0] as { total_steps?: number; warmup_steps: number };
+  if (table.total_steps !== undefined) table.total_steps = f.steps;
+  table.warmup_steps = Math.min(table.warmup_steps, f.steps);
+  return validated(run);
+}
+
+/** `run` with its peak lr set to `lr`, the final lr scaled with it (the schedule's shape is kept). */
+export function withPeakLr(run: RunConfig, lr: number): RunConfig {
+  const out = structuredClone(run);
+  const table = Object.values(out.model.LLM.lr_schedule)[0] as unknown as Record<string, number>;
+  const scale = lr / (table.base_lr as number);
+  for (const k of ['base_lr', 'final_lr', 'warmup_init_lr', 'cosine_decay_final_lr', 'linear_decay_final_lr'])
+    if (typeof table[k] === 'number') table[k] *= scale;
+  return validated(out);
+}
+
+/** Checks the edited run as the relay checks a run creator's config. */
+export function validated(run: RunConfig): RunConfig {
+  return parseRunConfig(stringifyRunConfig(run)).config;
+}
+
+/** The run's lr schedule: its kind and the keys of its TOML table. */
+export function describeSchedule(run: RunConfig): Record<string, number | string> {
+  const [kind, table] = Object.entries(run.model.LLM.lr_schedule)[0] as unknown as [
+    string,
+    Record<string, number>,
+  ];
+  return { kind, ...table };
+}
