@@ -3,10 +3,10 @@
 // The modules themselves live in data/, checkpoints/ and metrics/; this file only wires them to the Relay.
 import type { Server } from 'node:http';
 import { join } from 'node:path';
-import type { Context } from 'hono';
 import {
   admitCheckpoint,
   checkpointCanonical,
+  checkpointUploaderRank,
   hexToBytes,
   parseRunConfig,
   utf8Bytes,
@@ -14,9 +14,10 @@ import {
 } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 import type { MountedRoutes } from './app.ts';
-import { modelConfigForRun } from '@meshtrain/model';
+import { modelConfigForRun, parameterCount, parameterSpecs } from '@meshtrain/model';
+import type { LlamaConfig } from '@meshtrain/model';
 import { checkpointRoutes, CheckpointStore, ensureInitialCheckpoint } from './checkpoints/index.ts';
-import type { CheckpointUpload, UploadVerdict } from './checkpoints/index.ts';
+import type { UploadAdmission, UploadRefusal, UploadRequest } from './checkpoints/index.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
 import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
@@ -36,37 +37,91 @@ function runConfigOf(host: RunHost): RunConfig | undefined {
   }
 }
 
-/** The upload check: a signed request by a client of the run whose parameters hash to the epoch's majority. */
-export function verifyCheckpointUpload(relay: Relay, upload: CheckpointUpload, c: Context): UploadVerdict {
-  const host = relay.run(upload.runId);
-  if (!host) return { ok: false, status: 400, code: 'unknown_run', message: `no run '${upload.runId}'` };
-  const signed = readSignedHeaders((name) => c.req.header(name), relay.clock());
-  if ('problem' in signed)
-    return { ok: false, status: 401, code: 'unauthenticated', message: signed.problem };
+/**
+ * Room for a safetensors file's header beyond the raw f32 data: its 8-byte length, the JSON metadata and one
+ * entry per tensor (name, dtype, shape, offsets: ~120 bytes each in practice, padded to 8).
+ */
+const SAFETENSORS_HEADER_BASE = 4096;
+const SAFETENSORS_HEADER_PER_TENSOR = 512;
+
+/** The largest model.safetensors a client can send for `config`: its parameters as f32 and a header. */
+export function maxCheckpointBytes(config: LlamaConfig): number {
+  return (
+    parameterCount(config) * 4 +
+    SAFETENSORS_HEADER_BASE +
+    parameterSpecs(config).length * SAFETENSORS_HEADER_PER_TENSOR
+  );
+}
+
+function refusal(status: UploadRefusal['status'], code: string, message: string): UploadRefusal {
+  return { ok: false, status, code, message };
+}
+
+/**
+ * An upload's headers against the run: fresh signature headers, an epoch end of the run with an agreed
+ * parameter hash at exactly that (epoch, step), and a signer that voted on it (core's
+ * checkpointUploaderRank); then the body's size limit, signature and parameter hash to check it against.
+ */
+export function admitCheckpointUpload(relay: Relay, req: UploadRequest): UploadAdmission {
+  const host = relay.run(req.runId);
+  if (!host) return refusal(404, 'unknown_run', `no run '${req.runId}'`);
+  const signed = readSignedHeaders(req.header, relay.clock());
+  if ('problem' in signed) return refusal(401, 'unauthenticated', signed.problem);
   const { key, ts, sig } = signed;
-  const message = utf8Bytes(checkpointCanonical({ ...upload, timestamp: ts }));
-  if (!verify(hexToBytes(key, 32), message, hexToBytes(sig, 64)))
-    return { ok: false, status: 401, code: 'unauthenticated', message: 'upload signature does not verify' };
-  const s = host.state;
-  const inRun =
-    s.members.some((m) => m.id === key) ||
-    s.epoch.clients.some((cl) => cl.id === key && cl.state === 'Healthy');
-  if (!inRun)
-    return {
-      ok: false,
-      status: 403,
-      code: 'forbidden',
-      message: 'only clients of the run may upload checkpoints',
-    };
-  const refused = admitCheckpoint(host.agreedEpochs(), upload);
-  if (refused)
-    return {
-      ok: false,
-      status: 409,
-      code: refused.code === 'stale' ? 'no_param_hash' : 'param_hash_mismatch',
-      message: refused.message,
-    };
-  return { ok: true, uploader: key };
+  const run = runConfigOf(host);
+  let config: LlamaConfig;
+  try {
+    if (!run) throw new Error('unreadable run config');
+    config = modelConfigForRun(run);
+  } catch (e) {
+    return refusal(409, 'no_model', `this run has no model the relay can check: ${(e as Error).message}`);
+  }
+  const end = relay.store
+    .epochEnds(req.runId)
+    .find((e) => e.epoch === req.epoch && e.step === req.step && e.agreed_hash !== null);
+  if (!end || end.agreed_hash === null)
+    return refusal(
+      409,
+      'no_param_hash',
+      `no agreed parameter hash for epoch ${req.epoch} at step ${req.step}; checkpoints are taken only for epoch ends the run reached`,
+    );
+  if (checkpointUploaderRank(end, key) < 0)
+    return refusal(
+      403,
+      'forbidden',
+      `only clients Healthy at the end of epoch ${end.epoch} upload its checkpoint`,
+    );
+  const agreedHash = end.agreed_hash;
+  return {
+    ok: true,
+    uploader: key,
+    config,
+    maxBytes: maxCheckpointBytes(config),
+    agreedHash,
+    signs: (bodySha256) =>
+      verify(
+        hexToBytes(key, 32),
+        utf8Bytes(
+          checkpointCanonical({
+            runId: req.runId,
+            step: req.step,
+            epoch: req.epoch,
+            safetensorsSha256: bodySha256,
+            timestamp: ts,
+          }),
+        ),
+        hexToBytes(sig, 64),
+      ),
+    accepts: (paramHash) => {
+      const refused = admitCheckpoint(host.agreedEpochs(), { epoch: req.epoch, step: req.step, paramHash });
+      if (!refused) return null;
+      return refusal(
+        409,
+        refused.code === 'stale' ? 'no_param_hash' : 'param_hash_mismatch',
+        refused.message,
+      );
+    },
+  };
 }
 
 /** Data, checkpoint and metrics routes, wired to `relay`. */
@@ -147,16 +202,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
         store: checkpoints,
         runExists: (runId) => relay.run(runId) !== undefined,
         rollbackFor: (runId, step) => relay.store.isOrphaned(runId, step),
-        verifyUpload: (upload, c) => verifyCheckpointUpload(relay, upload, c),
-        expectedConfig: (runId) => {
-          const host = relay.run(runId);
-          const run = host && runConfigOf(host);
-          try {
-            return run ? modelConfigForRun(run) : undefined;
-          } catch {
-            return undefined;
-          }
-        },
+        admitUpload: (req) => admitCheckpointUpload(relay, req),
       }),
     },
   ];

@@ -1,6 +1,6 @@
 // The relay's HTTP routes a client reads (PROTOCOL.md "HTTP API"): data samples and checkpoints.
 // Isomorphic (global fetch).
-import { bytesToHex, hexToBytes, sha256, signCheckpointUpload, utf8Bytes } from '@meshtrain/core';
+import { bytesToHex, hexToBytes, sha256, signCheckpointUpload } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
 import { foldedDataSource } from './data-fold.ts';
 import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
@@ -96,8 +96,9 @@ export type RelayCheckpoints = CheckpointSource & {
 };
 
 /**
- * Checkpoints from the relay's store. Uploads are multipart (`model.safetensors`, `config.json`, `step`,
- * `epoch`) signed by the client with core's signCheckpointUpload (the string the relay verifies).
+ * Checkpoints from the relay's store. An upload's body is the `model.safetensors` bytes alone; the signature
+ * (core's signCheckpointUpload: the string the relay verifies), step and epoch travel in headers, so the relay
+ * refuses an upload it would not take before reading its body.
  */
 export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
   const root = o.relayUrl.replace(/\/+$/, '');
@@ -129,22 +130,19 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
     },
     async upload(ck: Checkpoint): Promise<void> {
       const enc = encodeCheckpoint(o.model, ck.params);
-      const form = new FormData();
-      form.set('model.safetensors', new Blob([enc.safetensors as BlobPart]), 'model.safetensors');
-      form.set('config.json', new Blob([enc.configJson]), 'config.json');
-      form.set('step', String(ck.step));
-      form.set('epoch', String(ck.epoch));
       const res = await fetch(`${base(o.relayUrl, o.runId)}/checkpoint`, {
         method: 'POST',
-        body: form,
-        headers: signCheckpointUpload(o.secretKey, {
-          runId: o.runId,
-          step: ck.step,
-          epoch: ck.epoch,
-          safetensorsSha256: bytesToHex(sha256(enc.safetensors)),
-          configSha256: bytesToHex(sha256(utf8Bytes(enc.configJson))),
-          timestamp: String(Date.now()),
-        }),
+        body: enc.safetensors as Uint8Array<ArrayBuffer>,
+        headers: {
+          'Content-Type': 'application/octet-stream',
+          ...signCheckpointUpload(o.secretKey, {
+            runId: o.runId,
+            step: ck.step,
+            epoch: ck.epoch,
+            safetensorsSha256: bytesToHex(sha256(enc.safetensors)),
+            timestamp: String(Date.now()),
+          }),
+        },
       });
       await ok(res, 'checkpoint upload');
       src.bytes += enc.safetensors.length;

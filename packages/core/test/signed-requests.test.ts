@@ -5,6 +5,8 @@ import {
   SIGNED_HEADER_TIMESTAMP,
   adminCanonical,
   bytesToHex,
+  CHECKPOINT_HEADER_EPOCH,
+  CHECKPOINT_HEADER_STEP,
   checkpointCanonical,
   hexToBytes,
   identityFromSeed,
@@ -33,18 +35,18 @@ describe('signed admin requests', () => {
     const otherPath = adminCanonical('POST', '/api/runs', String(ts), body);
     expect(verify(id.publicKey, utf8Bytes(otherPath), sig)).toBe(false);
   });
-  it('sign checkpoint uploads over run, step, epoch, file hashes and time', () => {
+  it('sign checkpoint uploads over run, step, epoch, the body hash and time', () => {
     const id = identityFromSeed(new Uint8Array(32).fill(7));
     const u = {
       runId: 'r',
       step: 5,
       epoch: 1,
       safetensorsSha256: 'aa',
-      configSha256: 'bb',
       timestamp: '1795000000000',
     };
-    expect(checkpointCanonical(u)).toBe('meshtrain-checkpoint/v1\nr\n5\n1\naa\nbb\n1795000000000');
+    expect(checkpointCanonical(u)).toBe('meshtrain-checkpoint/v2\nr\n5\n1\naa\n1795000000000');
     const h = signCheckpointUpload(id.secretKey, u);
+    expect([h[CHECKPOINT_HEADER_STEP], h[CHECKPOINT_HEADER_EPOCH]]).toEqual(['5', '1']);
     expect(h[SIGNED_HEADER_KEY]).toBe(bytesToHex(id.publicKey));
     expect(h[SIGNED_HEADER_TIMESTAMP]).toBe(u.timestamp);
     const sig = hexToBytes(h[SIGNED_HEADER_SIGNATURE] as string, 64);

@@ -10,13 +10,21 @@ export {
   META_FILE,
   DEFAULT_KEEP,
 } from './store.ts';
-export type { CheckpointMeta, CheckpointFile, FileInfo, SaveCheckpointInput } from './store.ts';
+export type {
+  CheckpointMeta,
+  CheckpointFile,
+  FileInfo,
+  SaveCheckpointInput,
+  SaveEncodedInput,
+} from './store.ts';
 export { ensureInitialCheckpoint, INITIAL_STEP } from './initial.ts';
-export { checkpointRoutes, summarize, DEFAULT_MAX_UPLOAD_BYTES } from './routes.ts';
+export { checkpointRoutes, summarize, MAX_UPLOADS_PER_RUN } from './routes.ts';
 export type {
   CheckpointRoutesDeps,
   CheckpointSummary,
-  CheckpointUpload,
-  CheckpointUploadVerifier,
-  UploadVerdict,
+  UploadAdmission,
+  UploadRefusal,
+  UploadRequest,
 } from './routes.ts';
+export { BadCheckpointError, runCheckpointJob } from './off-thread.ts';
+export type { CheckpointJob, EncodedJob } from './off-thread.ts';

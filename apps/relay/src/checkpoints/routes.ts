@@ -2,29 +2,34 @@
 //
 //   GET  /api/runs/:id/checkpoint[?step=N]        → CheckpointSummary (newest, or that step); 404 if none
 //   GET  /api/runs/:id/checkpoint/:file[?step=N]  → model.safetensors | config.json | meta.json, Range-friendly
-//   POST /api/runs/:id/checkpoint                 → multipart/form-data upload (see below)
+//   POST /api/runs/:id/checkpoint                 → an upload (see below)
 //
-// Upload form fields: `model.safetensors` (file), `config.json` (file or text), `step`, `epoch`. The route
-// checks structure (safetensors decodes, every tensor is F32, shapes match config.json, config matches
-// the run's model when `expectedConfig` is given), computes the parameter hash, then asks the composition
-// layer's `verifyUpload` whether this uploader may store this checkpoint (signature, membership, hash ==
-// the coordinator's majority hash). Only then is it stored (atomic, re-encoded canonically: store.ts).
+// An upload's body is the model.safetensors bytes; who signs it, its step and epoch are headers. The route
+// decides in this order, so that a stranger costs the relay a header parse and nothing more:
+//   1. from the headers alone (`admitUpload`, the composition layer's: signature headers fresh, signer a voter
+//      of an agreed epoch end at that step) and the declared Content-Length (at most the run's model size),
+//      before a byte of the body is read; a refusal closes the connection;
+//   2. the body is streamed to a file and hashed as it arrives (never held in memory whole);
+//   3. the signature is checked over that hash;
+//   4. a worker thread decodes it for the run's model (every tensor F32), hashes the parameters and encodes
+//      them canonically; the parameter hash must be the epoch's agreed one (`accepts`);
+//   5. it is stored (atomic, canonical bytes: store.ts).
 //
-// Mount: `app.route('/', checkpointRoutes({ store, runExists, verifyUpload }))`.
+// Mount: `app.route('/', checkpointRoutes({ store, runExists, admitUpload }))`.
 import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
-import {
-  CheckpointError,
-  SafetensorsError,
-  decodeCheckpoint,
-  decodeSafetensors,
-  parameterHashHex,
-  parameterSpecs,
-  type LlamaConfig,
-} from '@meshtrain/model';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { CHECKPOINT_HEADER_EPOCH, CHECKPOINT_HEADER_STEP } from '@meshtrain/core';
+import type { LlamaConfig } from '@meshtrain/model';
 import { apiError, serveFile } from '../data/http.ts';
+import { BadCheckpointError, runCheckpointJob } from './off-thread.ts';
+import type { EncodedJob } from './off-thread.ts';
 import {
   CHECKPOINT_FILES,
   CONFIG_FILE,
@@ -36,40 +41,49 @@ import {
   type CheckpointStore,
 } from './store.ts';
 
-/** Default upload cap: a 125m-preset f32 checkpoint is ~500 MB; bigger presets need a bigger relay. */
-export const DEFAULT_MAX_UPLOAD_BYTES = 1024 * 1024 * 1024;
+/** Uploads of one run received at once (each from a different uploader). */
+export const MAX_UPLOADS_PER_RUN = 2;
 
-/** What the verifier is asked about: everything it may want to check a signature or a hash against. */
-export interface CheckpointUpload {
+/** What an upload's headers ask to store. */
+export interface UploadRequest {
   runId: string;
   step: number;
   epoch: number;
-  /** parameterHashHex of the uploaded parameters, hex. */
-  paramHash: string;
-  /** SHA-256 (hex) of the `model.safetensors` part exactly as uploaded (what a client signs). */
-  safetensorsSha256: string;
-  /** SHA-256 (hex) of the `config.json` part as uploaded. */
-  configSha256: string;
-  bytes: number;
+  /** A request header (the signature's are the admitter's to read). */
+  header(name: string): string | undefined;
 }
 
-export type UploadVerdict =
-  | { ok: true; uploader?: string }
-  | { ok: false; status: 400 | 401 | 403 | 409; code: string; message: string };
+export interface UploadRefusal {
+  ok: false;
+  status: 400 | 401 | 403 | 404 | 409;
+  code: string;
+  message: string;
+}
 
-export type CheckpointUploadVerifier = (
-  upload: CheckpointUpload,
-  c: Context,
-) => UploadVerdict | Promise<UploadVerdict>;
+/** The answer to an upload's headers: a refusal, or what the body must then be. */
+export type UploadAdmission =
+  | {
+      ok: true;
+      /** Who signed: the checkpoint's uploader. */
+      uploader: string;
+      /** The run's model: what the body must encode. */
+      config: LlamaConfig;
+      /** Largest body accepted: the model's parameters as f32 plus the safetensors header. */
+      maxBytes: number;
+      /** The epoch's agreed parameter hash (hex): a stored checkpoint with it makes the upload moot. */
+      agreedHash: string;
+      /** Whether the request's signature covers a body with this SHA-256 (hex). */
+      signs(bodySha256: string): boolean;
+      /** Null when parameters with this hash (hex) may be stored for the epoch end, else why not. */
+      accepts(paramHash: string): UploadRefusal | null;
+    }
+  | UploadRefusal;
 
 export interface CheckpointRoutesDeps {
   store: CheckpointStore;
   runExists: (runId: string) => boolean | Promise<boolean>;
-  /** Decides who may upload and whether the hash is the accepted one (signed client, majority hash). */
-  verifyUpload: CheckpointUploadVerifier;
-  /** The run's model config; when given, uploads with another config.json are refused. */
-  expectedConfig?: (runId: string) => LlamaConfig | undefined | Promise<LlamaConfig | undefined>;
-  maxUploadBytes?: number;
+  /** Decides from an upload's headers whether its body is read at all, and what it must then hold. */
+  admitUpload: (req: UploadRequest) => UploadAdmission | Promise<UploadAdmission>;
   /**
    * True when nobody can ever upload the parameters of `step` (its epoch ended with no client left): a
    * request for it is then answered with the newest earlier checkpoint, marked `rolledBackFrom: step`, so
@@ -108,15 +122,36 @@ export function summarize(meta: CheckpointMeta, runId: string, rolledBackFrom?: 
   };
 }
 
-const sha256 = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
-
 function intOf(v: unknown): number | undefined {
   return typeof v === 'string' && /^\d{1,15}$/.test(v) ? Number(v) : undefined;
 }
 
+/** Streams a request body into `file`, hashing it on the way; stops past `limit` bytes. */
+async function receive(
+  body: ReadableStream<Uint8Array> | null,
+  file: string,
+  limit: number,
+): Promise<{ bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  if (body === null) return { bytes, sha256: hash.digest('hex') };
+  await pipeline(
+    Readable.fromWeb(body as WebReadableStream<Uint8Array>),
+    async function* (source: AsyncIterable<Uint8Array>) {
+      for await (const chunk of source) {
+        bytes += chunk.length;
+        if (bytes > limit) throw new Error(`more than the ${limit} bytes Content-Length declared`);
+        hash.update(chunk);
+        yield chunk;
+      }
+    },
+    createWriteStream(file, { flags: 'wx', mode: 0o600 }),
+  );
+  return { bytes, sha256: hash.digest('hex') };
+}
+
 export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
   const app = new Hono();
-  const maxUpload = deps.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
 
   /** The requested checkpoint's meta (newest, or `?step=`), or the error Response to send. */
   const metaOf = async (c: Context): Promise<(CheckpointMeta & { rolledBackFrom?: number }) | Response> => {
@@ -181,85 +216,97 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
     });
   });
 
-  app.post(
-    '/api/runs/:id/checkpoint',
-    async (c, next) => {
-      const runId = c.req.param('id');
-      if (!(await deps.runExists(runId)))
-        return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
-      await next();
-    },
-    // Refuses by Content-Length at once and counts streamed bytes otherwise, before anything is buffered.
-    bodyLimit({
-      maxSize: maxUpload,
-      onError: (c) =>
-        apiError(c, 413, 'payload_too_large', `checkpoint uploads are limited to ${maxUpload} bytes`),
-    }),
-    async (c) => {
-      const runId = c.req.param('id');
-      if (!(c.req.header('Content-Type') ?? '').startsWith('multipart/form-data'))
+  /** Uploads being received now: run → uploaders (one each, a few per run). */
+  const receiving = new Map<string, Set<string>>();
+
+  app.post('/api/runs/:id/checkpoint', async (c) => {
+    const runId = c.req.param('id');
+    // Every refusal before the body is read closes the connection, so the body is never read (node-server
+    // drains at most a little of it).
+    const refuse = (
+      status: ContentfulStatusCode,
+      code: string,
+      message: string,
+      extra?: Record<string, unknown>,
+    ) => {
+      c.header('Connection', 'close');
+      return apiError(c, status, code, message, extra);
+    };
+    if (!(await deps.runExists(runId))) return refuse(404, 'unknown_run', `no run '${runId}' on this relay`);
+    const step = intOf(c.req.header(CHECKPOINT_HEADER_STEP));
+    const epoch = intOf(c.req.header(CHECKPOINT_HEADER_EPOCH));
+    if (step === undefined || epoch === undefined)
+      return refuse(
+        400,
+        'bad_request',
+        `${CHECKPOINT_HEADER_STEP} and ${CHECKPOINT_HEADER_EPOCH} must be non-negative integers`,
+      );
+    const declared = intOf(c.req.header('Content-Length'));
+    if (declared === undefined)
+      return refuse(
+        411,
+        'length_required',
+        'send Content-Length: the size decides whether the upload is read',
+      );
+    const admission = await deps.admitUpload({ runId, step, epoch, header: (name) => c.req.header(name) });
+    if (!admission.ok) return refuse(admission.status, admission.code, admission.message);
+    if (declared > admission.maxBytes)
+      return refuse(
+        413,
+        'payload_too_large',
+        `this run's model.safetensors is at most ${admission.maxBytes} bytes, not ${declared}`,
+      );
+    // Another voter's upload already stored the agreed parameters: nothing this body could add.
+    const existing = await deps.store.meta(runId, step);
+    if (existing !== undefined && existing.param_hash === admission.agreedHash) {
+      c.header('Connection', 'close');
+      return c.json(summarize(existing, runId), 200);
+    }
+    const uploading = receiving.get(runId) ?? new Set<string>();
+    if (uploading.has(admission.uploader) || uploading.size >= MAX_UPLOADS_PER_RUN)
+      return refuse(429, 'busy', 'other uploads of this run are being received; retry shortly');
+    uploading.add(admission.uploader);
+    receiving.set(runId, uploading);
+    const file = await deps.store.uploadPath();
+    try {
+      let received: { bytes: number; sha256: string };
+      try {
+        received = await receive(c.req.raw.body, file, declared);
+      } catch (err) {
+        return apiError(c, 400, 'bad_request', `upload not received: ${(err as Error).message}`);
+      }
+      if (received.bytes !== declared)
         return apiError(
           c,
-          415,
-          'unsupported_media_type',
-          `send multipart/form-data with parts ${WEIGHTS_FILE}, ${CONFIG_FILE}, step, epoch`,
+          400,
+          'bad_request',
+          `received ${received.bytes} bytes, Content-Length said ${declared}`,
         );
-      let form: Record<string, string | File>;
+      if (!admission.signs(received.sha256))
+        return apiError(
+          c,
+          401,
+          'unauthenticated',
+          'the upload signature does not verify for this run, step, epoch, body and timestamp',
+        );
+      let encoded: EncodedJob;
       try {
-        form = (await c.req.parseBody()) as Record<string, string | File>;
+        encoded = await runCheckpointJob({ kind: 'decode', config: admission.config, file });
       } catch (err) {
-        return apiError(c, 400, 'bad_request', `unreadable multipart body: ${(err as Error).message}`);
-      }
-      const weightsPart = form[WEIGHTS_FILE];
-      const configPart = form[CONFIG_FILE];
-      const step = intOf(form.step);
-      const epoch = intOf(form.epoch);
-      if (!(weightsPart instanceof File))
-        return apiError(c, 400, 'bad_request', `the ${WEIGHTS_FILE} part (a file) is missing`);
-      if (configPart === undefined)
-        return apiError(c, 400, 'bad_request', `the ${CONFIG_FILE} part is missing`);
-      if (step === undefined || epoch === undefined)
-        return apiError(c, 400, 'bad_request', 'step and epoch must be non-negative integers');
-      const weights = new Uint8Array(await weightsPart.arrayBuffer());
-      const configText = typeof configPart === 'string' ? configPart : await configPart.text();
-
-      let decoded: ReturnType<typeof decodeCheckpoint>;
-      try {
-        // The parameter hash is over f32 values; a BF16 upload would hash differently from every replica.
-        for (const [name, t] of decodeSafetensors(weights).tensors)
-          if (t.dtype !== 'F32')
-            return apiError(c, 400, 'bad_checkpoint', `${name}: dtype ${t.dtype}; uploads must be F32`);
-        decoded = decodeCheckpoint(configText, weights);
-      } catch (err) {
-        if (err instanceof SafetensorsError || err instanceof CheckpointError)
-          return apiError(c, 400, 'bad_checkpoint', err.message, { reason: err.code });
+        if (err instanceof BadCheckpointError)
+          return apiError(c, 400, 'bad_checkpoint', err.message, { reason: err.reason });
         throw err;
       }
-      const expected = await deps.expectedConfig?.(runId);
-      if (expected !== undefined && !sameShape(expected, decoded.config))
-        return apiError(c, 400, 'config_mismatch', `${CONFIG_FILE} does not describe this run's model`);
-
-      const upload: CheckpointUpload = {
-        runId,
-        step,
-        epoch,
-        paramHash: parameterHashHex(decoded.params),
-        safetensorsSha256: sha256(weights),
-        configSha256: sha256(configText),
-        bytes: weights.length,
-      };
-      const verdict = await deps.verifyUpload(upload, c);
-      if (!verdict.ok) return apiError(c, verdict.status, verdict.code, verdict.message);
+      const refused = admission.accepts(encoded.paramHash);
+      if (refused) return apiError(c, refused.status, refused.code, refused.message);
       try {
-        const { meta, created } = await deps.store.save({
+        const { meta, created } = await deps.store.saveEncoded({
           runId,
           step,
           epoch,
-          config: decoded.config,
-          params: decoded.params,
           source: 'upload',
-          paramHash: upload.paramHash,
-          ...(verdict.uploader === undefined ? {} : { uploader: verdict.uploader }),
+          uploader: admission.uploader,
+          ...encoded,
         });
         return c.json(summarize(meta, runId), created ? 201 : 200);
       } catch (err) {
@@ -269,14 +316,12 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
           });
         throw err;
       }
-    },
-  );
+    } finally {
+      uploading.delete(admission.uploader);
+      if (uploading.size === 0) receiving.delete(runId);
+      await rm(file, { force: true });
+    }
+  });
 
   return app;
-}
-
-/** Same model: every LlamaConfig field equal (parameterSpecs agree then, and so does the math). */
-function sameShape(a: LlamaConfig, b: LlamaConfig): boolean {
-  const keys = Object.keys(a) as (keyof LlamaConfig)[];
-  return keys.every((k) => a[k] === b[k]) && parameterSpecs(a).length === parameterSpecs(b).length;
 }

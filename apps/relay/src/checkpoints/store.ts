@@ -13,6 +13,7 @@
 // are then a pure function of (config, parameters), identical whoever uploaded them, which is what the
 // peer-to-peer checkpoint manifest (packages/p2p, a hash over the bytes) needs to agree with the relay.
 import { createHash, randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { encodeCheckpoint, parameterHashHex, type LlamaConfig, type Parameters } from '@meshtrain/model';
@@ -71,6 +72,22 @@ export interface SaveCheckpointInput {
   paramHash?: string;
 }
 
+/** A checkpoint already encoded canonically (encodeCheckpoint), with its hashes: what a worker hands back. */
+export interface SaveEncodedInput {
+  runId: string;
+  step: number;
+  epoch: number;
+  source: CheckpointMeta['source'];
+  uploader?: string;
+  paramHash: string;
+  safetensors: Uint8Array;
+  configJson: string;
+  sha256: { safetensors: string; config: string };
+}
+
+/** Directory under the store's root where uploads are streamed before they are checked. */
+const UPLOADS_DIR = '.uploads';
+
 const PLAIN_RUN_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 const STEP_DIR = /^\d{1,15}$/;
 
@@ -92,6 +109,15 @@ export class CheckpointStore {
   constructor(options: { dataDir: string; keep?: number }) {
     this.root = join(options.dataDir, 'checkpoints');
     this.keep = Math.max(1, options.keep ?? DEFAULT_KEEP);
+    // Uploads in flight when the relay stopped are never finished: start with none.
+    rmSync(join(this.root, UPLOADS_DIR), { recursive: true, force: true });
+  }
+
+  /** A fresh path to stream one upload into (the directory exists); the caller removes the file. */
+  async uploadPath(): Promise<string> {
+    const dir = join(this.root, UPLOADS_DIR);
+    await mkdir(dir, { recursive: true });
+    return join(dir, randomBytes(12).toString('hex'));
   }
 
   runDir(runId: string): string {
@@ -140,18 +166,34 @@ export class CheckpointStore {
    * CheckpointConflictError, since the first accepted one is what joiners may already have.
    */
   async save(input: SaveCheckpointInput): Promise<{ meta: CheckpointMeta; created: boolean }> {
+    const paramHash = input.paramHash ?? parameterHashHex(input.params);
+    const { safetensors, configJson } = encodeCheckpoint(input.config, input.params);
+    return await this.saveEncoded({
+      runId: input.runId,
+      step: input.step,
+      epoch: input.epoch,
+      source: input.source,
+      ...(input.uploader === undefined ? {} : { uploader: input.uploader }),
+      paramHash,
+      safetensors,
+      configJson,
+      sha256: { safetensors: sha256(safetensors), config: sha256(configJson) },
+    });
+  }
+
+  /** `save` for a checkpoint encoded elsewhere (a worker thread): same rules, no hashing or encoding here. */
+  async saveEncoded(input: SaveEncodedInput): Promise<{ meta: CheckpointMeta; created: boolean }> {
     if (!Number.isSafeInteger(input.step) || input.step < 0)
       throw new RangeError(`step must be a non-negative integer, got ${input.step}`);
     if (!Number.isSafeInteger(input.epoch) || input.epoch < 0)
       throw new RangeError(`epoch must be a non-negative integer, got ${input.epoch}`);
+    const { paramHash, safetensors, configJson } = input;
     return await this.serialized(input.runId, async () => {
-      const paramHash = input.paramHash ?? parameterHashHex(input.params);
       const existing = await this.meta(input.runId, input.step);
       if (existing !== undefined) {
         if (existing.param_hash === paramHash) return { meta: existing, created: false };
         throw new CheckpointConflictError(existing);
       }
-      const { safetensors, configJson } = encodeCheckpoint(input.config, input.params);
       const meta: CheckpointMeta = {
         format: 'meshtrain-checkpoint',
         version: 1,
@@ -163,8 +205,8 @@ export class CheckpointStore {
         ...(input.uploader === undefined ? {} : { uploader: input.uploader }),
         created_at: new Date().toISOString(),
         files: {
-          [WEIGHTS_FILE]: { bytes: safetensors.length, sha256: sha256(safetensors) },
-          [CONFIG_FILE]: { bytes: Buffer.byteLength(configJson), sha256: sha256(configJson) },
+          [WEIGHTS_FILE]: { bytes: safetensors.length, sha256: input.sha256.safetensors },
+          [CONFIG_FILE]: { bytes: Buffer.byteLength(configJson), sha256: input.sha256.config },
         },
       };
       const runDir = this.runDir(input.runId);
