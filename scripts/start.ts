@@ -24,22 +24,42 @@ const RUN_ID = 'default';
 const children: ChildProcess[] = [];
 let stopping = false;
 
+const running = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+
+/** Ends a CLI with one SIGINT; one that has not finished within `ms` is killed. */
+async function end(c: ChildProcess, ms: number): Promise<void> {
+  if (!running(c)) return;
+  const exited = new Promise((r) => c.once('exit', r));
+  c.kill('SIGINT');
+  const timer = setTimeout(() => c.kill('SIGKILL'), ms);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Stops the CLIs newest first, so the trainer leaves the run before its relay goes away, then exits. */
 function stop(code: number): void {
   if (stopping) return;
   stopping = true;
-  for (const c of children) if (c.exitCode === null) c.kill('SIGINT');
-  setTimeout(() => process.exit(code), 3000).unref();
-  Promise.all(
-    children.map((c) => new Promise((r) => (c.exitCode === null ? c.once('exit', r) : r(null)))),
-  ).then(() => process.exit(code));
+  void (async () => {
+    for (const c of [...children].reverse()) await end(c, 3000);
+    process.exit(code);
+  })();
 }
 process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
+process.on('SIGHUP', () => stop(0));
+// Should this script end any other way than stop(), its CLIs must not outlive it.
+process.on('exit', () => {
+  if (!stopping) for (const c of children) if (running(c)) c.kill('SIGTERM');
+});
 
 /** Starts a CLI; with `onLine` its stdout is read line by line, otherwise it owns the terminal (status line). */
 function run(bin: string, args: string[], prefix: string, onLine?: (line: string) => void): ChildProcess {
   const child = spawn(process.execPath, [bin, ...args], {
     stdio: ['ignore', onLine ? 'pipe' : 'inherit', 'inherit'],
+    // In a process group of its own: a Ctrl-C in the terminal reaches npm and this script, and the CLI gets
+    // exactly one SIGINT, from stop(). The relay and the trainer take a second SIGINT as "quit now".
+    detached: true,
   });
   children.push(child);
   if (onLine && child.stdout)
@@ -48,7 +68,10 @@ function run(bin: string, args: string[], prefix: string, onLine?: (line: string
       onLine(line);
     });
   child.once('exit', (code, signal) => {
-    if (stopping) return;
+    if (stopping) {
+      if (code !== 0) console.error(`${prefix} stopped (${signal ?? code})`);
+      return;
+    }
     console.error(`${prefix} exited (${signal ?? code}); stopping.`);
     stop(code ?? 1);
   });
