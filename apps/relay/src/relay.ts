@@ -14,9 +14,11 @@ import type {
   ConfigIssue,
   CoordinatorEffect,
   CoordinatorState,
+  RunConfig,
   TickResult,
   WireLimits,
 } from '@meshtrain/core';
+import { modelConfigForRun, parameterCount, PRESETS } from '@meshtrain/model';
 import {
   DEFAULT_MAX_UNJOINED,
   DEFAULT_MAX_UNJOINED_PER_ADDRESS,
@@ -31,9 +33,22 @@ export const PERMISSIONLESS = '0'.repeat(64);
 const KEY_HEX = /^[0-9a-f]{64}$/;
 const RUN_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
+/**
+ * Largest model (parameters) a run may train unless the operator raises it: the 125m preset, the biggest
+ * this relay serves (its f32 checkpoint is ~500 MB, kept a few times on disk and built in memory when the run
+ * is seeded). Larger presets need a relay sized for them (--max-model-params).
+ */
+export const DEFAULT_MAX_MODEL_PARAMS = parameterCount(PRESETS['125m']);
+/**
+ * Live (not Finished) runs one key may have created over the admin API, and all of them together. Keys cost
+ * nothing to make, so only the total truly bounds an open relay; --run-creators closes it.
+ */
+export const DEFAULT_MAX_RUNS_PER_CREATOR = 4;
+export const DEFAULT_MAX_RUNS = 32;
+
 /** An admin/API failure with the HTTP status and the JSON error code the route returns. */
 export class RelayError extends Error {
-  readonly status: 400 | 401 | 403 | 404 | 409 | 500;
+  readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500;
   readonly code: string;
   readonly issues: readonly ConfigIssue[] | undefined;
   constructor(status: RelayError['status'], code: string, message: string, issues?: readonly ConfigIssue[]) {
@@ -78,8 +93,13 @@ export interface RelayOptions {
   snapshotIntervalMs?: number;
   /** Frames one connection may send per second on average (bursts of twice that; default 100). */
   maxFramesPerSecond?: number;
-  /** Keys allowed to create runs; empty/undefined = any signed request. */
-  adminKeys?: readonly string[];
+  /** Keys allowed to create runs over the admin API; empty/undefined = any signed request. */
+  runCreators?: readonly string[];
+  /** Largest model a run may have, in parameters (default DEFAULT_MAX_MODEL_PARAMS). */
+  maxModelParams?: number;
+  /** Live runs one key may create over the admin API (default 4), and all keys together (default 32). */
+  maxRunsPerCreator?: number;
+  maxRuns?: number;
   log?: RelayLog;
 }
 
@@ -114,7 +134,10 @@ export class Relay {
   readonly maxUnjoinedPerAddress: number;
   readonly snapshotIntervalMs: number;
   readonly maxFramesPerSecond: number;
-  readonly adminKeys: ReadonlySet<string>;
+  readonly runCreators: ReadonlySet<string>;
+  readonly maxModelParams: number;
+  readonly maxRunsPerCreator: number;
+  readonly maxRuns: number;
   readonly log: RelayLog;
   private readonly hosts = new Map<string, RunHost>();
   /** runId → identity → the one live session of that identity. */
@@ -154,7 +177,10 @@ export class Relay {
     this.maxUnjoinedPerAddress = opts.maxUnjoinedPerAddress ?? DEFAULT_MAX_UNJOINED_PER_ADDRESS;
     this.snapshotIntervalMs = opts.snapshotIntervalMs ?? 100;
     this.maxFramesPerSecond = opts.maxFramesPerSecond ?? 100;
-    this.adminKeys = new Set(opts.adminKeys ?? []);
+    this.runCreators = new Set(opts.runCreators ?? []);
+    this.maxModelParams = opts.maxModelParams ?? DEFAULT_MAX_MODEL_PARAMS;
+    this.maxRunsPerCreator = opts.maxRunsPerCreator ?? DEFAULT_MAX_RUNS_PER_CREATOR;
+    this.maxRuns = opts.maxRuns ?? DEFAULT_MAX_RUNS;
     this.log = opts.log ?? quietLog;
     for (const row of this.store.runs()) {
       const snap = this.store.snapshot(row.run_id);
@@ -205,6 +231,45 @@ export class Relay {
     return [...this.hosts.values()];
   }
 
+  /**
+   * Whether `key` may create a run over the admin API: on the allow-list when there is one (403), and under
+   * the live-run quotas (429). Runs the operator creates from the command line are not counted against it.
+   */
+  assertMayCreateRun(key: string): void {
+    if (this.runCreators.size > 0 && !this.runCreators.has(key))
+      throw new RelayError(
+        403,
+        'forbidden',
+        "only the relay's run creators (--run-creators) may create runs",
+      );
+    const live = this.runList().filter((h) => h.state.run_state !== 'Finished');
+    if (live.length >= this.maxRuns)
+      throw new RelayError(429, 'too_many_runs', `this relay hosts at most ${this.maxRuns} live runs`);
+    const mine = live.filter((h) => h.row.main_authority === key).length;
+    if (mine >= this.maxRunsPerCreator)
+      throw new RelayError(
+        429,
+        'too_many_runs',
+        `a key may have at most ${this.maxRunsPerCreator} live runs on this relay; finish one first`,
+      );
+  }
+
+  /** Refuses a model larger than this relay takes (its checkpoints are stored, seeded and checked here). */
+  private checkModelSize(run: RunConfig): void {
+    let params: number;
+    try {
+      params = parameterCount(modelConfigForRun(run));
+    } catch {
+      return; // No model the relay can build: nothing is seeded or checked for it.
+    }
+    if (params > this.maxModelParams)
+      throw new RelayError(
+        413,
+        'model_too_large',
+        `the run's model has ${params} parameters; this relay takes at most ${this.maxModelParams} (--max-model-params)`,
+      );
+  }
+
   createRun(opts: CreateRunOptions): RunHost {
     if (!KEY_HEX.test(opts.mainAuthority))
       throw new RelayError(400, 'bad_request', 'main authority must be 64 lowercase hex digits');
@@ -212,6 +277,7 @@ export class Relay {
     if (!KEY_HEX.test(joinAuthority))
       throw new RelayError(400, 'bad_request', 'join_authority must be 64 lowercase hex digits');
     const parsed = parseToml(opts.toml);
+    this.checkModelSize(parsed.config);
     const runId = parsed.config.run_id ?? `run-${randomBytes(6).toString('hex')}`;
     // Run ids appear in URLs and file names: keep them to a URL-safe alphabet.
     if (!RUN_ID.test(runId))
@@ -270,6 +336,7 @@ export class Relay {
     const parsed = parseToml(toml);
     if (parsed.config.run_id !== undefined && parsed.config.run_id !== host.runId)
       throw new RelayError(400, 'bad_request', `the TOML's run_id '${parsed.config.run_id}' is not this run`);
+    this.checkModelSize(parsed.config);
     const at = this.clock();
     const r = host.apply({ type: 'update_config', config: coordinatorConfigOf(parsed.config) }, () =>
       this.store.insertConfig(host.runId, toml, at),

@@ -34,7 +34,13 @@ export interface RelayServerOptions {
   /** Frames per second one connection may send on average (default 100, bursts of twice that). */
   maxFramesPerSecond?: number;
   limits?: Partial<WireLimits>;
-  adminKeys?: readonly string[];
+  /** Keys allowed to create runs over the admin API (empty: any signed request). */
+  runCreators?: readonly string[];
+  /** Largest model a run may have, in parameters. */
+  maxModelParams?: number;
+  /** Live runs one key may create over the admin API, and all keys together. */
+  maxRunsPerCreator?: number;
+  maxRuns?: number;
   clock?: Clock;
   log?: RelayLog;
   /** Route modules to mount beside the relay's own, built once the Relay exists. */
@@ -69,7 +75,10 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
       : {}),
     ...(opts.snapshotIntervalMs !== undefined ? { snapshotIntervalMs: opts.snapshotIntervalMs } : {}),
     ...(opts.maxFramesPerSecond !== undefined ? { maxFramesPerSecond: opts.maxFramesPerSecond } : {}),
-    ...(opts.adminKeys ? { adminKeys: opts.adminKeys } : {}),
+    ...(opts.runCreators ? { runCreators: opts.runCreators } : {}),
+    ...(opts.maxModelParams !== undefined ? { maxModelParams: opts.maxModelParams } : {}),
+    ...(opts.maxRunsPerCreator !== undefined ? { maxRunsPerCreator: opts.maxRunsPerCreator } : {}),
+    ...(opts.maxRuns !== undefined ? { maxRuns: opts.maxRuns } : {}),
     ...(opts.log ? { log: opts.log } : {}),
   });
   const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];

@@ -13,7 +13,17 @@ import { startRelayServer } from '../server.ts';
 
 const USAGE =
   '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
-  '[--max-frame-bytes N] [--admin-key HEX]... [--public-host NAME] [--no-p2p]';
+  '[--max-frame-bytes N] [--run-creators HEX[,HEX…]]... [--max-model-params N] [--max-runs-per-creator 4] ' +
+  '[--max-runs 32] [--public-host NAME] [--no-p2p]';
+const KEY_HEX = /^[0-9a-f]{64}$/;
+
+/** `--run-creators a,b --run-creators c` (and the older `--admin-key a --admin-key b`) as one list. */
+function keyList(name: string, values: readonly string[]): string[] {
+  const keys = values.flatMap((v) => v.split(',')).map((k) => k.trim());
+  for (const k of keys)
+    if (!KEY_HEX.test(k)) throw new CliError(`run: --${name} takes public keys of 64 lowercase hex digits`);
+  return keys;
+}
 
 function intFlag(name: string, v: string | undefined, min: number, max: number): number | undefined {
   if (v === undefined) return undefined;
@@ -47,7 +57,12 @@ const command: Command = {
           'tick-ms': { type: 'string' },
           'grace-ms': { type: 'string' },
           'max-frame-bytes': { type: 'string' },
+          'run-creators': { type: 'string', multiple: true },
+          // The earlier name of --run-creators, kept so existing command lines keep working.
           'admin-key': { type: 'string', multiple: true },
+          'max-model-params': { type: 'string' },
+          'max-runs-per-creator': { type: 'string' },
+          'max-runs': { type: 'string' },
           'no-p2p': { type: 'boolean' },
           'public-host': { type: 'string' },
         },
@@ -61,9 +76,20 @@ const command: Command = {
     const tickMs = intFlag('tick-ms', values['tick-ms'], 10, 60_000);
     const graceMs = intFlag('grace-ms', values['grace-ms'], 0, 3_600_000);
     const maxFrameBytes = intFlag('max-frame-bytes', values['max-frame-bytes'], 1024, 1024 * 1024 * 1024);
-    const adminKeys = values['admin-key'] ?? [];
-    for (const k of adminKeys)
-      if (!/^[0-9a-f]{64}$/.test(k)) throw new CliError('run: --admin-key must be 64 lowercase hex digits');
+    const runCreators = [
+      ...keyList('run-creators', values['run-creators'] ?? []),
+      ...keyList('admin-key', values['admin-key'] ?? []),
+    ];
+    if (values['admin-key'] !== undefined)
+      console.error('meshtrain-relay: warning: --admin-key is now called --run-creators');
+    const maxModelParams = intFlag(
+      'max-model-params',
+      values['max-model-params'],
+      1,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const maxRunsPerCreator = intFlag('max-runs-per-creator', values['max-runs-per-creator'], 1, 1_000_000);
+    const maxRuns = intFlag('max-runs', values['max-runs'], 1, 1_000_000);
     const dataDir = resolve(values['data-dir'] ?? 'relay-data');
     const configText = values.config === undefined ? undefined : readConfig(values.config);
     if (configText !== undefined) {
@@ -82,7 +108,10 @@ const command: Command = {
       ...(tickMs !== undefined ? { tickMs } : {}),
       ...(graceMs !== undefined ? { graceMs } : {}),
       ...(maxFrameBytes !== undefined ? { limits: { maxFrameBytes } } : {}),
-      adminKeys,
+      runCreators,
+      ...(maxModelParams !== undefined ? { maxModelParams } : {}),
+      ...(maxRunsPerCreator !== undefined ? { maxRunsPerCreator } : {}),
+      ...(maxRuns !== undefined ? { maxRuns } : {}),
       log: {
         info: (m) => console.log(`meshtrain-relay: ${m}`),
         warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),

@@ -1,5 +1,5 @@
 // Admin routes (PROTOCOL.md "Admin"), mounted under /api/runs. Every route runs the signature middleware
-// first; the role check is per route: creating a run (anyone, or --admin-key holders), pause/resume/config
+// first; the role check is per route: creating a run (anyone, or the --run-creators, within quotas), pause/resume/config
 // (the run's main authority), grants (its join authority), delegates (the grantee).
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -51,7 +51,7 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
 
   app.post('/', limit, auth, (c) => {
     const signer = c.get('signer');
-    if (relay.adminKeys.size > 0 && !relay.adminKeys.has(signer)) throw forbidden("the relay's admin keys");
+    relay.assertMayCreateRun(signer);
     const joinAuthority = c.req.query('join_authority');
     const host = relay.createRun({
       toml: c.get('body'),
