@@ -143,6 +143,12 @@ CREATE TABLE IF NOT EXISTS evidence (
 CREATE INDEX IF NOT EXISTS evidence_run ON evidence(run_id, id);
 -- Steps whose epoch ended with no Healthy client: nobody holds those parameters, so joiners restart from the
 -- newest stored checkpoint before them instead of waiting forever for one that cannot exist.
+-- Admin request signatures accepted within their freshness window: a replay is refused even after a restart.
+CREATE TABLE IF NOT EXISTS admin_signatures (
+  sig TEXT PRIMARY KEY,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS admin_signatures_expiry ON admin_signatures(expires_at);
 CREATE TABLE IF NOT EXISTS orphaned_steps (
   run_id TEXT NOT NULL,
   step INTEGER NOT NULL,
@@ -158,6 +164,11 @@ export const METRIC_HISTORY = 5000;
 export const EPOCH_END_HISTORY = 16;
 /** Evidence rows kept per run. */
 export const EVIDENCE_HISTORY = 100;
+/**
+ * Admin signatures remembered at once (each for its 5-minute window). Anyone can sign with a fresh key, so
+ * beyond this many the relay refuses admin requests until old ones expire rather than grow the table.
+ */
+export const MAX_ADMIN_SIGNATURES = 100_000;
 
 export interface RunRow {
   run_id: string;
@@ -669,6 +680,21 @@ export class RelayStore {
       hash: r.hash as string,
       reported_at: num(r.reported_at),
     }));
+  }
+
+  // --- admin replay protection ----------------------------------------------------------------------
+
+  /**
+   * Remembers an accepted admin signature until `expiresAt` (unix ms). 'replay' when it is already
+   * remembered, 'full' when MAX_ADMIN_SIGNATURES unexpired ones are; expired ones are forgotten first.
+   */
+  rememberAdminSignature(sig: string, expiresAt: number, now: number): 'ok' | 'replay' | 'full' {
+    this.q('DELETE FROM admin_signatures WHERE expires_at < ?').run(now);
+    if (this.q('SELECT 1 FROM admin_signatures WHERE sig = ?').get(sig) !== undefined) return 'replay';
+    const n = num((this.q('SELECT COUNT(*) AS n FROM admin_signatures').get() as Row).n);
+    if (n >= MAX_ADMIN_SIGNATURES) return 'full';
+    this.q('INSERT INTO admin_signatures(sig, expires_at) VALUES (?, ?)').run(sig, expiresAt);
+    return 'ok';
   }
 
   markOrphaned(runId: string, step: number): void {

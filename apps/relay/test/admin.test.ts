@@ -2,6 +2,9 @@
 // wrong key), run creation from TOML with core's key-path errors, pause/resume/config, 404 for unknown runs,
 // and permissioned runs (grant → authorizer → delegates, docs/protocol.md "Run permissions") enforced at
 // WebSocket join.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
@@ -254,5 +257,55 @@ describe('permissioned runs', () => {
     );
     expect(byJa.status).toBe(200);
     open.push(await TestClient.joined(relay.url, 'perm-2', direct));
+  });
+});
+
+describe('replay protection survives a restart', () => {
+  it('an accepted request replayed after the relay restarts is refused; expired signatures are forgotten', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'meshtrain-relay-replay-'));
+    let now = Date.now();
+    const clock = () => now;
+    try {
+      const first = await startRelayServer({ dataDir: dir, clock });
+      const body = fastRunToml('replayed');
+      const headers = adminHeaders(owner, 'POST', '/api/runs', body, now);
+      const created = await fetch(`${first.url}/api/runs`, { method: 'POST', headers, body });
+      expect(created.status).toBe(201);
+      const pause = adminHeaders(owner, 'POST', '/api/runs/replayed/pause', '', now + 1);
+      expect(
+        (await fetch(`${first.url}/api/runs/replayed/pause`, { method: 'POST', headers: pause })).status,
+      ).toBe(200);
+      await first.close();
+
+      const second = await startRelayServer({ dataDir: dir, clock });
+      try {
+        // Resume, then replay the captured pause: it would pause the run again.
+        expect((await admin(second.url, owner, 'POST', '/api/runs/replayed/resume')).status).toBe(200);
+        const replay = await fetch(`${second.url}/api/runs/replayed/pause`, {
+          method: 'POST',
+          headers: pause,
+        });
+        expect(replay.status).toBe(401);
+        expect(errorCode((await replay.json()) as Json)).toBe('unauthenticated');
+        expect(second.relay.run('replayed')!.state.run_state).not.toBe('Paused');
+        const count = () =>
+          Number(
+            (second.store.db.prepare('SELECT COUNT(*) AS n FROM admin_signatures').get() as { n: number }).n,
+          );
+        expect(count()).toBe(3);
+        // Past the window the stale timestamp refuses a replay by itself; the remembered signatures go.
+        now += 6 * 60 * 1000;
+        expect((await admin(second.url, owner, 'POST', '/api/runs/replayed/pause')).status).toBe(401); // stale
+        const fresh = adminHeaders(owner, 'POST', '/api/runs/replayed/pause', '', now);
+        expect(
+          (await fetch(`${second.url}/api/runs/replayed/pause`, { method: 'POST', headers: fresh })).status,
+        ).toBe(200);
+        expect(count()).toBe(1);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

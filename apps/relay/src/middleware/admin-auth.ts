@@ -55,12 +55,19 @@ export function readSignedHeaders(header: (name: string) => string | undefined, 
   return { key, ts, sig };
 }
 
+/** Where accepted signatures are remembered for their window (RelayStore: SQLite, so restarts keep them). */
+export interface SignatureLedger {
+  rememberAdminSignature(sig: string, expiresAt: number, now: number): 'ok' | 'replay' | 'full';
+}
+
 /**
  * Verifies the signature headers and puts the signer and body in the context. A signature is accepted once:
- * replaying the exact request inside the window is refused too.
+ * replaying the exact request inside the window is refused too, also after a relay restart.
  */
-export function adminAuth(clock: () => number = Date.now): MiddlewareHandler<AdminEnv> {
-  const seen = new Map<string, number>();
+export function adminAuth(
+  ledger: SignatureLedger,
+  clock: () => number = Date.now,
+): MiddlewareHandler<AdminEnv> {
   return async (c, next) => {
     const now = clock();
     const signed = readSignedHeaders((name) => c.req.header(name), now);
@@ -72,9 +79,14 @@ export function adminAuth(clock: () => number = Date.now): MiddlewareHandler<Adm
     const ok = verify(hexToBytes(key, 32), utf8Bytes(canonical), hexToBytes(sig, 64));
     if (!ok)
       return unauthenticated('signature does not verify for this key, method, path, timestamp and body');
-    for (const [s, until] of seen) if (until < now) seen.delete(s);
-    if (seen.has(sig)) return unauthenticated('this exact request was already accepted; sign a new one');
-    seen.set(sig, Number(ts) + ADMIN_WINDOW_MS);
+    const remembered = ledger.rememberAdminSignature(sig, Number(ts) + ADMIN_WINDOW_MS, now);
+    if (remembered === 'replay')
+      return unauthenticated('this exact request was already accepted; sign a new one');
+    if (remembered === 'full')
+      return Response.json(
+        { error: { code: 'busy', message: 'too many admin requests in the last 5 minutes; retry later' } },
+        { status: 429, headers: { 'Retry-After': '60' } },
+      );
     c.set('signer', key);
     c.set('body', body);
     await next();

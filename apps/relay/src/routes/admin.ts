@@ -41,7 +41,7 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
     onError: (c) =>
       c.json(errorBody('bad_request', `admin bodies are limited to ${MAX_ADMIN_BODY} bytes`), 413),
   });
-  const auth = adminAuth(relay.clock);
+  const auth = adminAuth(relay.store, relay.clock);
 
   const mainAuthority = (c: Context<AdminEnv>): RunHost => {
     const host = relay.mustRun(c.req.param('id') ?? '');
