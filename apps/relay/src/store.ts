@@ -164,6 +164,19 @@ export const METRIC_HISTORY = 5000;
 export const EPOCH_END_HISTORY = 16;
 /** Evidence rows kept per run. */
 export const EVIDENCE_HISTORY = 100;
+/** Configs kept per run (the newest is the run's; older ones are history for the run creator). */
+export const CONFIG_HISTORY = 100;
+/** Round history rows kept per run (the API shows the last 50; this keeps a long tail for the dashboard). */
+export const ROUND_HISTORY = 10_000;
+/**
+ * Client rows kept per run beyond those with points: joining is free on a permissionless run, so identities
+ * that never had a result accepted are forgotten, least recently seen first, past this many.
+ */
+export const IDLE_CLIENT_HISTORY = 10_000;
+/** Orphaned steps remembered per run (one at most per epoch; a joiner only ever asks about recent ones). */
+export const ORPHANED_HISTORY = 64;
+/** Grants per run (the join authority's own writes; delegates are capped per grant by the route). */
+export const MAX_GRANTS = 10_000;
 /**
  * Admin signatures remembered at once (each for its 5-minute window). Anyone can sign with a fresh key, so
  * beyond this many the relay refuses admin requests until old ones expire rather than grow the table.
@@ -270,6 +283,8 @@ function num(v: unknown): number {
 export class RelayStore {
   readonly db: DatabaseSync;
   private readonly stmts = new Map<string, StatementSync>();
+  /** Client upserts since the last pruning of idle client rows. */
+  private clientWrites = 0;
 
   /** Opens (creating if needed) `<dataDir>/relay.db`; `:memory:` for tests that need no restart. */
   constructor(dataDir: string | ':memory:') {
@@ -370,7 +385,15 @@ export class RelayStore {
   }
 
   insertConfig(runId: string, toml: string, at: number): void {
-    this.q('INSERT INTO configs(run_id, toml, created_at) VALUES (?, ?, ?)').run(runId, toml, at);
+    const info = this.q('INSERT INTO configs(run_id, toml, created_at) VALUES (?, ?, ?)').run(
+      runId,
+      toml,
+      at,
+    );
+    this.q('DELETE FROM configs WHERE run_id = ? AND id <= ?').run(
+      runId,
+      num(info.lastInsertRowid) - CONFIG_HISTORY,
+    );
   }
 
   // --- coordinator snapshots ----------------------------------------------------------------------
@@ -431,6 +454,13 @@ export class RelayStore {
        ON CONFLICT(run_id, id) DO UPDATE SET device_kind = excluded.device_kind, p2p_id = excluded.p2p_id,
        last_seen = excluded.last_seen`,
     ).run(runId, id, deviceKind, p2pId, at, at);
+    if (++this.clientWrites >= 256) {
+      this.clientWrites = 0;
+      this.q(
+        `DELETE FROM clients WHERE run_id = ? AND points = 0 AND id NOT IN (
+           SELECT id FROM clients WHERE run_id = ? AND points = 0 ORDER BY last_seen DESC LIMIT ?)`,
+      ).run(runId, runId, IDLE_CLIENT_HISTORY);
+    }
   }
 
   seenClient(runId: string, id: string, at: number): void {
@@ -487,6 +517,10 @@ export class RelayStore {
     };
   }
 
+  grantCount(runId: string): number {
+    return num((this.q('SELECT COUNT(*) AS n FROM grants WHERE run_id = ?').get(runId) as Row).n);
+  }
+
   grants(runId: string): GrantRow[] {
     return (this.q('SELECT * FROM grants WHERE run_id = ? ORDER BY grantee').all(runId) as Row[]).map((r) =>
       this.grantRow(runId, r),
@@ -535,6 +569,8 @@ export class RelayStore {
       r.clients,
       r.started_at,
     );
+    if (r.step % 100 === 0)
+      this.q('DELETE FROM rounds WHERE run_id = ? AND step <= ?').run(runId, r.step - ROUND_HISTORY);
   }
 
   roundEnded(
@@ -639,11 +675,15 @@ export class RelayStore {
       JSON.stringify(labels),
     );
     const id = num(info.lastInsertRowid);
+    // Every name of the run, not just this one: inserts of several names interleave in a fixed pattern, so
+    // the one that lands on a multiple of 500 could otherwise always be the same.
     if (id % 500 === 0) {
-      this.q(
-        `DELETE FROM metrics WHERE run_id = ? AND name = ? AND id <= (
-           SELECT id FROM metrics WHERE run_id = ? AND name = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-      ).run(runId, name, runId, name, METRIC_HISTORY);
+      const names = this.q('SELECT DISTINCT name FROM metrics WHERE run_id = ?').all(runId) as Row[];
+      for (const n of names)
+        this.q(
+          `DELETE FROM metrics WHERE run_id = ? AND name = ? AND id <= (
+             SELECT id FROM metrics WHERE run_id = ? AND name = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+        ).run(runId, n.name as string, runId, n.name as string, METRIC_HISTORY);
     }
   }
 
@@ -699,6 +739,10 @@ export class RelayStore {
 
   markOrphaned(runId: string, step: number): void {
     this.q('INSERT OR IGNORE INTO orphaned_steps(run_id, step) VALUES (?, ?)').run(runId, step);
+    this.q(
+      `DELETE FROM orphaned_steps WHERE run_id = ? AND step NOT IN (
+         SELECT step FROM orphaned_steps WHERE run_id = ? ORDER BY step DESC LIMIT ?)`,
+    ).run(runId, runId, ORPHANED_HISTORY);
   }
 
   isOrphaned(runId: string, step: number): boolean {

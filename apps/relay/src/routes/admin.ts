@@ -11,6 +11,7 @@ import { RelayError } from '../relay.ts';
 import type { RunHost } from '../run-host.ts';
 import { errorBody, onRouteError } from './errors.ts';
 import { runSummary } from './runs.ts';
+import { MAX_GRANTS } from '../store.ts';
 
 const KEY_HEX = /^[0-9a-f]{64}$/;
 /** TOML and JSON bodies of admin requests are small; refuse anything bigger before reading it. */
@@ -93,6 +94,12 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
         'grantee must be a public key as 64 lowercase hex digits (all zeros = anyone)',
       );
     if (typeof active !== 'boolean') throw new RelayError(400, 'bad_request', 'active must be true or false');
+    if (!relay.store.grant(host.runId, grantee) && relay.store.grantCount(host.runId) >= MAX_GRANTS)
+      throw new RelayError(
+        409,
+        'too_many_grants',
+        `a run has at most ${MAX_GRANTS} grants; deactivate or reuse one`,
+      );
     relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
     return c.json({ grant: relay.store.grant(host.runId, grantee) });
   });
