@@ -3,7 +3,12 @@
 //
 // Requests: the relay numbers every frame a connection sends (1, 2, …) and answers each with an Ack or a
 // ControlError carrying that number, so the link counts its own sends and matches replies by number.
-// A dropped socket reconnects with backoff and joins again: the relay keeps the slot for a grace period.
+//
+// Connections: one supervising loop per link (`supervise`) owns the socket. It opens one connection at a
+// time, waits for the Join's Ack, then for the socket to drop, and reconnects after a capped, jittered
+// exponential backoff; nothing else ever opens a socket, so attempts never overlap or multiply (a relay
+// restart used to make every failed attempt start a loop of its own: tens of thousands of connections per
+// trainer). The relay keeps a dropped member's slot for a grace period, so a quick re-join keeps it.
 import {
   bytesToHex,
   decodeFrame,
@@ -49,7 +54,60 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/**
+ * Reconnect backoff: the n-th consecutive failure waits about RECONNECT_BASE_MS · 2^(n−1), capped at
+ * RECONNECT_MAX_MS, each wait drawn uniformly from its upper half ("equal jitter") so that the clients of a
+ * restarted relay do not all come back in the same instant. 30 s keeps a long outage to a few attempts a
+ * minute per client while the first retries (0.25 s, 0.5 s, 1 s…) still land within the relay's grace period.
+ */
+export const RECONNECT_BASE_MS = 250;
+export const RECONNECT_MAX_MS = 30_000;
+/** A connection that lasted this long was healthy: the next drop starts the backoff from the beginning. */
+export const RECONNECT_STABLE_MS = 60_000;
+/** An attempt that has not joined by then (no Challenge, no Ack) is abandoned and counts as failed. */
+export const JOIN_ATTEMPT_TIMEOUT_MS = 30_000;
+
+/** The wait before the next attempt after `failures` consecutive failures (≥ 1), with `random` in [0, 1). */
+export function reconnectDelay(failures: number, random: number = Math.random()): number {
+  const ceiling = Math.min(RECONNECT_MAX_MS, RECONNECT_BASE_MS * 2 ** Math.max(0, failures - 1));
+  return ceiling / 2 + (random * ceiling) / 2;
+}
+
+/** A gate callers wait on: resolved while the link is joined, pending while it reconnects. */
+interface Gate {
+  promise: Promise<void>;
+  resolve(): void;
+  reject(e: Error): void;
+  settled: boolean;
+  /** Resolved (joined), as opposed to rejected. */
+  open: boolean;
+}
+
+function gate(): Gate {
+  let resolve!: () => void;
+  let reject!: (e: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Nobody may be waiting when it is rejected: that must not be an unhandled rejection.
+  promise.catch(() => {});
+  const g: Gate = {
+    promise,
+    settled: false,
+    open: false,
+    resolve: () => {
+      g.settled = true;
+      g.open = true;
+      resolve();
+    },
+    reject: (e) => {
+      g.settled = true;
+      reject(e);
+    },
+  };
+  return g;
+}
 
 export class RelayLink implements CoordinatorLink {
   readonly clientId: string;
@@ -60,7 +118,14 @@ export class RelayLink implements CoordinatorLink {
   private ws: WebSocket | null = null;
   private sent = 0;
   private pending = new Map<number, Pending>();
-  private joined: Promise<void> | null = null;
+  /** Resolved while joined; a new pending gate replaces it when the connection drops. */
+  private ready: Gate = gate();
+  /** The one supervising loop, while it runs. */
+  private loop: Promise<void> | null = null;
+  /** Ends the current backoff wait early (close, rejoin). */
+  private wake: (() => void) | null = null;
+  /** Reconnect without waiting: set by rejoin, which closes the socket on purpose. */
+  private immediate = false;
   private seq = -1;
   private closed = false;
   private readonly stateListeners: ((s: CoordinatorState) => void)[] = [];
@@ -77,22 +142,102 @@ export class RelayLink implements CoordinatorLink {
     return this.o.relayUrl.replace(/\/+$/, '');
   }
 
-  /** Opens the socket and joins; resolves once the relay acknowledged the Join. */
+  /**
+   * Starts the link (if it is not running) and resolves once the relay acknowledged the Join. If the very
+   * first attempt fails, this rejects and the link stops (the caller decides what to do); once it has joined,
+   * every later drop is retried by the link itself until close().
+   */
   connect(): Promise<void> {
     this.closed = false;
-    if (!this.joined) this.joined = this.open();
-    return this.joined;
+    if (!this.loop) {
+      this.ready = gate();
+      this.loop = this.supervise().finally(() => {
+        this.loop = null;
+      });
+    }
+    return this.ready.promise;
   }
 
-  private open(): Promise<void> {
+  /** True while the link is joined (a request would be sent now). */
+  get isJoined(): boolean {
+    return this.ready.open && this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** The supervising loop: one connection at a time, backoff between failures, until close(). */
+  private async supervise(): Promise<void> {
+    let failures = 0;
+    let everJoined = false;
+    while (!this.closed) {
+      let dropped: Promise<void>;
+      try {
+        ({ dropped } = await this.attempt());
+      } catch (e) {
+        if (this.closed) break;
+        if (!everJoined) {
+          // Never joined since connect(): report to the caller instead of retrying behind its back.
+          const failed = this.ready;
+          this.ready = gate();
+          failed.reject(e as Error);
+          return;
+        }
+        failures++;
+        this.o.onLog?.(`reconnect failed (${failures} in a row): ${(e as Error).message}`);
+        if (this.immediate) this.immediate = false;
+        else await this.backoff(failures);
+        continue;
+      }
+      const upSince = Date.now();
+      if (everJoined) this.o.onLog?.('reconnected to the relay');
+      everJoined = true;
+      this.ready.resolve();
+      await dropped;
+      if (this.ready.settled) this.ready = gate();
+      if (this.closed) break;
+      // A connection that dropped right after joining counts as a failure: a relay in a crash loop, or one
+      // that refuses this client after its Join, is not hammered at the base rate.
+      failures = Date.now() - upSince >= RECONNECT_STABLE_MS ? 1 : failures + 1;
+      if (this.immediate) {
+        this.immediate = false;
+        failures = 0;
+        continue;
+      }
+      this.o.onLog?.('connection to the relay lost; reconnecting');
+      await this.backoff(failures);
+    }
+    if (!this.ready.settled) this.ready.reject(new Error('the relay link is closed'));
+  }
+
+  private backoff(failures: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(t);
+        if (this.wake === done) this.wake = null;
+        resolve();
+      };
+      const t = setTimeout(done, reconnectDelay(failures));
+      this.wake = done;
+    });
+  }
+
+  /**
+   * One connection: resolves once its Join is acknowledged, with a promise of the socket's end; rejects if
+   * it ends (or times out) before that. Its close handler only reports: it never opens anything.
+   */
+  private attempt(): Promise<{ dropped: Promise<void> }> {
     const url = `${this.httpBase.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(this.o.runId)}`;
-    return new Promise<void>((resolve, reject) => {
+    // The end is wrapped: resolving with a bare promise would wait for it.
+    return new Promise<{ dropped: Promise<void> }>((resolve, reject) => {
       const ws = new WebSocket(url);
       ws.binaryType = 'arraybuffer';
       this.ws = ws;
       this.sent = 0;
       this.stats.connects++;
       let joinedOk = false;
+      let ended!: () => void;
+      const dropped = new Promise<void>((r) => (ended = r));
+      const timer = setTimeout(() => {
+        if (!joinedOk) ws.close();
+      }, JOIN_ATTEMPT_TIMEOUT_MS);
       ws.onmessage = (ev) => {
         if (!(ev.data instanceof ArrayBuffer)) return;
         const bytes = new Uint8Array(ev.data);
@@ -115,9 +260,13 @@ export class RelayLink implements CoordinatorLink {
             this.request(encodeJoin(join)).then(
               () => {
                 joinedOk = true;
-                resolve();
+                clearTimeout(timer);
+                resolve({ dropped });
               },
-              (e: Error) => reject(e),
+              (e: Error) => {
+                reject(e);
+                ws.close();
+              },
             );
             return;
           }
@@ -146,33 +295,19 @@ export class RelayLink implements CoordinatorLink {
         }
       };
       ws.onclose = (ev) => {
-        for (const p of this.pending.values()) p.reject(new Error(`relay connection closed (${ev.code})`));
-        this.pending.clear();
+        clearTimeout(timer);
+        if (this.ws === ws) {
+          for (const p of this.pending.values()) p.reject(new Error(`relay connection closed (${ev.code})`));
+          this.pending.clear();
+          this.ws = null;
+        }
         if (!joinedOk) reject(new Error(`relay closed the connection: ${ev.code} ${ev.reason}`));
-        if (this.ws === ws) this.ws = null;
-        if (!this.closed) void this.reconnect();
+        ended();
       };
       ws.onerror = () => {
         // onclose follows and reports.
       };
     });
-  }
-
-  private async reconnect(): Promise<void> {
-    this.joined = null;
-    for (let attempt = 0; !this.closed; attempt++) {
-      await sleep(Math.min(5000, 200 * 2 ** attempt));
-      if (this.closed) return;
-      try {
-        this.joined = this.open();
-        await this.joined;
-        this.o.onLog?.('reconnected to the relay');
-        return;
-      } catch (e) {
-        this.joined = null;
-        this.o.onLog?.(`reconnect failed: ${(e as Error).message}`);
-      }
-    }
   }
 
   private settle(id: number, err: Error | null): void {
@@ -196,8 +331,8 @@ export class RelayLink implements CoordinatorLink {
 
   /** Sends once the link is joined (waits through a reconnect). */
   private async send(frame: Uint8Array): Promise<void> {
-    if (!this.joined) void this.connect();
-    await this.joined;
+    if (this.closed) throw new Error('the relay link is closed');
+    await (this.loop ? this.ready.promise : this.connect());
     return this.request(frame);
   }
 
@@ -240,23 +375,25 @@ export class RelayLink implements CoordinatorLink {
     return bytes;
   }
 
-  /** Leave (Withdrawn), then reconnect and join again: the relay treats a left connection as finished. */
+  /**
+   * Leave (Withdrawn), then reconnect and join again: the relay treats a left connection as finished. The
+   * supervising loop does the reconnecting, at once rather than after a backoff.
+   */
   async rejoin(reason: string): Promise<void> {
     await this.send(encodeLeave({ runId: this.o.runId, reason: reason.slice(0, 200) })).catch(() => {});
-    const ws = this.ws;
-    this.joined = null;
-    if (ws) {
-      ws.onclose = null;
-      ws.close(1000, 'rejoin');
-      this.ws = null;
-    }
-    await this.connect();
+    if (!this.loop) return this.connect();
+    if (this.ready.settled) this.ready = gate();
+    const next = this.ready.promise;
+    this.immediate = true;
+    this.wake?.();
+    this.ws?.close(1000, 'rejoin');
+    await next;
   }
 
   close(): void {
     this.closed = true;
+    this.wake?.();
     this.ws?.close(1000, 'bye');
-    this.ws = null;
-    this.joined = null;
+    if (!this.ready.settled) this.ready.reject(new Error('the relay link is closed'));
   }
 }
