@@ -57,7 +57,7 @@ export function resultSpecForToml(toml: string): ResultSpec | null {
     const run = parseRunConfig(toml).config;
     const opt = run.model.LLM.optimizer;
     if (!('Distro' in opt)) return null;
-    return resultSpecOf(parameterSpecs(modelConfigForRun(run)), opt.Distro);
+    return resultSpecOf(parameterSpecs(modelConfigForRun(run)), opt.Distro, run.config.verification_percent);
   } catch {
     return null;
   }

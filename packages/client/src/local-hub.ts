@@ -76,7 +76,11 @@ function specFor(run: RunConfig, parameters: LocalHubOptions['parameters']): Res
   const opt = run.model.LLM.optimizer;
   if (!('Distro' in opt) || parameters === null) return null;
   try {
-    return resultSpecOf(parameters ?? parameterSpecs(modelConfigForRun(run)), opt.Distro);
+    return resultSpecOf(
+      parameters ?? parameterSpecs(modelConfigForRun(run)),
+      opt.Distro,
+      run.config.verification_percent,
+    );
   } catch {
     return null;
   }

@@ -333,8 +333,12 @@ describe('unsupported features parse and are reported', () => {
       'checkpoint = { Hub = { repo_id = "a/b", revision = "main" } }',
       'model.LLM.checkpoint.Hub',
     ],
-    ['verification_percent = 0', 'verification_percent = 10', 'config.verification_percent'],
   ];
+  it('verification_percent > 0 is supported: verification of work is implemented', () => {
+    const parsed = parseRunConfig(defaultWith('verification_percent = 0', 'verification_percent = 10'));
+    expect(parsed.unsupported).toEqual([]);
+    expect(parsed.config.config.verification_percent).toBe(10);
+  });
   for (const [from, to, path] of cases)
     it(`${to} → ${path}`, () => {
       const parsed = parseRunConfig(defaultWith(from, to));

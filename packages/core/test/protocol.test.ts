@@ -117,6 +117,13 @@ describe('result shape', () => {
     const big = resultSpecOf(PARAMS, { compression_chunk: 4, compression_topk: 99, quantize_1bit: false });
     expect(big.tensors.map((t) => t.k)).toEqual([2, 12]);
     expect(big.valueKind).toBe('f32');
+    expect(big.fingerprintBytes).toBe(0);
+    const verified = resultSpecOf(
+      PARAMS,
+      { compression_chunk: 4, compression_topk: 2, quantize_1bit: true },
+      10,
+    );
+    expect(verified.fingerprintBytes).toBe(256);
   });
 
   it('accepts a fitting result and names what is wrong with each misfit', () => {
@@ -143,6 +150,13 @@ describe('result shape', () => {
       values: { kind: 'f32' as const, values: new Float32Array(t.indices.length).fill(1) },
     }));
     expect(checkResultShape(r(f32), SPEC)?.message).toMatch(/f32 values, the run sends sign/);
+    // A fingerprint where the run verifies nothing, or none where it does.
+    const withFp = { ...r(fitting()), fingerprint: new Uint8Array(256) };
+    expect(checkResultShape(withFp, SPEC)?.message).toMatch(
+      /256-byte gradient fingerprint; the run's results carry 0/,
+    );
+    expect(checkResultShape(withFp, { ...SPEC, fingerprintBytes: 256 })).toBeNull();
+    expect(checkResultShape(r(fitting()), { ...SPEC, fingerprintBytes: 256 })?.code).toBe('bad_result');
   });
 });
 

@@ -398,6 +398,7 @@ function rawResult(
   w.u53(batch.start, 'batch.start');
   w.u53(batch.end, 'batch.end');
   w.u32(0, 'nonce');
+  w.u32(0, 'fingerprint length');
   w.u32(tensorCount, 'count');
   writeTensors(w);
   return w.finish();
@@ -673,6 +674,7 @@ describe('Psyche\'s 1-bit packing (docs/protocol.md "Top-k and 1-bit signs")', (
     0xad,
     0x02, // batch 300..301
     0x01, // trainerNonce 1
+    0x00, // no fingerprint
     0x01, // one tensor
     0x02,
     0x01,

@@ -45,12 +45,6 @@ export function unsupportedFeatures(run: RunConfig, doc: RunConfigDocument): Con
     out.push({ path, reason: `${dataVariant} data is not supported: ${DATA_PROVIDER_LATER}` });
   }
 
-  if (run.config.verification_percent > 0)
-    out.push({
-      path: 'config.verification_percent',
-      reason: 'verifiers are not implemented (Psyche leaves them todo!() too); keep it 0',
-    });
-
   if ('AdamW' in llm.optimizer)
     out.push({
       path: 'model.LLM.optimizer.AdamW',

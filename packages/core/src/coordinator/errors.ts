@@ -20,7 +20,10 @@ export type CoordinatorErrorCode =
   | 'NotAssignee'
   | 'DuplicateResult'
   | 'Equivocation'
-  | 'DuplicateAccusation';
+  | 'DuplicateAccusation'
+  | 'NotAVerifier'
+  | 'NothingToVerify'
+  | 'DuplicateVerdict';
 
 /**
  * Why the coordinator refused an event. Returned in TickResult, never thrown: a refused event leaves the

@@ -36,6 +36,8 @@ export type CoordinatorEvent =
       batch: { start: number; end: number };
       commitment: string;
     }
+  /** A verifier of the open round reports on a sampled result of the round before (coordinator/verification.ts). */
+  | { type: 'verdict'; id: string; step: number; batch: { start: number; end: number }; pass: boolean }
   /** `id` reports clients whose results the previous round's witnesses did not see. */
   | { type: 'health_check'; id: string; checks: ReadonlyArray<{ id: string; proof: CommitteeProof }> }
   | { type: 'pause' }
@@ -69,6 +71,9 @@ export type CoordinatorEffect =
     }
   | { type: 'WitnessAccepted'; step: number; index: number; id: string }
   | { type: 'ResultAdmitted'; step: number; id: string; commitment: string }
+  | { type: 'VerdictRecorded'; step: number; trainer: string; verifier: string; pass: boolean }
+  /** Two verifiers failed `id`'s result of `step`: ejected, and its results of the epoch excluded. */
+  | { type: 'CheatConfirmed'; id: string; step: number }
   | { type: 'ClientJoined'; id: string }
   | { type: 'ClientLeft'; id: string; state: ClientState }
   | { type: 'ClientDropped'; id: string; reason: string }

@@ -11,4 +11,5 @@ export * from './create.ts';
 export * from './tick.ts';
 export { retryQueueBound, unattestedBatches } from './retries.ts';
 export { unhealthyTrainers } from './witnessing.ts';
+export { verificationTasks, VERIFIERS_PER_RESULT, type VerificationTask } from './verification.ts';
 export type { AdmittedResult } from './results.ts';

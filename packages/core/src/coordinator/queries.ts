@@ -31,7 +31,10 @@ export function roundSelection(round: Round): RoundSelection {
       randomSeed: round.random_seed,
       clientsLen: round.roster.length,
       witnessCount: round.witness_count,
-      verificationPercent: round.verification_percent,
+      // FIX (Psyche): Psyche makes verification_percent of the committee Verifiers that train nothing (and
+      // never implemented what they do). Here every client trains, and verification_percent is the share of
+      // results other clients re-check (coordinator/verification.ts), so no committee slot is a Verifier.
+      verificationPercent: 0,
     });
     selections.set(round.roster, sel);
   }
@@ -144,12 +147,35 @@ export function withRound(state: CoordinatorState, round: Round): CoordinatorSta
 }
 
 /**
+ * Epoch clients none of whose results of the round at `height` may be applied: confirmed cheats whose
+ * confirmation happened by round height+1 — what every replica knows, frozen, when it applies that round (at
+ * the start of round height+2), so all replicas exclude exactly the same results.
+ */
+export function excludedClients(state: CoordinatorState, height: number): Set<number> {
+  const out = new Set<number>();
+  for (const c of state.epoch.cheats ?? []) if (c.height <= height + 1) out.add(c.client_index);
+  return out;
+}
+
+/**
+ * Before applying the round at `height`: null, or the epoch clients whose results every replica must remove
+ * from the rounds it already applied — a cheat confirmed during round height+1 may have had results of rounds
+ * up to height−1 applied. The replica then rebuilds its parameters from the epoch's start, re-applying each
+ * earlier round without those clients' results (deterministic, so replicas stay bit-identical).
+ */
+export function replayExclusions(state: CoordinatorState, height: number): Set<number> | null {
+  if (!(state.epoch.cheats ?? []).some((c) => c.height === height + 1)) return null;
+  return excludedClients(state, height);
+}
+
+/**
  * The result every peer applies for each batch of the round at `height`, or null for the batch: the host's
  * admitted commitment, if the next round reached its witness quorum and enough of its witnesses saw that
  * commitment. The host's admission counts as one vote (it stored the result and delivers it to everyone), so
  * quorum(W) − 1 witness votes suffice: a witness minority that leaves an honest result out of its bloom
  * cannot veto it, and no commitment the host refused (malformed, a second one for the batch) can ever be
- * accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch ends there).
+ * accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch ends there), for a
+ * result a verifier failed, or from a confirmed cheat (excludedClients).
  *
  * `_candidatesFor` is ignored (kept so callers written for candidate voting still compile); the host's
  * record makes the candidate set exactly one commitment per batch.
@@ -166,9 +192,12 @@ export function acceptedCommitments(
   const reached = attesting.witnesses.length >= q;
   const blooms = reached ? broadcastBlooms(attesting) : [];
   const admitted = roundAdmitted(round);
+  const excluded = excludedClients(state, height);
+  const failed = new Set((round.verdicts ?? []).filter((v) => !v.pass).map((v) => v.slot));
   return roundAssignments(state, round).map(({ batch, client_index }, i) => {
     const hex = admitted[i] ?? null;
-    if (!reached || hex === null) return { batch, client_index, commitment: null, votes: 0 };
+    if (!reached || hex === null || failed.has(i) || excluded.has(client_index))
+      return { batch, client_index, commitment: null, votes: 0 };
     const commitment = hexToBytes(hex);
     let votes = 0;
     for (const b of blooms) if (b.has(commitment)) votes++;

@@ -88,6 +88,11 @@ export interface Round {
    * of the witnesses that accused it. A quorum of accusers drops the client (coordinator/witnessing.ts).
    */
   accusations?: { client_index: number; by: number[] }[];
+  /**
+   * Verdicts on this round's sampled results, reported by the next round's verifiers: the result's slot in
+   * `roundAssignments`, the verifier's `epoch.clients` index, pass or fail (coordinator/verification.ts).
+   */
+  verdicts?: { slot: number; by: number; pass: boolean }[];
 }
 
 export interface EpochState {
@@ -102,6 +107,11 @@ export interface EpochState {
   cold_start_epoch: boolean;
   /** `clients` indices that sent warmup_witness. */
   warmup_witnesses: number[];
+  /**
+   * Trainers whose cheating two verifiers confirmed, with the round height it was confirmed at: none of
+   * their results in this epoch is applied (queries.acceptedCommitments, queries.replayExclusions).
+   */
+  cheats?: { client_index: number; height: number }[];
 }
 
 export interface CoordinatorState {

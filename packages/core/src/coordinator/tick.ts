@@ -26,6 +26,9 @@
 //     admitted), accepted when quorum(W) − 1 witnesses saw it: the host's record is the other vote, so a
 //     witness minority cannot veto a delivered result.                        (results.ts, queries.ts)
 // 10. Round seeds derive from the run seed, epoch, step and shell entropy (seed.ts), not a clock or RNG.
+// 12. verification_percent is the share of results two other clients re-check (Psyche: a Verifier committee
+//     that trains nothing, left todo!()); one failing verdict excludes a result, two eject the trainer and
+//     exclude its results of the epoch.                             (verification.ts, queries.ts)
 // 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
 //     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
 import type { CoordinatorConfig } from './config.ts';
@@ -47,6 +50,7 @@ import {
   withdrawAll,
 } from './transitions.ts';
 import { resultAdmitted } from './results.ts';
+import { verdict } from './verification.ts';
 import { healthCheck, warmupWitness, witness } from './witnessing.ts';
 
 const ENTROPY = /^(?:[0-9a-f]{2}){0,64}$/;
@@ -102,6 +106,11 @@ export function tick(state: CoordinatorState, event: CoordinatorEvent, now: numb
       if (bad) return refuse(state, bad);
       const r = resultAdmitted(state, event, ctx);
       return r.error ? { state: r.state, effects, error: r.error } : { state: r.state, effects };
+    }
+    case 'verdict': {
+      const bad = checkId(event.id);
+      if (bad) return refuse(state, bad);
+      return done(verdict(state, event, ctx));
     }
     case 'health_check':
       return done(healthCheck(state, event.id, event.checks, ctx));

@@ -4,7 +4,7 @@
 // Checks run cheapest first (run, identity, round, assignee, shape) so that a flood of junk costs no
 // signature verification.
 import type { CoordinatorEvent } from '../coordinator/events.ts';
-import { openRoundByStep, roundAssignments } from '../coordinator/queries.ts';
+import { openRoundByStep, roundAdmitted, roundAssignments } from '../coordinator/queries.ts';
 import type { CoordinatorState } from '../coordinator/state.ts';
 import type { BatchId } from '../selection/data-assignment.ts';
 import { bytesToHex } from '../crypto/bytes.ts';
@@ -19,6 +19,7 @@ import type { Join, Leave } from '../wire/membership.ts';
 import { verifyJoin } from '../wire/membership.ts';
 import type { HealthCheck, WitnessMessage } from '../wire/witness.ts';
 import type { WarmupWitness } from '../wire/warmup-witness.ts';
+import type { Verdict } from '../wire/verdict.ts';
 import { ProtocolRefusal } from './refusal.ts';
 import { checkResultShape, type ResultSpec } from './result-shape.ts';
 
@@ -234,6 +235,36 @@ export function healthCheckEvent(
     checks.push({ id: client.id, proof: r.committeeProof });
   }
   return { type: 'health_check', id: sender, checks };
+}
+
+/**
+ * A verifier's verdict on a sampled result of the round before the open one. The commitment must be the one
+ * the host admitted for that batch (a verdict on anything else checks nothing); the coordinator then checks
+ * the sender is one of that result's verifiers.
+ */
+export function verdictEvent(
+  state: CoordinatorState,
+  sender: string,
+  v: Verdict,
+): EventOf<'verdict'> | ProtocolRefusal {
+  const wrong = checkRun(state, v.runId);
+  if (wrong) return wrong;
+  const round = openRoundByStep(state, v.step);
+  const slot = round ? roundAssignments(state, round).findIndex((a) => sameBatch(a.batch, v.batch)) : -1;
+  const admitted = round && slot >= 0 ? (roundAdmitted(round)[slot] ?? null) : null;
+  if (admitted === null || admitted !== bytesToHex(v.commitment))
+    return new ProtocolRefusal(
+      'stale',
+      `no admitted result ${bytesToHex(v.commitment).slice(0, 16)}… for that batch of step ${v.step}`,
+      false,
+    );
+  return {
+    type: 'verdict',
+    id: sender,
+    step: v.step,
+    batch: { start: v.batch.start, end: v.batch.end },
+    pass: v.pass,
+  };
 }
 
 function sameBatch(a: BatchId, b: BatchId): boolean {

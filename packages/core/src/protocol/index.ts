@@ -4,3 +4,4 @@ export * from './refusal.ts';
 export * from './result-shape.ts';
 export * from './admission.ts';
 export * from './param-hash.ts';
+export * from './verification.ts';

@@ -12,6 +12,7 @@ import type { DistroOptimizer } from '../config/types.ts';
 import { chunkSizeOf, type DistroResult } from '../wire/distro-result.ts';
 import type { TrainingResult } from '../wire/training-result.ts';
 import { ProtocolRefusal } from './refusal.ts';
+import { FINGERPRINT_BITS } from './verification.ts';
 
 /**
  * The chunk for one dimension: `chunk` itself when it divides `size`, else the largest divisor of `size`
@@ -65,24 +66,36 @@ export interface ResultSpec {
   /** In variable order. */
   tensors: readonly TensorSpec[];
   valueKind: DistroResult['values']['kind'];
+  /** Bytes of gradient fingerprint every result carries: FINGERPRINT_BITS / 8 when the run verifies, else 0. */
+  fingerprintBytes: number;
 }
 
 /** The result spec of a DisTrO run over parameters `{name, shape}` (any order). */
 export function resultSpecOf(
   params: ReadonlyArray<{ name: string; shape: readonly number[] }>,
   distro: Pick<DistroOptimizer, 'compression_chunk' | 'compression_topk' | 'quantize_1bit'>,
+  verification_percent = 0,
 ): ResultSpec {
   const byName = new Map(params.map((p) => [p.name, p.shape]));
   const tensors = variableOrder(byName.keys()).map((name) => {
     const { xshape, totalk } = encodedShape(byName.get(name) as readonly number[], distro.compression_chunk);
     return { name, xshape, totalk, k: Math.min(Math.max(distro.compression_topk, 1), totalk) };
   });
-  return { tensors, valueKind: distro.quantize_1bit ? 'sign' : 'f32' };
+  return {
+    tensors,
+    valueKind: distro.quantize_1bit ? 'sign' : 'f32',
+    fingerprintBytes: verification_percent > 0 ? FINGERPRINT_BITS / 8 : 0,
+  };
 }
 
 /** Why `result` does not fit `spec`, or null when it does. */
 export function checkResultShape(result: TrainingResult, spec: ResultSpec): ProtocolRefusal | null {
   const bad = (message: string) => new ProtocolRefusal('bad_result', message);
+  const fingerprint = result.fingerprint?.length ?? 0;
+  if (fingerprint !== spec.fingerprintBytes)
+    return bad(
+      `the result has a ${fingerprint}-byte gradient fingerprint; the run's results carry ${spec.fingerprintBytes}`,
+    );
   if (result.tensors.length !== spec.tensors.length)
     return bad(`the result has ${result.tensors.length} tensors; the model has ${spec.tensors.length}`);
   for (let i = 0; i < spec.tensors.length; i++) {

@@ -25,6 +25,7 @@ export const MESSAGE_TYPE = {
   witness: 0x10,
   healthCheck: 0x11,
   warmupWitness: 0x12,
+  verdict: 0x13,
   join: 0x20,
   leave: 0x21,
   challenge: 0x22,

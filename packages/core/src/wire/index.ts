@@ -10,6 +10,7 @@ export * from './commitment.ts';
 export * from './announce.ts';
 export * from './witness.ts';
 export * from './warmup-witness.ts';
+export * from './verdict.ts';
 export * from './membership.ts';
 export * from './challenge.ts';
 export * from './state-snapshot.ts';

@@ -27,6 +27,8 @@ import { encodeTrainingResult, readTrainingResultPayload } from './training-resu
 import type { HealthCheck, WitnessMessage } from './witness.ts';
 import type { WarmupWitness } from './warmup-witness.ts';
 import { encodeWarmupWitness, readWarmupWitnessPayload } from './warmup-witness.ts';
+import type { Verdict } from './verdict.ts';
+import { encodeVerdict, readVerdictPayload } from './verdict.ts';
 import { encodeHealthCheck, encodeWitness, readHealthCheckPayload, readWitnessPayload } from './witness.ts';
 
 export type WireMessage =
@@ -36,6 +38,7 @@ export type WireMessage =
   | { kind: 'witness'; message: WitnessMessage }
   | { kind: 'healthCheck'; message: HealthCheck }
   | { kind: 'warmupWitness'; message: WarmupWitness }
+  | { kind: 'verdict'; message: Verdict }
   | { kind: 'join'; message: Join }
   | { kind: 'leave'; message: Leave }
   | { kind: 'challenge'; message: Challenge }
@@ -68,6 +71,8 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeHealthCheck(m.message, limits);
     case 'warmupWitness':
       return encodeWarmupWitness(m.message, limits);
+    case 'verdict':
+      return encodeVerdict(m.message, limits);
     case 'join':
       return encodeJoin(m.message, limits);
     case 'leave':
@@ -109,6 +114,8 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readHealthCheckPayload(r) };
     case 'warmupWitness':
       return { kind, message: readWarmupWitnessPayload(r) };
+    case 'verdict':
+      return { kind, message: readVerdictPayload(r) };
     case 'join':
       return { kind, message: readJoinPayload(r) };
     case 'leave':

@@ -10,6 +10,9 @@
 // | batch.start  | varint ≤ 2^53−1                                              |
 // | batch.end    | varint, ≥ start (inclusive interval)                         |
 // | trainerNonce | varint u32                                                   |
+// | fingerprint  | varint length ≤ FINGERPRINT_MAX_BYTES ‖ sign bits of the     |
+// |              | trainer's gradient at the round's seeded positions           |
+// |              | (protocol/verification.ts); empty when the run verifies none |
 // | tensorCount  | varint ≤ limits.maxTensors                                   |
 // | tensors      | tensorCount × DistroResult (distro-result.ts), name order    |
 import type { ByteReader, ByteWriter } from './codec.ts';
@@ -22,6 +25,9 @@ import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
 
+/** Largest gradient fingerprint a result carries (8,192 sign bits). */
+export const FINGERPRINT_MAX_BYTES = 1024;
+
 export interface TrainingResult {
   runId: string;
   step: number;
@@ -30,6 +36,12 @@ export interface TrainingResult {
   trainerNonce: number;
   /** One entry per trainable variable. */
   tensors: DistroResult[];
+  /**
+   * Sign bits (LSB first, 1 = negative) of the trainer's own gradient at positions every peer derives from the
+   * round seed, so a verifier can check the work was done on the assigned batch; absent when the run does not
+   * verify (encoded as an empty field).
+   */
+  fingerprint?: Uint8Array;
 }
 
 /** Smallest possible encoded tensor: rank, one dim, totalk, k, one u8 index, kind, one value byte. */
@@ -43,6 +55,7 @@ export function writeTrainingResultPayload(w: ByteWriter, t: TrainingResult, fie
   w.u32(t.step, `${field}.step`);
   writeBatch(w, t.batch, `${field}.batch`);
   w.u32(t.trainerNonce, `${field}.trainerNonce`);
+  w.bytes(t.fingerprint ?? new Uint8Array(0), FINGERPRINT_MAX_BYTES, `${field}.fingerprint`);
   checkCount(t.tensors.length, w.limits.maxTensors, `${field}.tensors`, 'maxTensors');
   let elements = 0;
   for (const tensor of t.tensors) elements += tensor?.indices?.length ?? 0;
@@ -56,13 +69,21 @@ export function readTrainingResultPayload(r: ByteReader, field = 'result'): Trai
   const step = r.u32(`${field}.step`);
   const batch = readBatch(r, `${field}.batch`);
   const trainerNonce = r.u32(`${field}.trainerNonce`);
+  const fingerprint = r.bytesField(FINGERPRINT_MAX_BYTES, `${field}.fingerprint`);
   const count = r.u32(`${field}.tensorCount`);
   checkCount(count, r.limits.maxTensors, `${field}.tensors`, 'maxTensors');
   needItems(r, count, MIN_TENSOR_BYTES, `${field}.tensors`);
   const budget = { remaining: r.limits.maxElements };
   const tensors: DistroResult[] = [];
   for (let i = 0; i < count; i++) tensors.push(readDistroResult(r, `${field}.tensors[${i}]`, budget));
-  return { runId, step, batch, trainerNonce, tensors };
+  return {
+    runId,
+    step,
+    batch,
+    trainerNonce,
+    tensors,
+    ...(fingerprint.length > 0 ? { fingerprint } : {}),
+  };
 }
 
 export function encodeTrainingResult(

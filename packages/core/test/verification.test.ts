@@ -1,0 +1,274 @@
+// Verification of work in core: which results are sampled and who verifies them, the verdict event (one fail
+// excludes a result, two confirm a cheat, no single accuser ejects), the exclusions every replica derives, the
+// fingerprint positions and agreement, and the Verdict frame.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  acceptedCommitments,
+  bytesToHex,
+  createCoordinator,
+  currentRound,
+  decodeFrame,
+  encodeVerdict,
+  excludedClients,
+  fingerprintAgreement,
+  fingerprintOf,
+  fingerprintPositions,
+  FINGERPRINT_BITS,
+  hexToBytes,
+  replayExclusions,
+  roundAdmitted,
+  roundAssignments,
+  roundAtHeight,
+  tick,
+  verdictEvent,
+  verificationPasses,
+  verificationTasks,
+  VERIFIERS_PER_RESULT,
+  WireError,
+  type CoordinatorEvent,
+  type CoordinatorState,
+  type Verdict,
+} from '../src/index.ts';
+import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
+import { baseConfig } from './fixtures/coordinator.ts';
+
+class Run {
+  state: CoordinatorState;
+  now = 1000;
+  constructor(clients: number, verification_percent: number) {
+    this.state = createCoordinator({
+      run_id: 'v',
+      run_seed: 'cd'.repeat(32),
+      config: {
+        ...baseConfig,
+        verification_percent,
+        witness_nodes: 0,
+        min_clients: 2,
+        init_min_clients: clients,
+        global_batch_size_start: 2 * clients,
+        global_batch_size_end: 2 * clients,
+      },
+      now: this.now,
+    });
+    for (let i = 0; i < clients; i++) this.ok({ type: 'join', id: clientId(i), p2p_id: `p${i}` });
+    this.now += 3;
+    this.ok({ type: 'tick' });
+    for (const c of this.state.epoch.clients)
+      if (this.state.run_state === 'Warmup') this.ok({ type: 'warmup_witness', id: c.id });
+  }
+  send(e: CoordinatorEvent) {
+    const r = tick(this.state, e, this.now);
+    this.state = r.state;
+    return r;
+  }
+  ok(e: CoordinatorEvent) {
+    const r = this.send(e);
+    expect(r.error, r.error?.message).toBeUndefined();
+    return r;
+  }
+  /** Every honest admission and witness of the open round, then the round ends. */
+  round(): void {
+    for (const e of honestWitnessEvents(this.state)) this.ok(e);
+    this.now += 1;
+    this.ok({ type: 'tick' });
+  }
+}
+
+describe('verification tasks', () => {
+  it('sample about verification_percent of the results, with two distinct verifiers that are not the trainer', () => {
+    let sampled = 0;
+    let total = 0;
+    const r = new Run(12, 25);
+    for (let k = 0; k < 30; k++) {
+      r.round();
+      const cur = currentRound(r.state)!;
+      const judged = roundAtHeight(r.state, cur.height - 1)!;
+      const tasks = verificationTasks(r.state, judged, cur);
+      // Every peer and the coordinator derive the same tasks: a deep copy of the state gives the same answer.
+      const copy = JSON.parse(JSON.stringify(r.state)) as CoordinatorState;
+      expect(verificationTasks(copy, roundAtHeight(copy, judged.height)!, currentRound(copy)!)).toEqual(
+        tasks,
+      );
+      total += roundAssignments(r.state, judged).length;
+      sampled += tasks.length;
+      for (const t of tasks) {
+        expect(t.verifiers).toHaveLength(VERIFIERS_PER_RESULT);
+        expect(new Set(t.verifiers).size).toBe(VERIFIERS_PER_RESULT);
+        expect(t.verifiers).not.toContain(t.trainer.id);
+        for (const v of t.verifiers)
+          expect(cur.roster.map((ci) => r.state.epoch.clients[ci]!.id)).toContain(v);
+      }
+    }
+    expect(sampled / total).toBeGreaterThan(0.15);
+    expect(sampled / total).toBeLessThan(0.35);
+  });
+
+  it('sample nothing when verification is off', () => {
+    const r = new Run(6, 0);
+    r.round();
+    const cur = currentRound(r.state)!;
+    expect(verificationTasks(r.state, roundAtHeight(r.state, cur.height - 1)!, cur)).toEqual([]);
+  });
+});
+
+describe('verdicts', () => {
+  /** A run at the open round h+1 with a task on round h (verification on every result). */
+  function withTask() {
+    const r = new Run(6, 100);
+    r.round(); // round 0 done: round 1 open, round 0 results admitted... during round 1
+    for (const e of honestWitnessEvents(r.state)) r.ok(e); // admits round 0 results, witnesses attest them
+    const cur = currentRound(r.state)!;
+    const judged = roundAtHeight(r.state, cur.height - 1)!;
+    const task = verificationTasks(r.state, judged, cur)[0]!;
+    const v = (id: string, pass: boolean): CoordinatorEvent => ({
+      type: 'verdict',
+      id,
+      step: judged.step,
+      batch: task.trainer.batch,
+      pass,
+    });
+    return { r, judged, task, v };
+  }
+
+  it('refuses verdicts from others than the task verifiers, twice from one, or for a closed round', () => {
+    const { r, task, v, judged } = withTask();
+    const outsider = r.state.epoch.clients.find((c) => !task.verifiers.includes(c.id))!.id;
+    expect(r.send(v(outsider, false)).error?.code).toBe('NotAVerifier');
+    r.ok(v(task.verifiers[0]!, true));
+    expect(r.send(v(task.verifiers[0]!, false)).error?.code).toBe('DuplicateVerdict');
+    expect(
+      r.send({ ...(v(task.verifiers[1]!, true) as object), step: judged.step + 9 } as CoordinatorEvent).error
+        ?.code,
+    ).toBe('StaleRound');
+  });
+
+  it('one failing verdict keeps the result from being applied (its batch is retried) but ejects nobody', () => {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false));
+    r.ok(v(task.verifiers[1]!, true));
+    expect(r.state.ejected).toEqual([]);
+    const accepted = acceptedCommitments(r.state, 0)!;
+    expect(accepted[task.slot]!.commitment).toBeNull();
+    expect(accepted.filter((a, i) => i !== task.slot).every((a) => a.commitment !== null)).toBe(true);
+    r.now += 20;
+    r.ok({ type: 'tick' });
+    r.ok({ type: 'tick' });
+    expect(currentRound(r.state)!.retries).toContainEqual(task.trainer.batch);
+  });
+
+  it('two failing verdicts confirm the cheat: ejected, its results excluded, replicas told to replay', () => {
+    const { r, task, v } = withTask();
+    const heightAtConfirm = currentRound(r.state)!.height;
+    r.ok(v(task.verifiers[0]!, false));
+    const res = r.ok(v(task.verifiers[1]!, false));
+    expect(res.effects).toContainEqual(
+      expect.objectContaining({ type: 'CheatConfirmed', id: task.trainer.id }),
+    );
+    expect(r.state.ejected).toContain(task.trainer.id);
+    expect(r.state.epoch.cheats).toEqual([
+      { client_index: task.trainer.client_index, height: heightAtConfirm },
+    ]);
+    // Round h (0) and the open round (1) are excluded; round h−1 does not exist here, so the replay is for
+    // the round applied next (height 0 at the start of round 2).
+    expect(excludedClients(r.state, 0).has(task.trainer.client_index)).toBe(true);
+    expect(replayExclusions(r.state, heightAtConfirm - 1)).toEqual(new Set([task.trainer.client_index]));
+    expect(replayExclusions(r.state, heightAtConfirm)).toBeNull();
+    expect(excludedClients(r.state, heightAtConfirm - 2).size).toBe(0);
+  });
+
+  it('verdictEvent takes only the admitted commitment of the batch', () => {
+    const { r, task, judged } = withTask();
+    const admitted = roundAdmitted(judged)[task.slot]!;
+    const verdict: Verdict = {
+      runId: 'v',
+      step: judged.step,
+      batch: task.trainer.batch,
+      commitment: hexToBytes(admitted),
+      pass: false,
+      fingerprintAgreement: 0.5,
+      updateAgreement: 0.01,
+    };
+    expect(verdictEvent(r.state, task.verifiers[0]!, verdict)).toEqual({
+      type: 'verdict',
+      id: task.verifiers[0],
+      step: judged.step,
+      batch: task.trainer.batch,
+      pass: false,
+    });
+    const other = { ...verdict, commitment: new Uint8Array(32).fill(1) };
+    expect((verdictEvent(r.state, task.verifiers[0]!, other) as { code?: string }).code).toBe('stale');
+    expect(
+      (verdictEvent(r.state, task.verifiers[0]!, { ...verdict, runId: 'x' }) as { code?: string }).code,
+    ).toBe('wrong_run');
+  });
+});
+
+describe('fingerprints', () => {
+  it('positions are deterministic, in range, and differ between slots and seeds', () => {
+    const a = fingerprintPositions('0102030405060708', 3, 1_081_344);
+    expect(a).toHaveLength(FINGERPRINT_BITS);
+    expect(fingerprintPositions('0102030405060708', 3, 1_081_344)).toEqual(a);
+    expect(a.every((p) => Number.isInteger(p) && p >= 0 && p < 1_081_344)).toBe(true);
+    expect(fingerprintPositions('0102030405060708', 4, 1_081_344)).not.toEqual(a);
+    expect(fingerprintPositions('0102030405060709', 3, 1_081_344)).not.toEqual(a);
+  });
+
+  it('agreement is 1 for the same gradient, about ½ for an unrelated one, and counts only large entries', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.float({ noNaN: true, noDefaultInfinity: true, min: -10, max: 10 }), {
+          minLength: 64,
+          maxLength: 64,
+        }),
+        (g) => {
+          const fp = fingerprintOf(g);
+          const nonzero = g.filter((x) => x !== 0).length;
+          if (nonzero === g.length) expect(fingerprintAgreement(fp, g)).toBe(1);
+        },
+      ),
+    );
+    let s = 1;
+    const rand = () => ((s = (s * 48271) % 2147483647) / 2147483647) * 2 - 1;
+    const g = Float32Array.from({ length: FINGERPRINT_BITS }, rand);
+    const h = Float32Array.from({ length: FINGERPRINT_BITS }, rand);
+    const unrelated = fingerprintAgreement(fingerprintOf(h), g);
+    expect(unrelated).toBeGreaterThan(0.4);
+    expect(unrelated).toBeLessThan(0.6);
+    // Flipping the sign of every small entry of g changes nothing: only the largest half is compared.
+    const byMagnitude = Array.from(g, (x, i) => [Math.abs(x), i] as const).sort((p, q) => p[0] - q[0]);
+    const flipped = Float32Array.from(g);
+    for (const [, i] of byMagnitude.slice(0, FINGERPRINT_BITS / 2)) flipped[i] = -flipped[i]!;
+    expect(fingerprintAgreement(fingerprintOf(flipped), g)).toBe(1);
+  });
+
+  it('passes only when both measurements clear their thresholds', () => {
+    expect(verificationPasses({ fingerprintAgreement: 1, updateAgreement: 0.9 })).toBe(true);
+    expect(verificationPasses({ fingerprintAgreement: 0.8, updateAgreement: 0.9 })).toBe(false);
+    expect(verificationPasses({ fingerprintAgreement: 1, updateAgreement: 0 })).toBe(false);
+  });
+});
+
+describe('Verdict frame', () => {
+  const v: Verdict = {
+    runId: 'run',
+    step: 12,
+    batch: { start: 40, end: 47 },
+    commitment: new Uint8Array(32).fill(3),
+    pass: true,
+    fingerprintAgreement: 0.984375,
+    updateAgreement: -0.5,
+  };
+  it('round-trips and refuses out-of-range measurements', () => {
+    const back = decodeFrame(encodeVerdict(v));
+    expect(back).toEqual({ kind: 'verdict', message: v });
+    expect(() => encodeVerdict({ ...v, fingerprintAgreement: 1.5 })).toThrow(WireError);
+    const frame = encodeVerdict(v);
+    // updateAgreement is the last f32: make it 2.0 (0x40000000).
+    frame.set([0, 0, 0, 0x40], frame.length - 4);
+    expect(() => decodeFrame(frame)).toThrow(WireError);
+    expect(bytesToHex(back.kind === 'verdict' ? back.message.commitment : new Uint8Array())).toBe(
+      '03'.repeat(32),
+    );
+  });
+});
