@@ -22,6 +22,8 @@ export interface DistroBackend extends SparseLoCoOps {
   readonly chunk: number;
   tensor(shape: readonly number[], data?: Float32Array): DistroTensor;
   read(t: DistroTensor): Promise<Float32Array>;
+  /** The entries of `t` at `offsets` (flat, row-major), in order: a few values, without reading the tensor. */
+  gather(t: DistroTensor, offsets: Uint32Array): Promise<Float32Array>;
   write(t: DistroTensor, data: Float32Array): void;
   release(t: DistroTensor): void;
   /** delta ← decay·delta + lr·grad (two separately rounded float32 steps, as Psyche does them). */

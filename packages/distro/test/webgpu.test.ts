@@ -262,6 +262,23 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     gpu.destroy();
   });
 
+  it('gather reads exactly the named entries, across split bindings, without reading the tensor', async () => {
+    const shape = [40, 64];
+    const [cpu, gpu] = backends(16, 16 * 64 * 4);
+    const data = randn(2560);
+    const offsets = Uint32Array.from([0, 2559, 1023, 1024, 17, 17, 2048, 5]);
+    const want = Float32Array.from(offsets, (o) => data[o]!);
+    expect(await cpu.gather(cpu.tensor(shape, data), offsets)).toEqual(want);
+    const g = gpu as DistroBackend & { stats: { readbackBytes: number; tensorReadBytes: number } };
+    const t = g.tensor(shape, data);
+    const before = { ...g.stats };
+    expect(await g.gather(t, offsets)).toEqual(want);
+    expect(g.stats.tensorReadBytes).toBe(before.tensorReadBytes);
+    expect(g.stats.readbackBytes - before.readbackBytes).toBe(offsets.length * 4);
+    await expect(cpu.gather(cpu.tensor(shape, data), Uint32Array.of(2560))).rejects.toThrow(/outside/);
+    gpu.destroy();
+  });
+
   it('apply is bit-identical to the CPU (float and 1-bit results, weight decay, split bindings)', async () => {
     for (const [shape, chunk, limit] of [
       [[64, 48], 16, 16 * 48 * 4],

@@ -45,6 +45,13 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
     async read(t) {
       return Float32Array.from(cpu(t).data);
     },
+    async gather(t, offsets) {
+      const data = cpu(t).data;
+      return Float32Array.from(offsets, (o) => {
+        if (o >= data.length) throw new DistroShapeError(`offset ${o} outside a tensor of ${data.length}`);
+        return data[o] as number;
+      });
+    },
     write(t, data) {
       if (data.length !== t.size)
         throw new DistroShapeError(`write of ${data.length} values into a tensor of ${t.size}`);

@@ -291,6 +291,30 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
         );
       return out;
     },
+    async gather(t, offsets) {
+      const out = new Float32Array(offsets.length);
+      for (const p of gpu(t).parts) {
+        const mine: number[] = [];
+        const local: number[] = [];
+        offsets.forEach((o, i) => {
+          if (o >= p.seg.offset && o < p.seg.offset + p.seg.elements) {
+            mine.push(i);
+            local.push(o - p.seg.offset);
+          }
+        });
+        if (mine.length === 0) continue;
+        const n = mine.length;
+        const idx = upload(Uint32Array.from(local));
+        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
+        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
+        run(W.GATHER, [whole(uniform([n, g.x * W.ELEMENTWISE_WG])), bind(p), whole(idx), whole(dst)], g);
+        const got = new Float32Array(await readBuffer(dst, 0, n * 4));
+        dst.destroy();
+        mine.forEach((i, j) => (out[i] = got[j] as number));
+      }
+      await finish();
+      return out;
+    },
     write(t, data) {
       if (data.length !== t.size)
         throw new DistroShapeError(`write of ${data.length} values into a tensor of ${t.size}`);

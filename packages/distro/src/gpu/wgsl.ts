@@ -46,6 +46,19 @@ struct U { count: u32, stride: u32, factor: f32, pad: f32 }
   x[i] = u.factor * x[i];
 }`;
 
+/** out[i] = src[idx[i]]: a few entries of a segment, for the host (gradient fingerprints). */
+export const GATHER = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read> idx: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = linear(g, u.stride);
+  if (i >= u.count) { return; }
+  out[i] = src[idx[i]];
+}`;
+
 export const SIGN_STEP = /* wgsl */ `${LINEAR}
 struct U { count: u32, stride: u32, lr: f32, pad: f32 }
 @group(0) @binding(0) var<uniform> u: U;
