@@ -1,23 +1,45 @@
-// `kill -9` of the real relay process mid-round, then a restart on the same data dir: the run resumes from
-// its latest SQLite snapshot and completes further rounds once the (scripted) clients reconnect and re-join.
+// `kill -9` of the real relay process mid-round, then a restart on the same data dir and port: the run resumes
+// from its latest SQLite snapshot and completes further rounds. One scripted client is restarted by the test;
+// the other runs on the training client's own RelayLink, which is left alone: it must reconnect by itself,
+// with a bounded number of attempts, and re-join into its slot.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRelayServer } from '../src/server.ts';
-import { fastRunToml, hexKey, HonestClient, identity, TestClient } from './helpers/relay-fixtures.ts';
+import {
+  fastRunToml,
+  hexKey,
+  HonestClient,
+  identity,
+  LinkParticipant,
+  TestClient,
+} from './helpers/relay-fixtures.ts';
 
 const BIN = fileURLToPath(new URL('../bin/meshtrain-relay.mjs', import.meta.url));
 const RUN = 'restart';
 const dir = mkdtempSync(join(tmpdir(), 'meshtrain-relay-restart-'));
 const children: ChildProcess[] = [];
 let clients: HonestClient[] = [];
+let linked: HonestClient<LinkParticipant> | undefined;
+
+/** A TCP port free right now on loopback (the restarted relay must listen where the link reconnects). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 /** Starts the real bin and resolves with its URL once it prints it. */
-function startRelay(p2p = false): Promise<{ child: ChildProcess; url: string; out: () => string }> {
+function startRelay(p2p = false, port = 0): Promise<{ child: ChildProcess; url: string; out: () => string }> {
   const child = spawn(
     process.execPath,
     [
@@ -26,14 +48,15 @@ function startRelay(p2p = false): Promise<{ child: ChildProcess; url: string; ou
       '--config',
       join(dir, 'run.toml'),
       '--port',
-      '0',
+      String(port),
       '--data-dir',
       join(dir, 'data'),
       ...(p2p ? [] : ['--no-p2p']),
       '--tick-ms',
       '100',
+      // Long enough for a backed-off RelayLink to be back before its slot is given up.
       '--grace-ms',
-      '3000',
+      '30000',
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -59,8 +82,7 @@ function startRelay(p2p = false): Promise<{ child: ChildProcess; url: string; ou
 }
 
 async function startClients(url: string): Promise<void> {
-  clients = [];
-  for (const n of [301, 302]) clients.push(new HonestClient(await TestClient.joined(url, RUN, identity(n))));
+  clients = [new HonestClient(await TestClient.joined(url, RUN, identity(301)))];
   for (const c of clients) void c.run();
 }
 
@@ -73,6 +95,8 @@ function stopClients(): void {
 
 afterAll(() => {
   stopClients();
+  linked?.stop();
+  linked?.c.close();
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
@@ -89,8 +113,12 @@ describe('relay restart', () => {
         total_steps: 40,
       }),
     );
-    const first = await startRelay();
+    const port = await freePort();
+    const first = await startRelay(false, port);
     await startClients(first.url);
+    linked = new HonestClient(new LinkParticipant(first.url, RUN, identity(302)));
+    await linked.c.link.connect();
+    void linked.run();
     const watcher = clients[0]!.c;
     await watcher.until(
       () => watcher.state?.run_state === 'RoundTrain' && watcher.state.progress.step >= 3,
@@ -103,13 +131,15 @@ describe('relay restart', () => {
       epoch: watcher.state!.progress.epoch,
     };
 
+    const connectsBefore = linked.c.link.stats.connects;
+
     // Mid-round: the process dies without any chance to flush or say goodbye.
     first.child.kill('SIGKILL');
     await new Promise<void>((r) => first.child.once('exit', () => r()));
     stopClients();
 
     // The second start also runs the libp2p node behind the same port: coordinator WebSockets still work.
-    const second = await startRelay(true);
+    const second = await startRelay(true, port);
     expect(second.out()).toMatch(/libp2p \/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws\/p2p\/12D3Koo/);
     const resumed = (await (await fetch(`${second.url}/api/runs/${RUN}`)).json()) as {
       run: { step: number; seq: number; epoch: number; run_state: string };
@@ -119,11 +149,21 @@ describe('relay restart', () => {
     expect(resumed.run.step).toBeGreaterThanOrEqual(before.step);
     expect(resumed.run.epoch).toBe(before.epoch);
 
-    // The same identities reconnect and re-join (their slots survived), and the run moves on.
+    // The same identities re-join (their slots survived): 301 reconnected by the test, 302's RelayLink by
+    // itself, in a handful of attempts (each failed attempt used to start a reconnect loop of its own).
     await startClients(second.url);
     const w2 = clients[0]!.c;
-    await w2.until(() => (w2.state?.progress.step ?? 0) >= before.step + 3, 30_000, 'three more rounds');
+    await w2.until(() => linked!.c.link.isJoined, 60_000, 'the RelayLink to re-join');
+    const reconnects = linked.c.link.stats.connects - connectsBefore;
+    expect(reconnects).toBeGreaterThanOrEqual(1);
+    expect(reconnects).toBeLessThanOrEqual(12);
+    linked.log.length = 0;
+    await w2.until(() => (w2.state?.progress.step ?? 0) >= before.step + 3, 60_000, 'three more rounds');
     expect(w2.state!.progress.epoch).toBe(before.epoch);
+    // Both kept their places in the epoch and trained through: training resumed where it was.
+    const healthy = w2.state!.epoch.clients.filter((c) => c.state === 'Healthy').map((c) => c.id);
+    expect(healthy).toEqual(expect.arrayContaining([hexKey(identity(301)), hexKey(identity(302))]));
+    expect(linked.log.filter((l) => l.includes('refused'))).toEqual([]);
     const detail = (await (await fetch(`${second.url}/api/runs/${RUN}`)).json()) as {
       rounds: Array<{ step: number; quorum_reached: boolean | null }>;
     };
@@ -134,6 +174,8 @@ describe('relay restart', () => {
 
     // A graceful stop exits 0.
     stopClients();
+    linked.stop();
+    linked.c.close();
     second.child.kill('SIGTERM');
     const code = await new Promise<number | null>((r) => second.child.once('exit', (c) => r(c)));
     expect(code).toBe(0);

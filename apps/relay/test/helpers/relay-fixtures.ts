@@ -24,7 +24,16 @@ import {
   signResult,
   encodeTrainingResult,
 } from '@meshtrain/core';
-import type { CoordinatorState, Identity, ResultSpec, TrainingResult, WireMessage } from '@meshtrain/core';
+import type {
+  Announce,
+  CoordinatorState,
+  Identity,
+  ResultSpec,
+  TrainingResult,
+  WireMessage,
+  WitnessMessage,
+} from '@meshtrain/core';
+import { RelayLink, RelayRefusal } from '@meshtrain/client';
 import { signAdminRequest } from '../../src/middleware/admin-auth.ts';
 import { resultSpecForToml } from '../../src/run-host.ts';
 
@@ -66,8 +75,27 @@ export function hexKey(id: Identity): string {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * What HonestClient drives: a coordinator session it reads state and announces from and sends frames on.
+ * Each send resolves with null when the relay acknowledged it, else the refusal (`code: message`).
+ */
+export interface Participant {
+  readonly id: Identity;
+  readonly state: CoordinatorState | undefined;
+  /** Gone for good (a raw connection that closed; a link that was closed). */
+  readonly ended: boolean;
+  announcesFor(step: number): Announce[];
+  warmupWitness(runId: string, epoch: number): Promise<string | null>;
+  submitResult(f: ResultFrames): Promise<string | null>;
+  submitWitness(w: WitnessMessage): Promise<string | null>;
+}
+
+function refusalOf(m: WireMessage): string | null {
+  return m.kind === 'ack' ? null : JSON.stringify(m.message);
+}
+
 /** A raw WebSocket client of the coordinator session: every frame it gets is decoded and queued. */
-export class TestClient {
+export class TestClient implements Participant {
   readonly ws: WebSocket;
   readonly received: WireMessage[] = [];
   readonly id: Identity;
@@ -191,6 +219,83 @@ export class TestClient {
       // already closed
     }
   }
+
+  get ended(): boolean {
+    return this.closed !== undefined;
+  }
+
+  announcesFor(step: number): Announce[] {
+    return this.received.flatMap((m) =>
+      m.kind === 'announce' && m.message.step === step ? [m.message] : [],
+    );
+  }
+
+  async warmupWitness(runId: string, epoch: number): Promise<string | null> {
+    return refusalOf(await this.request(encodeWarmupWitness({ runId, epoch })));
+  }
+
+  async submitResult(f: ResultFrames): Promise<string | null> {
+    const r = refusalOf(await this.request(f.signed));
+    return r ?? refusalOf(await this.request(f.announce));
+  }
+
+  async submitWitness(w: WitnessMessage): Promise<string | null> {
+    return refusalOf(await this.request(encodeWitness(w)));
+  }
+}
+
+/** The training client's own RelayLink as a Participant: it reconnects and re-joins by itself. */
+export class LinkParticipant implements Participant {
+  readonly id: Identity;
+  readonly link: RelayLink;
+  state: CoordinatorState | undefined;
+  private readonly announces: Announce[] = [];
+  private closed = false;
+
+  constructor(relayUrl: string, runId: string, id: Identity) {
+    this.id = id;
+    this.link = new RelayLink({ relayUrl, runId, secretKey: id.secretKey, deviceKind: 'cpu' });
+    this.link.onState((s) => (this.state = s));
+    this.link.onAnnounce((a) => {
+      this.announces.push(a);
+      if (this.announces.length > 1000) this.announces.splice(0, 500);
+    });
+  }
+
+  get ended(): boolean {
+    return this.closed;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.link.close();
+  }
+
+  announcesFor(step: number): Announce[] {
+    return this.announces.filter((a) => a.step === step);
+  }
+
+  private static async outcome(p: Promise<void>): Promise<string | null> {
+    try {
+      await p;
+      return null;
+    } catch (e) {
+      if (e instanceof RelayRefusal) return `${e.code}: ${e.message}`;
+      throw e;
+    }
+  }
+
+  warmupWitness(_runId: string, epoch: number): Promise<string | null> {
+    return LinkParticipant.outcome(this.link.submitWarmupWitness(epoch));
+  }
+
+  submitResult(f: ResultFrames): Promise<string | null> {
+    return LinkParticipant.outcome(this.link.submitResult(f.signed, f.announceMessage));
+  }
+
+  submitWitness(w: WitnessMessage): Promise<string | null> {
+    return LinkParticipant.outcome(this.link.submitWitness(w));
+  }
 }
 
 /** Headers of a signed admin request. */
@@ -251,11 +356,15 @@ export function tinyResult(
   };
 }
 
+export interface ResultFrames {
+  signed: Uint8Array;
+  announce: Uint8Array;
+  announceMessage: Announce;
+  commitment: string;
+}
+
 /** SignedResult frame plus the Announce frame for it. */
-export function resultFrames(
-  id: Identity,
-  result: TrainingResult,
-): { signed: Uint8Array; announce: Uint8Array; commitment: string } {
+export function resultFrames(id: Identity, result: TrainingResult): ResultFrames {
   const envelope = signResult(id.secretKey, result);
   const signed = encodeSignedResult({ envelope, result });
   const frame = encodeTrainingResult(result);
@@ -266,7 +375,12 @@ export function resultFrames(
     commitment: envelope.commitment,
     size: frame.length,
   });
-  return { signed, announce: encodeAnnounce(announce), commitment: bytesToHex(envelope.commitment) };
+  return {
+    signed,
+    announce: encodeAnnounce(announce),
+    announceMessage: announce,
+    commitment: bytesToHex(envelope.commitment),
+  };
 }
 
 /**
@@ -274,15 +388,15 @@ export function resultFrames(
  * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose blooms
  * hold the results announced for the round once all of them arrived (or after a short wait).
  */
-export class HonestClient {
-  readonly c: TestClient;
+export class HonestClient<P extends Participant = TestClient> {
+  readonly c: P;
   private doneWarmup = -1;
   private doneResult = new Set<number>();
   private doneWitness = new Set<number>();
   private stopped = false;
   readonly log: string[] = [];
 
-  constructor(c: TestClient) {
+  constructor(c: P) {
     this.c = c;
   }
 
@@ -296,7 +410,7 @@ export class HonestClient {
   }
 
   async run(): Promise<void> {
-    while (!this.stopped && this.c.closed === undefined) {
+    while (!this.stopped && !this.c.ended) {
       try {
         await this.step();
       } catch (e) {
@@ -313,7 +427,7 @@ export class HonestClient {
     const myIndex = s.epoch.clients.findIndex((cl) => cl.id === me && cl.state === 'Healthy');
     if (s.run_state === 'Warmup' && myIndex >= 0 && this.doneWarmup !== s.epoch.start_timestamp) {
       this.doneWarmup = s.epoch.start_timestamp;
-      await this.c.request(encodeWarmupWitness({ runId: s.run_id, epoch: s.progress.epoch }));
+      await this.c.warmupWitness(s.run_id, s.progress.epoch);
       return;
     }
     if (s.run_state !== 'RoundTrain') return;
@@ -326,20 +440,15 @@ export class HonestClient {
     if (mine && !this.doneResult.has(round.step)) {
       this.doneResult.add(round.step);
       const f = resultFrames(this.c.id, tinyResult(s.run_id, round.step, mine.batch));
-      const r1 = await this.c.request(f.signed);
-      if (r1.kind === 'ack') await this.c.request(f.announce);
-      else this.log.push(`result refused: ${JSON.stringify(r1.message)}`);
+      const refused = await this.c.submitResult(f);
+      if (refused !== null) this.log.push(`result refused: ${refused}`);
     }
     if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
       // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold what
       // this client received for the previous round, its own result included. Wait (≤ 1 s) for stragglers.
       const prev = roundAtHeight(s, round.height - 1);
       const prevAssignments = prev ? roundAssignments(s, prev) : [];
-      const announced = prev
-        ? this.c.received.flatMap((m) =>
-            m.kind === 'announce' && m.message.step === prev.step ? [m.message] : [],
-          )
-        : [];
+      const announced = prev ? this.c.announcesFor(prev.step) : [];
       const others = prevAssignments.filter((a) => a.id !== me).length;
       const waited = this.waitedSince.get(round.step) ?? Date.now();
       this.waitedSince.set(round.step, waited);
@@ -360,17 +469,15 @@ export class HonestClient {
       for (const it of items) broadcast.add(it);
       const participant = BloomFilter.forItems(n, fpr, salt);
       for (const p of senders) participant.add(participantItem(p));
-      const reply = await this.c.request(
-        encodeWitness({
-          step: round.step,
-          proof: roundSelection(round).witnessProof(idx),
-          participantBloom: participant.toData(),
-          broadcastBloom: broadcast.toData(),
-          broadcastMerkle: new Uint8Array(32),
-          metadata: { loss: 5 - round.step * 0.01, tokensPerSec: 1000, bandwidth: 1e6 },
-        }),
-      );
-      if (reply.kind !== 'ack') this.log.push(`witness refused: ${JSON.stringify(reply.message)}`);
+      const refused = await this.c.submitWitness({
+        step: round.step,
+        proof: roundSelection(round).witnessProof(idx),
+        participantBloom: participant.toData(),
+        broadcastBloom: broadcast.toData(),
+        broadcastMerkle: new Uint8Array(32),
+        metadata: { loss: 5 - round.step * 0.01, tokensPerSec: 1000, bandwidth: 1e6 },
+      });
+      if (refused !== null) this.log.push(`witness refused: ${refused}`);
     }
   }
 
