@@ -24,6 +24,8 @@ export function fromWire(d: DistroResult): TensorResult {
   for (const x of d.xshape) elements *= x;
   const chunks = elements / chunkSizeOf(d.xshape);
   const k = d.indices.length / chunks;
+  if (d.values.kind === 'quant')
+    throw new TypeError('n-bit quantised values are SparseLoCo results, not DisTrO TensorResults');
   const values = d.values.kind === 'sign' ? unpackSigns(d.values) : d.values.values;
   return {
     xshape: [...d.xshape],
