@@ -210,7 +210,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
 
 /**
  * Starts the relay's libp2p node (circuit relay v2 for browser peers) behind the relay's own HTTP port: the
- * upgrade dispatcher splices `GET /` WebSocket upgrades to libp2p and leaves `/ws/…` to Hono
+ * upgrade dispatcher bridges `GET /` WebSocket upgrades to libp2p and leaves `/ws/…` to Hono
  * (docs/architecture.md "Runtime notes"). `publicHost` is what peers dial. Returns the node's multiaddrs and
  * its stop function.
  */

@@ -82,7 +82,7 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
         `/ip4/127.0.0.1/tcp/${port}/ws/p2p/${p2p.peerId}/p2p-circuit/p2p/${peer.peerId}`,
       );
       expect(dispatcher.spliced).toBeGreaterThanOrEqual(1);
-      // The relay sees the peer (over the spliced loopback connection).
+      // The relay sees the peer (over the bridged loopback connection).
       expect(p2p.node.libp2p.getConnections().some((c) => c.remotePeer.toString() === peer!.peerId)).toBe(
         true,
       );

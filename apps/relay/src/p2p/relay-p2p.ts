@@ -53,7 +53,7 @@ export interface RelayP2POptions {
 export interface RelayP2P {
   node: RelayNode;
   peerId: string;
-  /** Port to splice libp2p upgrades to (`attachUpgradeDispatcher({ libp2pPort })`); 0 in standalone mode. */
+  /** Port libp2p upgrades are bridged to (`attachUpgradeDispatcher({ libp2pPort })`); 0 in standalone mode. */
   internalPort: number;
   /** What peers dial, with `/p2p/<relay id>`. */
   publicMultiaddrs: string[];
