@@ -2,7 +2,8 @@
 // `npm start`, `npm test` and `npm run e2e` on a fresh clone, whatever Node the machine has: finds or installs
 // a Node >= 22.18 (node-runtime.mjs), installs the dependencies when node_modules is missing or older than
 // package-lock.json, for the tests installs the Debian packages they need, then runs the real work on that Node.
-// `setup` does the preparation only (.ci/run uses it).
+// `setup` does the preparation only (.ci/run uses it). package.json starts it with `exec`, so that it replaces
+// npm's `sh -c` and a signal sent to npm alone (kill, docker stop), which npm forwards to its script, reaches it.
 //
 // Plain JavaScript that Node 18 can parse, using only Node's own modules: it runs before anything is installed.
 import { spawnSync } from 'node:child_process';
