@@ -2,7 +2,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
@@ -159,6 +159,25 @@ describe('one public port for HTTP, Hono WebSockets and libp2p', () => {
       plain.closeAllConnections();
       await new Promise((resolve) => plain.close(resolve));
     }
+  });
+
+  it('refuses a malformed handshake on / (400) without dialing libp2p, and holds no bridged connection', async () => {
+    const spliced = dispatcher.spliced;
+    const head = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, '127.0.0.1', () =>
+        sock.write(
+          'GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+            'Sec-WebSocket-Key: not-a-key\r\nSec-WebSocket-Version: 13\r\n\r\n',
+        ),
+      );
+      let got = '';
+      sock.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      sock.on('close', () => resolve(got));
+      sock.on('error', reject);
+    });
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(dispatcher.spliced).toBe(spliced);
+    expect(dispatcher.open).toBe(0);
   });
 
   it('rejects upgrades to unknown paths without disturbing the server', async () => {

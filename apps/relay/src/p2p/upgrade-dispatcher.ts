@@ -144,8 +144,29 @@ function bridge(
       upstream.terminate();
       return;
     }
-    wss.handleUpgrade(req, socket, head, (peer) => pipeMessages(peer, upstream, onError));
+    // ws answers a handshake it refuses (400) and destroys the socket without calling back: then the
+    // libp2p side is dropped too.
+    let paired = false;
+    socket.once('close', () => {
+      if (!paired) upstream.terminate();
+    });
+    wss.handleUpgrade(req, socket, head, (peer) => {
+      paired = true;
+      pipeMessages(peer, upstream, onError);
+    });
   });
+}
+
+/** A handshake ws would refuse anyway (RFC 6455 §4.2.1): not worth a connection to libp2p. */
+function malformedHandshake(req: IncomingMessage): boolean {
+  const key = req.headers['sec-websocket-key'];
+  return (
+    req.method !== 'GET' ||
+    req.headers.upgrade?.toLowerCase() !== 'websocket' ||
+    typeof key !== 'string' ||
+    !/^[+/0-9A-Za-z]{22}==$/.test(key) ||
+    req.headers['sec-websocket-version'] !== '13'
+  );
 }
 
 /**
@@ -184,6 +205,7 @@ export function attachUpgradeDispatcher(
     // A socket error after we return must not become an uncaught exception that kills the relay.
     socket.on('error', () => socket.destroy());
     if (!isLibp2p(req)) return fallback(req, socket, head);
+    if (malformedHandshake(req)) return reject(socket, 400, 'Bad Request');
     if (live.size >= maxConnections) return reject(socket, 503, 'Service Unavailable');
     spliced += 1;
     bridge(req, socket, head, wss, `${target}${req.url ?? '/'}`, onError, track);
