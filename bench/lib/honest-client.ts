@@ -85,20 +85,19 @@ export function witnessEvent(
 }
 
 /**
- * The host's `result_admitted` events for the previous round's results of the trainers that are `seen` and
- * not admitted yet: what an honest relay records as those results reach it (the open round's witnesses attest
- * the same results).
+ * The host's `result_admitted` events for the open round's results of the trainers that `delivered` them and
+ * are not admitted yet: what an honest relay records as those results reach it (a round takes results until
+ * it ends; the next round's witnesses attest them).
  */
 export function honestAdmissionEvents(
   state: CoordinatorState,
-  seen: (id: string) => boolean,
+  delivered: (id: string) => boolean,
 ): CoordinatorEvent[] {
-  const cur = currentRound(state);
-  const prev = cur ? roundAtHeight(state, cur.height - 1) : null;
+  const prev = currentRound(state);
   if (!prev || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
   const admitted = roundAdmitted(prev);
   return roundAssignments(state, prev).flatMap((a, i) =>
-    (admitted[i] ?? null) === null && seen(a.id)
+    (admitted[i] ?? null) === null && delivered(a.id)
       ? [
           {
             type: 'result_admitted' as const,
@@ -113,18 +112,19 @@ export function honestAdmissionEvents(
 }
 
 /**
- * What an honest host and the honest witnesses of the current round would send: the admissions of the
- * previous round's results of the trainers that are `seen` (by default: alive ones), then the `alive`
- * witnesses' reports of those results.
+ * What an honest host and the honest witnesses of the current round would send: the `alive` witnesses'
+ * reports of the previous round's results of the trainers that are `seen` (by default: alive ones), then the
+ * admissions of the open round's results that were `delivered` (by default: by alive trainers).
  */
 export function honestWitnessEvents(
   state: CoordinatorState,
   alive: (id: string) => boolean = () => true,
   seen: (id: string) => boolean = alive,
+  delivered: (id: string) => boolean = alive,
 ): CoordinatorEvent[] {
   const round = currentRound(state);
   if (!round || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
-  const admissions = honestAdmissionEvents(state, seen);
+  const admissions = honestAdmissionEvents(state, delivered);
   const observed = observedItems(state, seen);
   const submitted = new Set(round.witnesses.map((w) => w.index));
   const witnesses = roundSelection(round)
@@ -144,5 +144,7 @@ export function honestWitnessEvents(
         new Uint8Array([i & 0xff, (i >> 8) & 0xff, round.height & 0xff]),
       ),
     );
-  return [...admissions, ...witnesses];
+  // Admissions last: once every witness has submitted, the round may leave RoundTrain, and it still takes
+  // results in RoundWitness.
+  return [...witnesses, ...admissions];
 }

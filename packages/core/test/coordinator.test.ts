@@ -227,8 +227,10 @@ describe('quorum and failures', () => {
     d.toFirstRound();
     const deadId = clientId(5);
     const alive = (id: string) => id !== deadId;
-    d.round();
-    d.witnessAll(alive); // round 1 witnesses did not see the dead client's round-0 result (nor did the host)
+    // Round 0: the dead client's result never reaches the host (nor, in round 1, any witness).
+    for (const e of honestWitnessEvents(d.state, () => true, () => true, alive)) d.ok(e);
+    d.advance(1);
+    d.witnessAll(alive);
     d.finishRound();
     const cur = currentRound(d.state)!;
     expect(cur.height).toBe(2);

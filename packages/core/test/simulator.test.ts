@@ -231,6 +231,7 @@ function toEvents(
   a: Action,
   alive: (id: string) => boolean = () => true,
   seen: (id: string) => boolean = alive,
+  delivered: (id: string) => boolean = alive,
 ): CoordinatorEvent[] {
   switch (a.kind) {
     case 'tick':
@@ -247,7 +248,7 @@ function toEvents(
         .filter((c) => alive(c.id))
         .map((c) => ({ type: 'warmup_witness', id: c.id }));
     case 'witness':
-      return honestWitnessEvents(state, alive, seen).slice(0, a.some);
+      return honestWitnessEvents(state, alive, seen, delivered).slice(0, a.some);
     case 'forged': {
       const round = currentRound(state);
       if (!round || round.roster.length === 0) return [];
@@ -297,6 +298,8 @@ function run(config: CoordinatorConfig, actions: Action[], startAt: number) {
   const lost = new Set<string>();
   // Witnesses of the open round report the previous round's results (its step is one less).
   const seen = (id: string) => alive(id) && !lost.has(`${id}:${(currentRound(state)?.step ?? 0) - 1}`);
+  // The host admits the open round's results of live trainers whose result was not lost.
+  const delivered = (id: string) => alive(id) && !lost.has(`${id}:${currentRound(state)?.step ?? 0}`);
   for (const a of actions) {
     const send = (event: CoordinatorEvent) => {
       const r = tick(state, event, now);
@@ -322,12 +325,12 @@ function run(config: CoordinatorConfig, actions: Action[], startAt: number) {
           if (alive(clientId(i)) && !state.members.some((m) => m.id === clientId(i)))
             send({ type: 'join', id: clientId(i), p2p_id: `p${i}` });
       for (const e of toEvents(state, { kind: 'warmup' }, alive)) if (state.run_state === 'Warmup') send(e);
-      for (const e of honestWitnessEvents(state, alive, seen)) send(e);
+      for (const e of honestWitnessEvents(state, alive, seen, delivered)) send(e);
       now += a.dt;
       send({ type: 'tick' });
       continue;
     }
-    for (const event of toEvents(state, a, alive, seen)) send(event);
+    for (const event of toEvents(state, a, alive, seen, delivered)) send(event);
   }
   return { state, now, checker };
 }

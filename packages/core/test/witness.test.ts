@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  BloomFilter,
-  healthScore,
-  isHealthy,
-  participantItem,
-  quorum,
-} from '../src/witness/index.ts';
+import { BloomFilter, healthScore, isHealthy, participantItem, quorum } from '../src/witness/index.ts';
 
 const salt = (i: number): Uint8Array => new Uint8Array([i, i >> 8, 0xaa]);
 

@@ -139,6 +139,17 @@ export function openRoundByStep(state: CoordinatorState, step: number): Round | 
   return prev && prev.step === step ? prev : null;
 }
 
+/**
+ * The round a result for `step` may still be submitted to: the round in progress (RoundTrain or RoundWitness),
+ * if its step is `step`. A round's admitted record is final once it ends, so when round h+1 starts everyone —
+ * witnesses attesting round h, verifiers checking it — knows exactly which results of round h exist.
+ */
+export function resultRoundByStep(state: CoordinatorState, step: number): Round | null {
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') return null;
+  const cur = currentRound(state);
+  return cur && cur.step === step ? cur : null;
+}
+
 /** The state with `round` stored in its ring slot (same roster array, so memoised selection survives). */
 export function withRound(state: CoordinatorState, round: Round): CoordinatorState {
   const rounds = state.epoch.rounds.slice();

@@ -1,11 +1,11 @@
 // result_admitted: the host's record of the results it stored and delivers. The coordinator keeps one
-// commitment per assignment of an open round; that record is what peers apply (queries.acceptedCommitments),
+// commitment per assignment of the round in progress; that record is what peers apply (queries.acceptedCommitments),
 // so a result the host refused can never be accepted, and a trainer cannot get two results for one batch
 // counted. A second, different commitment for the same assignment is equivocation: the host holds both
 // signed results as evidence, and the sender is ejected.
 import { CoordinatorError } from './errors.ts';
 import { eject } from './membership.ts';
-import { openRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
+import { resultRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
 import type { CoordinatorState } from './state.ts';
 import type { Ctx } from './transitions.ts';
 
@@ -28,12 +28,12 @@ export function resultAdmitted(
     return refuse(new CoordinatorError('BadEvent', 'commitment must be 64 lowercase hex digits'));
   if (!Number.isSafeInteger(r.step) || typeof r.batch !== 'object' || r.batch === null)
     return refuse(new CoordinatorError('BadEvent', 'result_admitted needs a step and a batch'));
-  const round = openRoundByStep(state, r.step);
+  const round = resultRoundByStep(state, r.step);
   if (!round)
     return refuse(
       new CoordinatorError(
         'RoundClosed',
-        `step ${r.step} is not an open round (results are taken for the open round and the one before it)`,
+        `step ${r.step} is not the round in progress (a round takes results until it ends)`,
       ),
     );
   const assignments = roundAssignments(state, round);

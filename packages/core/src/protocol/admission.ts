@@ -4,7 +4,12 @@
 // Checks run cheapest first (run, identity, round, assignee, shape) so that a flood of junk costs no
 // signature verification.
 import type { CoordinatorEvent } from '../coordinator/events.ts';
-import { openRoundByStep, roundAdmitted, roundAssignments } from '../coordinator/queries.ts';
+import {
+  openRoundByStep,
+  resultRoundByStep,
+  roundAdmitted,
+  roundAssignments,
+} from '../coordinator/queries.ts';
 import type { CoordinatorState } from '../coordinator/state.ts';
 import type { BatchId } from '../selection/data-assignment.ts';
 import { bytesToHex } from '../crypto/bytes.ts';
@@ -69,7 +74,7 @@ export interface ResultAdmission {
 }
 
 /**
- * A SignedResult from `sender`: its own, for a batch assigned to it in an open round, fitting the run's model
+ * A SignedResult from `sender`: its own, for a batch assigned to it in the round in progress, fitting the run's model
  * (`spec`; null skips that check, for hosts that do not know the model), with a signature and commitment
  * that verify. Duplicates and equivocation are the coordinator's to judge (it holds the admitted record).
  */
@@ -88,12 +93,12 @@ export function admitResult(
       'bad_signature',
       'envelope.from is not the identity that joined this connection',
     );
-  const round = openRoundByStep(state, result.step);
+  const round = resultRoundByStep(state, result.step);
   if (!round) {
     const stored = state.epoch.rounds.some((r) => r.step === result.step);
     return stored
-      ? new ProtocolRefusal('round_closed', `step ${result.step} takes no more results`, false)
-      : new ProtocolRefusal('unknown_round', `no open round has step ${result.step}`, false);
+      ? new ProtocolRefusal('round_closed', `step ${result.step} has ended and takes no more results`, false)
+      : new ProtocolRefusal('unknown_round', `no round in progress has step ${result.step}`, false);
   }
   const mine = roundAssignments(state, round).some(
     (a) => a.id === sender && sameBatch(a.batch, result.batch),
