@@ -36,6 +36,12 @@ export interface DistroBackend extends SparseLoCoOps {
   signStep(out: DistroTensor, params: DistroTensor, delta: DistroTensor, lr: number): void;
   /** Chunked DCT-II of `delta`, then the top-k coefficients of every chunk by |value|. */
   compress(delta: DistroTensor, topk: number): Promise<TensorResult>;
+  /**
+   * The chunked DCT-II coefficients of `t` at `k` in-block indices per block (`indices`: blocks × k, chunk-grid
+   * order, as a result lists them): what a verifier compares a result's coefficients with, without reading
+   * the whole transform back.
+   */
+  coefficientsAt(t: DistroTensor, indices: Uint32Array, k: number): Promise<Float32Array>;
   /** delta ← delta − decode(own), with `own` the peer's unquantised result. */
   subtractResidual(delta: DistroTensor, own: TensorResult): void;
   /** p ← RN(p·factor − step·sign(IDCT(mean))) with the exact integer decode; bit-identical on every backend. */

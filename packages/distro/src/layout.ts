@@ -109,6 +109,16 @@ export function elementIndex(l: BlockLayout, block: number, h: number, w: number
   return (by * l.n1 + h) * l.cols + bx * l.n2 + w;
 }
 
+/**
+ * Element offset of in-block coefficient `e` (row-major b·n2 + d) of block `block`: transforms keep each
+ * block's coefficients where its elements were.
+ */
+export function coefficientOffset(l: BlockLayout, block: number, e: number): number {
+  if (!(e >= 0 && e < l.totalk)) throw new DistroShapeError(`in-block index ${e} outside 0..${l.totalk - 1}`);
+  const b = Math.floor(e / l.n2);
+  return elementIndex(l, block, b, e - b * l.n2);
+}
+
 export function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }

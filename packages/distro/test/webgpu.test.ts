@@ -279,6 +279,30 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     gpu.destroy();
   });
 
+  it('coefficientsAt gives the DCT coefficients a result names, as compress computes them', async () => {
+    const shape = [40, 64];
+    const [cpu, gpu] = backends(16, 16 * 64 * 4);
+    const data = randn(2560);
+    for (const be of [cpu, gpu]) {
+      const t = be.tensor(shape, data);
+      const all = await be.compress(t, 1 << 20); // every coefficient of every block, with its index
+      const top = await be.compress(t, 5);
+      const got = await be.coefficientsAt(t, top.indices, top.k);
+      for (let i = 0; i < got.length; i++) expect(got[i]).toBeCloseTo(top.values[i]!, 5);
+      // An arbitrary selection: the coefficient at in-block index (blk·7) mod totalk of every block.
+      const pick = Uint32Array.from(
+        { length: all.indices.length / all.k },
+        (_, blk) => (blk * 7) % all.totalk,
+      );
+      const at = await be.coefficientsAt(t, pick, 1);
+      for (let blk = 0; blk < pick.length; blk++) {
+        const j = Array.from(all.indices.subarray(blk * all.k, (blk + 1) * all.k)).indexOf(pick[blk]!);
+        expect(at[blk]).toBeCloseTo(all.values[blk * all.k + j]!, 5);
+      }
+    }
+    gpu.destroy();
+  });
+
   it('apply is bit-identical to the CPU (float and 1-bit results, weight decay, split bindings)', async () => {
     for (const [shape, chunk, limit] of [
       [[64, 48], 16, 16 * 48 * 4],

@@ -3,7 +3,7 @@
 import type { DistroBackend, DistroTensor } from '../backend.ts';
 import { dctBasis64 } from '../dct.ts';
 import { updateBits } from '../exact-update.ts';
-import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
+import { coefficientOffset, DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
 import { checkResult } from '../result.ts';
 import { blockDct, decodeSigns, topkResult } from './blocks.ts';
 import { cpuSparseLoCoOps } from './sparseloco.ts';
@@ -93,6 +93,14 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
       const coef = new Float32Array(l.size);
       blockDct(l, cpu(delta).data, coef);
       return topkResult(l, coef, topk);
+    },
+    async coefficientsAt(t, indices, k) {
+      const l = layoutOf(t);
+      if (indices.length !== l.blocks * k)
+        throw new DistroShapeError(`${indices.length} indices for ${l.blocks} blocks of ${k}`);
+      const coef = new Float32Array(l.size);
+      blockDct(l, cpu(t).data, coef);
+      return Float32Array.from(indices, (e, i) => coef[coefficientOffset(l, Math.floor(i / k), e)] as number);
     },
     subtractResidual(delta, own) {
       const l = layoutOf(delta);

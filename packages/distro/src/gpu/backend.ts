@@ -5,7 +5,7 @@ import type { DistroBackend, DistroTensor } from '../backend.ts';
 import { dctBasis32 } from '../dct.ts';
 import type { UpdateScalars } from '../exact-update.ts';
 import { integerDctBasis } from '../int-basis.ts';
-import { DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
+import { coefficientOffset, DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
 import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
 import type { SparseDomain } from '../sparseloco/outer.ts';
 import { planSegments, type Segment } from './segments.ts';
@@ -241,6 +241,28 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
   }
 
+  /** DCT of every block of one segment into a new scratch buffer (what compress transforms). */
+  function segmentDct(l: BlockLayout, p: Part): GPUBuffer {
+    const n = p.seg.elements;
+    const basis = basisPair(l.n1, l.n2, 'float');
+    const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
+    const stride = g.x * W.ELEMENTWISE_WG;
+    const tmp = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
+    const out = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
+    temps.push(tmp, out);
+    run(
+      W.DCT_ROWS,
+      [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), whole(tmp), whole(basis.buffer)],
+      g,
+    );
+    run(
+      W.DCT_COLS,
+      [whole(uniform([n, stride, l.cols, l.n1, 0])), whole(tmp), whole(out), whole(basis.buffer)],
+      g,
+    );
+    return out;
+  }
+
   const backend: WebGpuDistroBackend = {
     kind: 'webgpu',
     description: options.description ?? 'WebGPU',
@@ -311,6 +333,35 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
         const got = new Float32Array(await readBuffer(dst, 0, n * 4));
         dst.destroy();
         mine.forEach((i, j) => (out[i] = got[j] as number));
+      }
+      await finish();
+      return out;
+    },
+    async coefficientsAt(t, indices, k) {
+      const g = gpu(t);
+      const l = g.layout;
+      if (indices.length !== l.blocks * k)
+        throw new DistroShapeError(`${indices.length} indices for ${l.blocks} blocks of ${k}`);
+      const out = new Float32Array(indices.length);
+      for (const p of g.parts) {
+        const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
+        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
+        const n = blocks * k;
+        const local = new Uint32Array(n);
+        for (let i = 0; i < n; i++) {
+          const at = firstBlock * k + i;
+          local[i] = coefficientOffset(l, Math.floor(at / k), indices[at] as number) - p.seg.offset;
+        }
+        const coef = segmentDct(l, p);
+        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
+        const gg = grid(Math.ceil(n / W.ELEMENTWISE_WG));
+        run(
+          W.GATHER,
+          [whole(uniform([n, gg.x * W.ELEMENTWISE_WG])), whole(coef), whole(upload(local)), whole(dst)],
+          gg,
+        );
+        out.set(new Float32Array(await readBuffer(dst, 0, n * 4)), firstBlock * k);
+        dst.destroy();
       }
       await finish();
       return out;
