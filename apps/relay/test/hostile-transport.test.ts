@@ -3,6 +3,7 @@
 // may cost before its Join. The process-level cases run against the real bin (with its libp2p node), as an
 // attacker would reach it; nothing but raw TCP on the attacking side.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +66,18 @@ describe('malformed frames end one connection, never the relay process', () => {
     const u = await rawUpgrade(relay.port, '/');
     await sendAndWaitClose(u, frameHead({ length: 512 * MiB }));
     expect(u.closeCode()).toBe(1009);
+    expect(relay.alive()).toBe(true);
+  });
+
+  it('a malformed HTTP request is answered 400 and closed', async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const s = connect(relay.port, '127.0.0.1', () => s.write('GARBAGE \x00\x01 nonsense\r\n\r\n'));
+      let got = '';
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      s.on('close', () => resolve(got));
+      s.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
     expect(relay.alive()).toBe(true);
   });
 

@@ -267,8 +267,9 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
       return refuse(429, 'busy', 'other uploads of this run are being received; retry shortly');
     uploading.add(admission.uploader);
     receiving.set(runId, uploading);
-    const file = await deps.store.uploadPath();
+    let file: string | undefined;
     try {
+      file = await deps.store.uploadPath();
       let received: { bytes: number; sha256: string };
       try {
         received = await receive(c.req.raw.body, file, declared);
@@ -319,7 +320,7 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
     } finally {
       uploading.delete(admission.uploader);
       if (uploading.size === 0) receiving.delete(runId);
-      await rm(file, { force: true });
+      if (file !== undefined) await rm(file, { force: true });
     }
   });
 
