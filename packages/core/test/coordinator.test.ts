@@ -228,7 +228,13 @@ describe('quorum and failures', () => {
     const deadId = clientId(5);
     const alive = (id: string) => id !== deadId;
     // Round 0: the dead client's result never reaches the host (nor, in round 1, any witness).
-    for (const e of honestWitnessEvents(d.state, () => true, () => true, alive)) d.ok(e);
+    for (const e of honestWitnessEvents(
+      d.state,
+      () => true,
+      () => true,
+      alive,
+    ))
+      d.ok(e);
     d.advance(1);
     d.witnessAll(alive);
     d.finishRound();
