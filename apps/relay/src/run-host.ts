@@ -218,6 +218,8 @@ export class RunHost {
         // The round that just ended attests the one before it: its witnesses' blooms decide which result
         // of each batch everyone applies. `prev` still holds those blooms (pruning happens on later rounds).
         this.recordAccepted(prev, e.height - 1);
+      } else if (e.type === 'CheatConfirmed') {
+        this.store.zeroPoints(this.runId, e.id);
       } else if (e.type === 'RunStateChanged' && e.to === 'Cooldown') {
         // The epoch's end as the coordinator reached it: who may vote on its parameter hash (core's rule).
         const end = epochEndOf(next);

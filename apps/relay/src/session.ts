@@ -1,7 +1,7 @@
 // One client's coordinator session on one WebSocket (apps/relay/PROTOCOL.md "Coordinator session"). It turns
 // frames into coordinator events and stored results. It decides nothing itself: every frame goes through the
 // codec (decodeFrame) and one of core's protocol rules (joinEvent, admitResult, admitAnnounce, witnessEvent,
-// warmupWitnessEvent, healthCheckEvent, leaveEvent, and the run host's admitParamHash), and the resulting
+// warmupWitnessEvent, healthCheckEvent, verdictEvent, leaveEvent, and the run host's admitParamHash), and the resulting
 // event through core's tick. The transport is abstract so the same code serves any WebSocket library and tests.
 import { randomBytes } from 'node:crypto';
 import {
@@ -18,6 +18,7 @@ import {
   leaveEvent,
   ProtocolRefusal,
   trainingResultBytesOf,
+  verdictEvent,
   warmupWitnessEvent,
   WireError,
   witnessEvent,
@@ -243,6 +244,8 @@ export class CoordinatorSession implements SessionHandle {
         return this.coordinator(host, must(warmupWitnessEvent(host.state, this.id, m.message)));
       case 'healthCheck':
         return this.coordinator(host, must(healthCheckEvent(host.state, this.id, m.message)));
+      case 'verdict':
+        return this.coordinator(host, must(verdictEvent(host.state, this.id, m.message)));
       case 'leave':
         // The connection stays open (replies, snapshots) but is done with the run: its close is not a
         // second leave, and joining again takes a new connection (a new challenge).

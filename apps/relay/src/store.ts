@@ -467,6 +467,11 @@ export class RelayStore {
     this.q('UPDATE clients SET last_seen = ? WHERE run_id = ? AND id = ?').run(at, runId, id);
   }
 
+  /** A confirmed cheat keeps no points (its accepted results were taken back). */
+  zeroPoints(runId: string, id: string): void {
+    this.q('UPDATE clients SET points = 0 WHERE run_id = ? AND id = ?').run(runId, id);
+  }
+
   addPoints(runId: string, id: string, points: number): void {
     this.q('UPDATE clients SET points = points + ? WHERE run_id = ? AND id = ?').run(points, runId, id);
   }

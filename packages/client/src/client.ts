@@ -4,10 +4,12 @@
 //   NotYetInitialized ─(Warmup, self in epoch)→ Initializing ─(model loaded)→ Warmup
 //   Warmup ─RoundTrain→ Training ─RoundWitness→ Witness ─RoundTrain→ Training … ─Cooldown→ Cooldown ─→ Warmup
 //
-// Every round of height h: (1) apply the accepted results of round h−2
-// (docs/protocol.md "The two-round apply lag"), in batch-id order, with packages/distro's exact integer
-// aggregate + apply, so every replica stays bit-identical; (2) witnesses report trainers of round h−2 their
-// peers did not see (health checks); (3) trainers fetch their batch, run the train step on a lookahead copy,
+// Every round of height h: (0) verifiers check the sampled results of round h−1 (docs/protocol.md
+// "Verification of work") on the parameters those trainers trained on; (1) apply the accepted results of
+// round h−2 (docs/protocol.md "The two-round apply lag"), in batch-id order, with packages/distro's exact
+// integer aggregate + apply, so every replica stays bit-identical — rebuilding first without a cheat confirmed
+// since; (2) witnesses report trainers of round h−2 whose results did not get through (health checks);
+// (3) trainers fetch their batch, run the train step (on a lookahead copy unless the run verifies),
 // DisTrO-compress, commit, sign and publish; (4) witnesses of round h submit blooms of the round h−1 results
 // they verified. At every epoch end the client hashes its parameters.
 //
@@ -43,6 +45,7 @@ import { ThroughputMeter } from './client/throughput.ts';
 import { TrainPhase } from './client/train.ts';
 import type { ClientOptions, ClientPhase, ClientStats } from './client/types.ts';
 import { WarmupPhase } from './client/warmup.ts';
+import { VerifyPhase } from './client/verify.ts';
 import { WitnessPhase } from './client/witness.ts';
 
 export type { ClientEvent, ClientOptions, ClientPhase, ClientStats } from './client/types.ts';
@@ -66,6 +69,7 @@ export class Client {
   private readonly trainer: TrainPhase;
   private readonly witness: WitnessPhase;
   private readonly cooldown: CooldownPhase;
+  private readonly verifier: VerifyPhase;
   private epoch = new EpochProgress('');
   private latest: CoordinatorState | null = null;
   private wake: (() => void) | null = null;
@@ -112,6 +116,7 @@ export class Client {
     this.trainer = new TrainPhase(this.ctx);
     this.witness = new WitnessPhase(this.ctx, () => this.trainer.lastLoss);
     this.cooldown = new CooldownPhase(this.ctx);
+    this.verifier = new VerifyPhase(this.ctx);
 
     options.link.onState((s) => {
       this.latest = s;
@@ -245,7 +250,10 @@ export class Client {
     this.setPhase(s.run_state === 'RoundTrain' ? 'Training' : 'Witness', s);
     const epoch = this.epoch;
     if (round.height > epoch.trainedHeight) {
-      // Apply everything up to h−2 first: training reads the parameters.
+      // Verify round h−1's sampled results first: until h−2 is applied the parameters are exactly those its
+      // trainers trained on.
+      await this.verifier.run(s, round, epoch);
+      // Apply everything up to h−2 next: training reads the parameters.
       await applyThrough(this.ctx, epoch, s, round.height - 2, round);
       // Applied rounds' results are never needed again (witnessing reads round h−1's); free them.
       this.ctx.results.forgetBefore(round.step - 3);

@@ -1,6 +1,6 @@
 // The I/O a client needs, as interfaces. packages/client is isomorphic (browser Web Worker and Node): shells
 // implement these with WebSockets, fetch, libp2p and an ONNX runtime; tests implement them in-process.
-import type { Announce, CoordinatorState, HealthCheck, WitnessMessage } from '@meshtrain/core';
+import type { Announce, CoordinatorState, HealthCheck, Verdict, WitnessMessage } from '@meshtrain/core';
 import type { DistroBackend, DistroTensor } from '@meshtrain/distro';
 
 export type ParameterMap = Map<string, Float32Array>;
@@ -81,6 +81,8 @@ export interface CoordinatorLink {
   /** "My model for `epoch` is loaded": the WarmupWitness frame. */
   submitWarmupWitness(epoch: number): Promise<void>;
   submitHealthCheck(check: HealthCheck): Promise<void>;
+  /** A verifier's report on a sampled result of the round before the open one (the Verdict frame). */
+  submitVerdict(verdict: Verdict): Promise<void>;
   /** ParamHash frame: SHA-256 over all parameters at an epoch end. */
   reportParamHash(epoch: number, step: number, hash: Uint8Array): Promise<void>;
   /** The stored SignedResult frame for a commitment (relay HTTP), or null if the relay lacks it. */
@@ -126,6 +128,8 @@ export interface Checkpoint {
 export interface CheckpointSource {
   /** The newest checkpoint for `step`, or null if none exists yet. Callers verify the hash. */
   load(step: number): Promise<Checkpoint | null>;
-  /** Offer this client's end-of-epoch checkpoint (the relay keeps it if the hash matches the majority). */
+  /** Offer this client's end-of-epoch checkpoint (the relay keeps it if the hash matches the agreed one). */
   upload?(checkpoint: Checkpoint): Promise<void>;
+  /** Whether a checkpoint for exactly `step` is stored (cheap: no parameters are downloaded). */
+  has?(step: number): Promise<boolean>;
 }

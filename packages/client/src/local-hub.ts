@@ -22,6 +22,7 @@ import {
   resultSpecOf,
   tick,
   trainingResultBytesOf,
+  verdictEvent,
   warmupWitnessEvent,
   witnessEvent,
   type AgreedEpoch,
@@ -33,6 +34,7 @@ import {
   type ResultSpec,
   type RunConfig,
   type SubmittedResult,
+  type Verdict,
   type WitnessMessage,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
@@ -205,6 +207,8 @@ export class LocalHub {
             this.must(id, 'warmup_witness', warmupWitnessEvent(this.state, id, { runId: this.runId, epoch })),
           ),
         ),
+      submitVerdict: async (v: Verdict) =>
+        throwIf(this.apply(id, this.must(id, 'verdict', verdictEvent(this.state, id, v)))),
       submitHealthCheck: async (h: HealthCheck) =>
         throwIf(this.apply(id, this.must(id, 'health_check', healthCheckEvent(this.state, id, h)))),
       reportParamHash: async (epoch, step, hash) =>
@@ -302,6 +306,7 @@ export class LocalHub {
         const ck = this.checkpointStore.get(step);
         return ck ? copyParams(ck) : null;
       },
+      has: async (step) => this.checkpointStore.has(step),
       upload: async (ck) => {
         const refused = admitCheckpoint(this.agreedEpochs(), {
           epoch: ck.epoch,

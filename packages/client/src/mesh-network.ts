@@ -344,6 +344,7 @@ export function peerFirstCheckpoints(o: {
     },
   };
   if (o.relay.upload) source.upload = (ck) => (o.relay.upload as (c: Checkpoint) => Promise<void>)(ck);
+  if (o.relay.has) source.has = (step) => (o.relay.has as (s: number) => Promise<boolean>)(step);
   return source;
 }
 

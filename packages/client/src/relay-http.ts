@@ -108,6 +108,10 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
       const summary = await fetchCheckpointSummary(o.relayUrl, o.runId, step);
       return summary ? src.loadSummary(summary) : null;
     },
+    async has(step: number): Promise<boolean> {
+      const summary = await fetchCheckpointSummary(o.relayUrl, o.runId, step);
+      return summary !== null && summary.step === step;
+    },
     async loadSummary(summary: CheckpointSummary): Promise<Checkpoint> {
       const get = async (name: string) => {
         const url = summary.files[name];

@@ -17,6 +17,7 @@ import {
   encodeJoin,
   encodeLeave,
   encodeParamHash,
+  encodeVerdict,
   encodeWarmupWitness,
   encodeWitness,
   publicKeyOf,
@@ -24,6 +25,7 @@ import {
   type Announce,
   type CoordinatorState,
   type HealthCheck,
+  type Verdict,
   type WitnessMessage,
 } from '@meshtrain/core';
 import type { CoordinatorLink } from './interfaces.ts';
@@ -351,6 +353,10 @@ export class RelayLink implements CoordinatorLink {
 
   submitWitness(witness: WitnessMessage): Promise<void> {
     return this.send(encodeWitness(witness));
+  }
+
+  submitVerdict(verdict: Verdict): Promise<void> {
+    return this.send(encodeVerdict(verdict));
   }
 
   submitWarmupWitness(epoch: number): Promise<void> {

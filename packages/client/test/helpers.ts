@@ -5,6 +5,7 @@ import { createCpuBackend, type DistroBackend } from '@meshtrain/distro';
 import {
   Client,
   type ClientEvent,
+  type CoordinatorLink,
   type DataSource,
   type ParameterMap,
   type ResidentTrainingBackend,
@@ -71,7 +72,10 @@ export function toyBackend(): TrainingBackend & { steps: number } {
       for (const [name, p] of params) {
         const g = new Float32Array(p.length);
         for (let j = 0; j < p.length; j++) {
-          const target = Math.sin(j + name.length) * 0.5 + bias;
+          // Each element's target also depends on one token of the batch, so another batch's gradient
+          // differs element by element (what verification's fingerprints tell apart).
+          const own = ((tokens[(j * 13 + name.length) % tokens.length] as number) / 255 - 0.5) * 3;
+          const target = Math.sin(j + name.length) * 0.5 + bias + own;
           const d = (p[j] as number) - target;
           loss += 0.5 * d * d;
           g[j] = d / p.length;
@@ -157,11 +161,18 @@ export function startPeer(
   run: RunConfig,
   seedByte: number,
   patienceMs = 300,
-  parts: { backend?: TrainingBackend; distro?: DistroBackend } = {},
+  parts: {
+    backend?: TrainingBackend;
+    distro?: DistroBackend;
+    /** Wraps the peer's coordinator link (e.g. an adversary that tampers with what it submits). */
+    wrapLink?: (link: CoordinatorLink, secretKey: Uint8Array) => CoordinatorLink;
+    data?: DataSource;
+  } = {},
 ): TestPeer {
   const seed = new Uint8Array(32).fill(seedByte);
   const identity = identityFromSeed(seed);
-  const link = hub.connect(identity.secretKey);
+  const plain = hub.connect(identity.secretKey);
+  const link = parts.wrapLink ? parts.wrapLink(plain, identity.secretKey) : plain;
   const events: ClientEvent[] = [];
   const client = new Client({
     run,
@@ -170,7 +181,7 @@ export function startPeer(
     link,
     backend: parts.backend ?? toyBackend(),
     distro: parts.distro ?? createCpuBackend({ chunk: 64 }),
-    data: toyData,
+    data: parts.data ?? toyData,
     initParams: toyInit,
     checkpoints: hub.checkpoints(),
     onEvent: (e) => events.push(e),

@@ -67,6 +67,9 @@ export function cachedCheckpoints(
     async upload(ck: Checkpoint): Promise<void> {
       await relay.upload?.(ck);
     },
+    async has(step: number): Promise<boolean> {
+      return (await publishedHash(step)) !== 'none';
+    },
     async save(ck: Checkpoint): Promise<void> {
       await db.checkpoints.put({
         runId: o.runId,

@@ -6,13 +6,15 @@
 import {
   acceptedCommitments,
   bytesToHex,
+  replayExclusions,
   roundAtHeight,
+  verificationActive,
   type CoordinatorState,
   type Round,
 } from '@meshtrain/core';
 import { applyResults, type TensorResult } from '@meshtrain/distro';
 import { fromWire } from '../convert.ts';
-import { learningRateAt, type ClientContext, type EpochProgress } from './context.ts';
+import { learningRateAt, type AppliedRound, type ClientContext, type EpochProgress } from './context.ts';
 import { ResyncNeeded } from './errors.ts';
 
 /** Applies rounds `epoch.appliedThrough`+1 .. `height`, each with the lr of the round `applying` them. */
@@ -23,17 +25,58 @@ export async function applyThrough(
   height: number,
   applying: Round,
 ): Promise<void> {
+  const verifying = verificationActive(s);
   for (let h = epoch.appliedThrough + 1; h <= height; h++) {
+    const exclusions = replayExclusions(s, h);
+    if (exclusions) await replayWithout(ctx, epoch, exclusions, h);
     const { step, results, skipped } = await acceptedResults(ctx, s, h);
-    applyResults(ctx.o.distro, ctx.replica.params, results, {
-      lr: learningRateAt(ctx.schedule, applying.step, s),
-      weightDecay: ctx.distroConfig.weight_decay ?? 0,
-    });
+    const lr = learningRateAt(ctx.schedule, applying.step, s);
+    apply(
+      ctx,
+      results.map((r) => r.tensors),
+      lr,
+    );
     await ctx.o.distro.finish();
     epoch.appliedThrough = h;
+    if (verifying) epoch.applied.push({ height: h, lr, results });
     ctx.stats.resultsApplied += results.length;
     ctx.emit({ type: 'applied', step, height: h, results: results.length, skipped });
   }
+}
+
+function apply(ctx: ClientContext, results: TensorResult[][], lr: number): void {
+  applyResults(ctx.o.distro, ctx.replica.params, results, {
+    lr,
+    weightDecay: ctx.distroConfig.weight_decay ?? 0,
+  });
+}
+
+/**
+ * A cheat was confirmed while some of its results were already applied: rebuild the parameters from the
+ * epoch's start, re-applying every round applied so far without the excluded clients' results. Every replica
+ * does this at the same point (before applying round `height`) with the same exclusions, so they stay
+ * bit-identical. Without the epoch's start or its log this replica cannot, and re-syncs.
+ */
+async function replayWithout(
+  ctx: ClientContext,
+  epoch: EpochProgress,
+  excluded: ReadonlySet<number>,
+  height: number,
+): Promise<void> {
+  if (epoch.applied.length !== epoch.appliedThrough + 1 || !ctx.replica.restoreEpochStart())
+    throw new ResyncNeeded(
+      `a confirmed cheat's results must be removed, but this replica lacks the epoch's start`,
+    );
+  for (const round of epoch.applied) {
+    round.results = round.results.filter((r) => !excluded.has(r.clientIndex));
+    apply(
+      ctx,
+      round.results.map((r) => r.tensors),
+      round.lr,
+    );
+  }
+  await ctx.o.distro.finish();
+  ctx.emit({ type: 'replayed', height, rounds: epoch.applied.length, excluded: excluded.size });
 }
 
 /**
@@ -44,7 +87,7 @@ async function acceptedResults(
   ctx: ClientContext,
   s: CoordinatorState,
   height: number,
-): Promise<{ step: number; results: TensorResult[][]; skipped: number }> {
+): Promise<{ step: number; results: AppliedRound['results']; skipped: number }> {
   const r = roundAtHeight(s, height);
   if (!r) throw new ResyncNeeded(`round ${height} left the coordinator's ring before this client applied it`);
   const idOf = (clientIndex: number) => s.epoch.clients[clientIndex]?.id ?? '';
@@ -54,7 +97,7 @@ async function acceptedResults(
   if (!accepted) throw new ResyncNeeded(`round ${height} cannot be judged: its witnesses are gone`);
   const ordered = accepted.flatMap((a) => (a.commitment ? [{ ...a, commitment: a.commitment }] : []));
   ordered.sort((a, b) => a.batch.start - b.batch.start);
-  const results: TensorResult[][] = [];
+  const results: AppliedRound['results'] = [];
   for (const a of ordered) {
     const assignee = idOf(a.client_index);
     const held = await ctx.fetcher.obtain(a.commitment, assignee);
@@ -72,7 +115,7 @@ async function acceptedResults(
       throw new ResyncNeeded(
         `accepted commitment of step ${r.step} names a result for another batch or sender`,
       );
-    results.push(result.tensors.map(fromWire));
+    results.push({ clientIndex: a.client_index, tensors: result.tensors.map(fromWire) });
   }
   return { step: r.step, results, skipped: accepted.length - ordered.length };
 }

@@ -7,6 +7,7 @@ import {
   type DistroOptimizer,
   type LrSchedule,
 } from '@meshtrain/core';
+import type { TensorResult } from '@meshtrain/distro';
 import type { Replica } from './replica.ts';
 import type { ResultFetcher } from './result-fetcher.ts';
 import type { ResultsStore } from './results-store.ts';
@@ -30,6 +31,13 @@ export interface ClientContext {
   setPhase(phase: ClientPhase, s: CoordinatorState | null): void;
 }
 
+/** One applied round: the lr it was applied with and each accepted result with its trainer's epoch index. */
+export interface AppliedRound {
+  height: number;
+  lr: number;
+  results: { clientIndex: number; tensors: TensorResult[] }[];
+}
+
 /** Per-epoch progress: a fresh one per epoch (number and start step), so nothing of the last one lingers. */
 export class EpochProgress {
   readonly key: string;
@@ -38,6 +46,13 @@ export class EpochProgress {
   /** Highest round height this client handled (applied, health-checked, trained). */
   trainedHeight = -1;
   healthCheckedHeight = -1;
+  /** Highest round height whose verification tasks (on the round before it) this client ran. */
+  verifiedHeight = -1;
+  /**
+   * What this client applied in the epoch, kept while the run verifies: if a cheat is confirmed after some of
+   * its results were applied, the replica rebuilds from the epoch's start without them (apply.ts).
+   */
+  readonly applied: AppliedRound[] = [];
   readonly witnessedSteps = new Set<number>();
   warmupSent = false;
   /** The epoch end's parameter hash was reported (its parameters now belong to the next epoch). */

@@ -1,13 +1,20 @@
 // Cooldown (docs/protocol.md "Client state machine"): the epoch's last applicable results are applied, the
 // parameters hashed and the hash reported (the relay compares it with the majority: a minority replica
-// re-syncs), then the parameters are shared with peers and, by one client per epoch, uploaded as the relay's
-// checkpoint.
-import { bytesToHex, currentRound, refusalCode, type CoordinatorState } from '@meshtrain/core';
+// re-syncs), then the parameters are shared with peers and uploaded as the relay's checkpoint by the epoch's
+// first voter, or by the next ones in turn if it is still missing after their standby.
+import {
+  bytesToHex,
+  checkpointUploaderRank,
+  currentRound,
+  epochEndOf,
+  refusalCode,
+  type CoordinatorState,
+} from '@meshtrain/core';
 import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint } from '../interfaces.ts';
 import { applyThrough } from './apply.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
-import { UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS } from './defaults.ts';
+import { UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS, UPLOAD_STANDBY_MS } from './defaults.ts';
 import { messageOf, PARAM_HASH_MISMATCH, ResyncNeeded } from './errors.ts';
 
 export class CooldownPhase {
@@ -28,7 +35,7 @@ export class CooldownPhase {
     const params = await ctx.replica.read();
     const hash = parameterHash(params);
     const hex = bytesToHex(hash);
-    ctx.replica.markEpochStart(s.progress.step, hex);
+    ctx.replica.markEpochStart(s.progress.step, hex, params);
     ctx.emit({ type: 'paramHash', epoch: s.progress.epoch, step: s.progress.step, hash: hex });
     try {
       await ctx.o.link.reportParamHash(s.progress.epoch, s.progress.step, hash);
@@ -39,13 +46,25 @@ export class CooldownPhase {
     }
     const ck: Checkpoint = { step: s.progress.step, epoch: s.progress.epoch, paramHash: hash, params };
     await ctx.o.peers?.shareCheckpoint?.(ck).catch(() => {});
-    // One uploader per epoch: the first Healthy client of the epoch.
-    const first = s.epoch.clients.find((c) => c.state === 'Healthy');
-    if (first?.id === ctx.id && ctx.o.checkpoints.upload) void this.upload(ck);
+    // One uploader per epoch, the first voter; the others stand by in rank order, each uploading only if the
+    // checkpoint is still missing after its wait (a designated uploader that vanishes must not leave joiners
+    // without parameters).
+    const end = epochEndOf(s);
+    const rank = end ? checkpointUploaderRank(end, ctx.id) : -1;
+    if (rank >= 0 && ctx.o.checkpoints.upload) void this.upload(ck, rank);
   }
 
-  /** In the background: the relay keeps an upload only once the epoch's majority hash exists. */
-  private async upload(ck: Checkpoint): Promise<void> {
+  /** In the background: the relay keeps an upload only once the epoch's agreed hash exists. */
+  private async upload(ck: Checkpoint, rank: number): Promise<void> {
+    if (rank > 0) {
+      await this.ctx.sleep(rank * UPLOAD_STANDBY_MS);
+      const has = await this.ctx.o.checkpoints.has?.(ck.step).catch(() => false);
+      if (has !== false) return;
+      this.ctx.emit({
+        type: 'warning',
+        message: `no checkpoint for step ${ck.step} yet: uploading it (standby ${rank})`,
+      });
+    }
     for (let attempt = 1; ; attempt++) {
       try {
         await this.ctx.o.checkpoints.upload?.(ck);

@@ -44,6 +44,13 @@ export const UPLOAD_ATTEMPTS = 10;
 export const UPLOAD_BACKOFF_MS = 500;
 
 /**
+ * How long the epoch's r-th voter waits (r × this) before it uploads the checkpoint itself if the relay still
+ * has none: longer than the designated uploader's encode-and-send of a small model plus its first retries,
+ * short enough that joiners of the next epoch (who retry for 30 s) get parameters when it vanished.
+ */
+export const UPLOAD_STANDBY_MS = 8_000;
+
+/**
  * The window the reported bandwidth averages over: several rounds (a round lasts a few to tens of seconds),
  * so one burst of result fetches does not make the figure jump, short enough to follow a changed network.
  */

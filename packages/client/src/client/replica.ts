@@ -18,6 +18,11 @@ export class Replica {
   paramsHash = '';
   /** Set when the client found itself diverged; cleared once parameters are installed again. */
   diverged = false;
+  /**
+   * Host copy of the parameters the current epoch started from (what a replay after a confirmed cheat
+   * rebuilds from), or null when unknown.
+   */
+  epochStart: ParameterMap | null = null;
   private readonly distro: DistroBackend;
   private readonly shapes = new Map<string, number[]>();
 
@@ -53,14 +58,24 @@ export class Replica {
       this.scratch.push(d.tensor(shape));
     }
     this.ownPrev = null;
-    this.markEpochStart(step, hash);
+    this.markEpochStart(step, hash, params);
     this.diverged = false;
   }
 
-  /** The parameters as they are now are the start of the epoch at `step`, with this hash. */
-  markEpochStart(step: number, hash: string): void {
+  /** The parameters as they are now (`params`, a host copy) are the start of the epoch at `step`, with this hash. */
+  markEpochStart(step: number, hash: string, params: ParameterMap): void {
     this.paramsStep = step;
     this.paramsHash = hash;
+    this.epochStart = params;
+  }
+
+  /** Writes the epoch's start parameters back into the tensors (false when they are not known). */
+  restoreEpochStart(): boolean {
+    const start = this.epochStart;
+    if (!start) return false;
+    for (let i = 0; i < this.names.length; i++)
+      this.distro.write(this.params[i] as DistroTensor, start.get(this.names[i] as string) as Float32Array);
+    return true;
   }
 
   /** The parameters diverged from the run's: nothing may be trained or applied until `install`. */
@@ -68,6 +83,7 @@ export class Replica {
     this.diverged = true;
     this.paramsStep = null;
     this.paramsHash = '';
+    this.epochStart = null;
   }
 
   /** Current parameters (host copies), in name order. */

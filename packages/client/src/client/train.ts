@@ -1,10 +1,13 @@
 // Training (docs/protocol.md "Training step"): a trainer of the round fetches its batch, runs the train step
-// on the lookahead parameters, clips the gradients by global norm, folds them into the momentum after
-// subtracting the previous own result's residual and compresses it, then signs, commits and publishes the
-// result. Weight decay is not applied here: it is part of the exact apply every replica runs.
+// on the lookahead parameters (the shared parameters in a verified run), takes the gradient fingerprint when
+// the run verifies, clips the gradients by global norm, folds them into the momentum after subtracting the
+// previous own result's residual and compresses it, then signs, commits and publishes the result. Weight
+// decay is not applied here: it is part of the exact apply every replica runs.
 import {
   encodeSignedResult,
   encodeTrainingResult,
+  fingerprintOf,
+  verificationActive,
   roundAssignments,
   signAnnounce,
   signResult,
@@ -18,6 +21,7 @@ import { toWire } from '../convert.ts';
 import { isResidentFor } from '../interfaces.ts';
 import { learningRateAt, type ClientContext } from './context.ts';
 import { messageOf } from './errors.ts';
+import { fingerprintValues } from './fingerprint.ts';
 import { hostGradients, residentGradients } from './gradients.ts';
 
 /** Added to the norm when clipping, as torch.nn.utils.clip_grad_norm_ does (Psyche clips with it). */
@@ -37,13 +41,19 @@ export class TrainPhase {
   /** Trains this client's batch of `round`, if it has one. */
   async run(s: CoordinatorState, round: Round): Promise<void> {
     if (!round.training) return;
-    const mine = roundAssignments(s, round).find((a) => a.id === this.ctx.id);
+    const assignments = roundAssignments(s, round);
+    const slot = assignments.findIndex((a) => a.id === this.ctx.id);
+    const mine = assignments[slot];
     if (!mine) return;
     const { ctx } = this;
     const d = ctx.o.distro;
     const started = ctx.now();
     const lr = learningRateAt(ctx.schedule, round.step, s);
-    const prevLr = learningRateAt(ctx.schedule, round.step - 1, s);
+    // A verified run trains at the round's shared parameters, which verifiers can reproduce; Psyche's
+    // lookahead (params − prev_lr·sign(delta)) depends on this client's private momentum
+    // (docs/protocol.md "Verification of work").
+    const verified = verificationActive(s);
+    const prevLr = verified ? 0 : learningRateAt(ctx.schedule, round.step - 1, s);
     if (s.epoch.cold_start_epoch && round.height === 0) for (const t of ctx.replica.delta) d.scale(t, 0);
 
     const rows = mine.batch.end - mine.batch.start + 1;
@@ -57,14 +67,17 @@ export class TrainPhase {
       throw new Error(`step ${round.step}: loss is ${loss}`);
     }
     let own: TensorResult[];
+    let fingerprint: Uint8Array | undefined;
     try {
+      // Before clipping: the verifier's gradient is not clipped either.
+      if (verified) fingerprint = fingerprintOf(await fingerprintValues(d, grads, round.random_seed, slot));
       own = await this.compress(grads, lr);
     } finally {
       release();
     }
     // Each row is seqLen + 1 ids: seqLen inputs, each predicting the next id.
     ctx.meter.recordTrainStep(tokens.length - rows, ctx.now() - computeStarted);
-    const bytes = await this.publish(round, mine, own);
+    const bytes = await this.publish(round, mine, own, fingerprint);
     this.lastLoss = loss;
     ctx.emit({
       type: 'trained',
@@ -105,7 +118,12 @@ export class TrainPhase {
   }
 
   /** Signs and publishes the result (peers first, then the relay); returns the frame's size. */
-  private async publish(round: Round, mine: RoundAssignment, own: TensorResult[]): Promise<number> {
+  private async publish(
+    round: Round,
+    mine: RoundAssignment,
+    own: TensorResult[],
+    fingerprint: Uint8Array | undefined,
+  ): Promise<number> {
     const { ctx } = this;
     const sent = ctx.distroConfig.quantize_1bit ? own.map(quantize1bit) : own;
     this.nonce++;
@@ -115,6 +133,7 @@ export class TrainPhase {
       batch: { start: mine.batch.start, end: mine.batch.end },
       trainerNonce: this.nonce,
       tensors: sent.map(toWire),
+      ...(fingerprint ? { fingerprint } : {}),
     };
     const envelope = signResult(ctx.o.secretKey, result);
     const frame = encodeSignedResult({ envelope, result });

@@ -36,6 +36,17 @@ export type ClientEvent =
       seconds: number;
     }
   | { type: 'witness'; step: number; results: number }
+  /** This client verified a sampled result of `step` (docs/protocol.md "Verification of work"). */
+  | {
+      type: 'verified';
+      step: number;
+      trainer: string;
+      pass: boolean;
+      fingerprintAgreement: number;
+      updateAgreement: number;
+    }
+  /** A confirmed cheat's applied results were removed: the parameters were rebuilt from the epoch's start. */
+  | { type: 'replayed'; height: number; rounds: number; excluded: number }
   | { type: 'healthCheck'; step: number; reported: number }
   | { type: 'paramHash'; epoch: number; step: number; hash: string }
   | { type: 'resync'; reason: string }

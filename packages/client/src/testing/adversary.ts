@@ -1,0 +1,218 @@
+// Attack simulations for tests, benchmarks and `node-trainer local-testnet --adversary`: an honest Client
+// whose coordinator link, data or checkpoint store is wrapped so that what leaves it is what an attacker
+// would send. Everything an adversary sends is properly signed with its own key — the point is to check that
+// the protocol (admission, witnesses, verification, parameter-hash agreement) refuses or catches it.
+import {
+  BloomFilter,
+  currentRound,
+  decodeSignedResult,
+  encodeSignedResult,
+  encodeTrainingResult,
+  roundAssignments,
+  roundAtHeight,
+  roundSelection,
+  signAnnounce,
+  signResult,
+  type Announce,
+  type CoordinatorState,
+  type DistroResult,
+  type TrainingResult,
+  type WitnessMessage,
+} from '@meshtrain/core';
+import type { Checkpoint, CheckpointSource, CoordinatorLink, DataSource } from '../interfaces.ts';
+
+/** What an adversarial client does; see ADVERSARY_KINDS. */
+export type AdversaryKind =
+  | 'random-signs'
+  | 'sign-flip'
+  | 'stale-replay'
+  | 'other-batch'
+  | 'dense'
+  | 'wrong-shape'
+  | 'equivocate'
+  | 'lying-witness'
+  | 'no-upload'
+  | 'poison-checkpoint';
+
+export const ADVERSARY_KINDS: Readonly<Record<AdversaryKind, string>> = {
+  'random-signs': 'sends results with random signs (no training behind them)',
+  'sign-flip': 'sends its honest results with every sign flipped',
+  'stale-replay': "sends its previous round's result again for each new batch",
+  'other-batch': 'trains honestly, but on other samples than its assigned batch',
+  dense: 'sends every coefficient of every chunk instead of the top-k',
+  'wrong-shape': 'sends results with a tensor missing',
+  equivocate: 'sends a second, different result for each batch after the first',
+  'lying-witness': 'witnesses nothing (empty blooms) and accuses every trainer it can',
+  'no-upload': 'is the designated checkpoint uploader that never uploads',
+  'poison-checkpoint': 'reports a made-up parameter hash and uploads made-up parameters',
+};
+
+/** Deterministic randomness for an adversary (xorshift32), so a run can be reproduced. */
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 0x9e3779b9;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 0x1_0000_0000;
+  };
+}
+
+function mapSigns(t: DistroResult, f: (negative: boolean, i: number) => boolean): DistroResult {
+  if (t.values.kind !== 'sign') return t;
+  const count = t.values.count;
+  const bits = new Uint8Array(t.values.bits.length);
+  for (let i = 0; i < count; i++) {
+    const neg = ((t.values.bits[i >> 3] as number) >> (i & 7)) & 1;
+    if (f(neg === 1, i)) bits[i >> 3]! |= 1 << (i & 7);
+  }
+  return { ...t, values: { kind: 'sign', bits, count } };
+}
+
+/** Every coefficient index of every chunk (what a "dense" result would carry), with positive signs. */
+function densify(t: DistroResult): DistroResult {
+  let elements = 1;
+  for (const d of t.xshape) elements *= d;
+  const chunks = elements / t.totalk;
+  const n = chunks * t.totalk;
+  const indices =
+    t.totalk <= 256 ? new Uint8Array(n) : t.totalk <= 65_536 ? new Uint16Array(n) : new Uint32Array(n);
+  for (let i = 0; i < n; i++) indices[i] = i % t.totalk;
+  return { ...t, indices, values: { kind: 'sign', bits: new Uint8Array(Math.ceil(n / 8)), count: n } };
+}
+
+/** The signed frame and announce for `result`, as the client would have made them. */
+function sealed(secretKey: Uint8Array, result: TrainingResult): { frame: Uint8Array; announce: Announce } {
+  const envelope = signResult(secretKey, result);
+  const frame = encodeSignedResult({ envelope, result });
+  const announce = signAnnounce(secretKey, {
+    runId: result.runId,
+    step: result.step,
+    batch: result.batch,
+    commitment: envelope.commitment,
+    size: encodeTrainingResult(result).length,
+  });
+  return { frame, announce };
+}
+
+export interface AdversaryParts {
+  link: CoordinatorLink;
+  data: DataSource;
+  checkpoints: CheckpointSource;
+}
+
+/**
+ * Wraps an honest client's parts so it behaves as `kind`. `honestRounds`: the first this many results are sent
+ * untouched (a cheater that earns trust first; its later cheating must still be caught and undone).
+ */
+export function adversary(
+  kind: AdversaryKind,
+  secretKey: Uint8Array,
+  parts: AdversaryParts,
+  options: { seed?: number; honestRounds?: number; sampleShift?: number } = {},
+): AdversaryParts {
+  const random = rng(options.seed ?? 1);
+  const honestRounds = options.honestRounds ?? 0;
+  let sent = 0;
+  let previous: TrainingResult | null = null;
+  const { link, data, checkpoints } = parts;
+
+  const tamper = (r: TrainingResult): TrainingResult | null => {
+    switch (kind) {
+      case 'random-signs':
+        return { ...r, tensors: r.tensors.map((t) => mapSigns(t, () => random() < 0.5)) };
+      case 'sign-flip':
+        return { ...r, tensors: r.tensors.map((t) => mapSigns(t, (neg) => !neg)) };
+      case 'stale-replay':
+        return previous ? { ...previous, step: r.step, batch: r.batch, trainerNonce: r.trainerNonce } : null;
+      case 'dense':
+        return { ...r, tensors: r.tensors.map(densify) };
+      case 'wrong-shape':
+        return { ...r, tensors: r.tensors.slice(1) };
+      default:
+        return null;
+    }
+  };
+
+  let latest: CoordinatorState | null = null;
+  link.onState((st) => (latest = st));
+
+  /** Accuses every trainer of round h−2 (what a lying witness of round h would do). */
+  const accuseAll = async (): Promise<void> => {
+    const st = latest;
+    const cur = st ? currentRound(st) : null;
+    const judged = st && cur ? roundAtHeight(st, cur.height - 2) : null;
+    if (!st || !cur || !judged) return;
+    const reports = roundAssignments(st, judged)
+      .filter((a) => a.id !== link.clientId)
+      .map((a) => ({
+        clientIndex: a.client_index,
+        committeeProof: roundSelection(judged).committeeProof(a.index),
+      }));
+    if (reports.length > 0) await link.submitHealthCheck({ step: cur.step, reports }).catch(() => {});
+  };
+
+  const wrappedLink: CoordinatorLink = {
+    clientId: link.clientId,
+    onState: (f) => link.onState(f),
+    onAnnounce: (f) => link.onAnnounce(f),
+    ...(link.onResult ? { onResult: (f: (frame: Uint8Array) => void) => link.onResult?.(f) } : {}),
+    fetchResult: (c) => link.fetchResult(c),
+    submitWarmupWitness: (e) => link.submitWarmupWitness(e),
+    submitVerdict: (v) => link.submitVerdict(v),
+    submitHealthCheck: (h) => link.submitHealthCheck(h),
+    rejoin: (reason) => link.rejoin(reason),
+    async submitResult(frame, announce) {
+      const honest = decodeSignedResult(frame).result;
+      const mine = sent++ >= honestRounds;
+      const bad = mine ? tamper(honest) : null;
+      previous = honest;
+      if (!bad) {
+        await link.submitResult(frame, announce);
+        if (mine && kind === 'equivocate') {
+          const twin = sealed(secretKey, { ...honest, trainerNonce: honest.trainerNonce + 1_000_000 });
+          await link.submitResult(twin.frame, twin.announce);
+        }
+        return;
+      }
+      const s = sealed(secretKey, bad);
+      await link.submitResult(s.frame, s.announce);
+    },
+    async submitWitness(w: WitnessMessage) {
+      if (kind !== 'lying-witness') return link.submitWitness(w);
+      const empty = BloomFilter.forItems(1, 0.5, w.participantBloom.salt).toData();
+      await link.submitWitness({ ...w, participantBloom: empty, broadcastBloom: empty });
+      await accuseAll();
+    },
+    async reportParamHash(epoch, step, hash) {
+      if (kind !== 'poison-checkpoint') return link.reportParamHash(epoch, step, hash);
+      // A made-up hash for the real epoch end, and one for an epoch and step the run never reached.
+      const fake = Uint8Array.from(hash, (b) => b ^ 0x5a);
+      await link.reportParamHash(epoch + 5, step + 1_000_000, fake).catch(() => {});
+      await link.reportParamHash(epoch, step, fake);
+    },
+  };
+
+  const wrappedData: DataSource =
+    kind === 'other-batch'
+      ? {
+          samples: (start, end) =>
+            data.samples(start + (options.sampleShift ?? 997), end + (options.sampleShift ?? 997)),
+        }
+      : data;
+
+  const wrappedCheckpoints: CheckpointSource = { load: (step) => checkpoints.load(step) };
+  if (checkpoints.has) wrappedCheckpoints.has = checkpoints.has.bind(checkpoints);
+  if (checkpoints.upload) wrappedCheckpoints.upload = checkpoints.upload.bind(checkpoints);
+  if (kind === 'no-upload') wrappedCheckpoints.upload = async () => {};
+  else if (kind === 'poison-checkpoint' && checkpoints.upload) {
+    const upload = checkpoints.upload.bind(checkpoints);
+    wrappedCheckpoints.upload = async (ck: Checkpoint) => {
+      const params = new Map([...ck.params].map(([k, v]) => [k, Float32Array.from(v, (x) => -x)]));
+      // Made-up parameters, and the same for a step the run never reached (it would sort newest).
+      await upload({ ...ck, step: ck.step + 1_000_000, epoch: ck.epoch + 5, params }).catch(() => {});
+      await upload({ ...ck, params });
+    };
+  }
+  return { link: wrappedLink, data: wrappedData, checkpoints: wrappedCheckpoints };
+}
