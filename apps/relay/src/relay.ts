@@ -24,6 +24,7 @@ import {
   DEFAULT_MAX_UNJOINED_PER_ADDRESS,
   DEFAULT_PRE_JOIN_MAX_BYTES,
 } from './connection-limits.ts';
+import { IdentityLimits } from './identity-limits.ts';
 import { RunHost } from './run-host.ts';
 import type { Clock } from './run-host.ts';
 import type { RelayStore } from './store.ts';
@@ -100,6 +101,13 @@ export interface RelayOptions {
   /** Live runs one key may create over the admin API (default 4), and all keys together (default 32). */
   maxRunsPerCreator?: number;
   maxRuns?: number;
+  /**
+   * Leading zero bits of the proof of work a Join to a permissionless run must carry (core's join puzzle;
+   * default 0: none). Permissioned runs never ask: their grants are the cost of an identity.
+   */
+  joinPowBits?: number;
+  /** Identities one source address may bring into a run (default: no limit; the CLI sets one). */
+  maxIdentitiesPerAddress?: number;
   log?: RelayLog;
 }
 
@@ -132,6 +140,8 @@ export class Relay {
   readonly preJoinMaxBytes: number;
   readonly maxUnjoined: number;
   readonly maxUnjoinedPerAddress: number;
+  readonly joinPowBits: number;
+  readonly identityLimits: IdentityLimits;
   readonly snapshotIntervalMs: number;
   readonly maxFramesPerSecond: number;
   readonly runCreators: ReadonlySet<string>;
@@ -166,6 +176,8 @@ export class Relay {
   readonly changeListeners = new Set<(host: RunHost, effects: readonly CoordinatorEffect[]) => void>();
 
   constructor(opts: RelayOptions) {
+    this.joinPowBits = opts.joinPowBits ?? 0;
+    this.identityLimits = new IdentityLimits(opts.maxIdentitiesPerAddress ?? Infinity);
     this.store = opts.store;
     this.clock = opts.clock ?? Date.now;
     this.limits = opts.limits ?? DEFAULT_WIRE_LIMITS;
@@ -351,6 +363,11 @@ export class Relay {
   /** Join allowed iff an active grant by the run's join authority is permissionless, names the key, or lists it as a delegate. */
   mayJoin(host: RunHost, key: string): boolean {
     return this.store.grantsAdmitting(host.runId, host.row.join_authority, key, PERMISSIONLESS) > 0;
+  }
+
+  /** The join puzzle's difficulty for a run: the relay's setting when anyone may join, else none. */
+  joinPowBitsFor(host: RunHost): number {
+    return this.store.grant(host.runId, PERMISSIONLESS)?.active ? this.joinPowBits : 0;
   }
 
   // --- sessions -----------------------------------------------------------------------------------

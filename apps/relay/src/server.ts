@@ -9,40 +9,19 @@ import type { WireLimits } from '@meshtrain/core';
 import { createRelayApp } from './app.ts';
 import type { MountedRoutes } from './app.ts';
 import { Relay } from './relay.ts';
-import type { RelayLog } from './relay.ts';
-import type { Clock } from './run-host.ts';
+import type { RelayOptions } from './relay.ts';
 import { CLOSE } from './session.ts';
 import { RelayStore } from './store.ts';
 
-export interface RelayServerOptions {
+/** The Relay's own options (relay.ts RelayOptions), plus where to listen and what to mount. */
+export interface RelayServerOptions extends Omit<RelayOptions, 'store' | 'limits'> {
   /** Directory of relay.db (created if missing), or ':memory:' for a throwaway relay. */
   dataDir: string;
   /** Default 127.0.0.1: exposing the relay is an explicit choice (--host 0.0.0.0). */
   host?: string;
   /** Default 0: any free port (the chosen one is in the result). */
   port?: number;
-  tickMs?: number;
-  graceMs?: number;
-  joinTimeoutMs?: number;
-  /** Bytes a connection may send before its Join is acknowledged (default 16 KiB). */
-  preJoinMaxBytes?: number;
-  /** Connections waiting to join, overall and per source address (defaults 2048 and 256). */
-  maxUnjoined?: number;
-  maxUnjoinedPerAddress?: number;
-  /** Least time between two StateSnapshot broadcasts of one run (default 100 ms). */
-  snapshotIntervalMs?: number;
-  /** Frames per second one connection may send on average (default 100, bursts of twice that). */
-  maxFramesPerSecond?: number;
   limits?: Partial<WireLimits>;
-  /** Keys allowed to create runs over the admin API (empty: any signed request). */
-  runCreators?: readonly string[];
-  /** Largest model a run may have, in parameters. */
-  maxModelParams?: number;
-  /** Live runs one key may create over the admin API, and all keys together. */
-  maxRunsPerCreator?: number;
-  maxRuns?: number;
-  clock?: Clock;
-  log?: RelayLog;
   /** Route modules to mount beside the relay's own, built once the Relay exists. */
   extraRoutes?: (relay: Relay) => readonly MountedRoutes[] | Promise<readonly MountedRoutes[]>;
 }
@@ -61,26 +40,16 @@ export interface RunningRelay {
 export async function startRelayServer(opts: RelayServerOptions): Promise<RunningRelay> {
   const limits = wireLimits(opts.limits);
   const store = new RelayStore(opts.dataDir === ':memory:' ? ':memory:' : opts.dataDir);
-  const relay = new Relay({
-    store,
-    limits,
-    ...(opts.clock ? { clock: opts.clock } : {}),
-    ...(opts.tickMs !== undefined ? { tickMs: opts.tickMs } : {}),
-    ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
-    ...(opts.joinTimeoutMs !== undefined ? { joinTimeoutMs: opts.joinTimeoutMs } : {}),
-    ...(opts.preJoinMaxBytes !== undefined ? { preJoinMaxBytes: opts.preJoinMaxBytes } : {}),
-    ...(opts.maxUnjoined !== undefined ? { maxUnjoined: opts.maxUnjoined } : {}),
-    ...(opts.maxUnjoinedPerAddress !== undefined
-      ? { maxUnjoinedPerAddress: opts.maxUnjoinedPerAddress }
-      : {}),
-    ...(opts.snapshotIntervalMs !== undefined ? { snapshotIntervalMs: opts.snapshotIntervalMs } : {}),
-    ...(opts.maxFramesPerSecond !== undefined ? { maxFramesPerSecond: opts.maxFramesPerSecond } : {}),
-    ...(opts.runCreators ? { runCreators: opts.runCreators } : {}),
-    ...(opts.maxModelParams !== undefined ? { maxModelParams: opts.maxModelParams } : {}),
-    ...(opts.maxRunsPerCreator !== undefined ? { maxRunsPerCreator: opts.maxRunsPerCreator } : {}),
-    ...(opts.maxRuns !== undefined ? { maxRuns: opts.maxRuns } : {}),
-    ...(opts.log ? { log: opts.log } : {}),
-  });
+  const {
+    dataDir: _dir,
+    host: _host,
+    port: _port,
+    limits: _limits,
+    extraRoutes: _extra,
+    ...relayOptions
+  } = opts;
+  const relay = new Relay({ ...relayOptions, store, limits });
+
   const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];
   const app = createRelayApp(relay, extra);
   // Frames between maxFrameBytes and twice that reach the codec and get a typed `wire_oversized` reply;

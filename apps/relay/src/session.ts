@@ -40,6 +40,8 @@ export interface Transport {
   close(code: number, reason: string): void;
   /** The Join was accepted: the transport may lift what it limits before a Join (routes/ws.ts). */
   joined?(): void;
+  /** The peer's address (what per-address limits count); '' when unknown. */
+  readonly address?: string;
 }
 
 /** WebSocket close codes (PROTOCOL.md). */
@@ -50,6 +52,16 @@ export const CLOSE = {
   unknownRun: 4404,
   shutdown: 1001,
 } as const;
+
+/**
+ * Hashes per second a slow client (a phone's JS) still manages on the join puzzle: the Join timeout grows by
+ * the time such a client needs on average, so the puzzle never locks slow honest devices out.
+ */
+const SLOW_CLIENT_HASHES_PER_SECOND = 25_000;
+
+function powAllowanceMs(bits: number): number {
+  return bits > 0 ? Math.ceil((2 ** bits / SLOW_CLIENT_HASHES_PER_SECOND) * 1000) : 0;
+}
 
 /** Consecutive bad frames that close the connection. */
 export const MAX_BAD_FRAMES_IN_A_ROW = 3;
@@ -79,6 +91,8 @@ export class CoordinatorSession implements SessionHandle {
   readonly runId: string;
   private readonly transport: Transport;
   private readonly challenge = new Uint8Array(randomBytes(32));
+  /** The join puzzle this connection's challenge asks for (fixed when the challenge is sent). */
+  private powBits = 0;
   private host: RunHost | undefined;
   private id = '';
   private frameNo = 0;
@@ -122,15 +136,21 @@ export class CoordinatorSession implements SessionHandle {
       this.close(CLOSE.unknownRun, 'unknown run');
       return;
     }
+    this.powBits = this.relay.joinPowBitsFor(this.host);
     this.send(
       encodeChallenge(
-        { runId: this.runId, challenge: this.challenge, serverTime: this.relay.clock() },
+        {
+          runId: this.runId,
+          challenge: this.challenge,
+          serverTime: this.relay.clock(),
+          powBits: this.powBits,
+        },
         this.relay.limits,
       ),
     );
     this.joinTimer = setTimeout(() => {
       if (!this.joined) this.close(CLOSE.joinTimeout, 'no Join in time');
-    }, this.relay.joinTimeoutMs);
+    }, this.relay.joinTimeoutMs + powAllowanceMs(this.powBits));
     this.joinTimer.unref();
   }
 
@@ -269,12 +289,17 @@ export class CoordinatorSession implements SessionHandle {
   }
 
   private join(host: RunHost, j: Join): void {
-    const event = must(joinEvent(host.state, j, this.challenge));
+    const event = must(joinEvent(host.state, j, this.challenge, this.powBits));
     const id = event.id;
     if (!this.relay.mayJoin(host, id))
       throw new Refusal(
         'not_authorized',
         "this run is permissioned and no active grant covers this key; ask the run's join authority",
+      );
+    if (!this.relay.identityLimits.admit(this.runId, this.transport.address ?? '', id))
+      throw new Refusal(
+        'too_many_identities',
+        'this address already brought the most identities a run takes from one address',
       );
     const r = host.apply(event);
     // AlreadyMember is a reconnect: the client keeps its slot (and its epoch index).

@@ -52,6 +52,9 @@ function startRelay(p2p = false, port = 0): Promise<{ child: ChildProcess; url: 
       '--data-dir',
       join(dir, 'data'),
       ...(p2p ? [] : ['--no-p2p']),
+      // Not what this test is about: a light join puzzle keeps several in-process joins quick.
+      '--join-pow-bits',
+      '8',
       '--tick-ms',
       '100',
       // Long enough for a backed-off RelayLink to be back before its slot is given up.

@@ -253,12 +253,21 @@ export class RelayLink implements CoordinatorLink {
         }
         switch (m.kind) {
           case 'challenge': {
-            const join = signJoin(this.o.secretKey, {
-              runId: this.o.runId,
-              p2pPeerId: this.o.p2pPeerId ?? '',
-              deviceKind: this.o.deviceKind,
-              challenge: m.message.challenge,
-            });
+            const bits = m.message.powBits;
+            // A permissionless run asks each join for a proof of work (about a second at 20 bits).
+            const started = Date.now();
+            const join = signJoin(
+              this.o.secretKey,
+              {
+                runId: this.o.runId,
+                p2pPeerId: this.o.p2pPeerId ?? '',
+                deviceKind: this.o.deviceKind,
+                challenge: m.message.challenge,
+              },
+              bits,
+            );
+            if (bits > 0)
+              this.o.onLog?.(`solved the relay's ${bits}-bit join puzzle in ${Date.now() - started} ms`);
             this.request(encodeJoin(join)).then(
               () => {
                 joinedOk = true;

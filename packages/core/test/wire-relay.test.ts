@@ -36,7 +36,12 @@ function stateFor(runId: string, members: number): CoordinatorState {
 
 const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
   fc
-    .record({ runId: runIdArb, challenge: bytes(32), serverTime: u53 })
+    .record({
+      runId: runIdArb,
+      challenge: bytes(32),
+      serverTime: u53,
+      powBits: fc.integer({ min: 0, max: 32 }),
+    })
     .map((message) => ({ kind: 'challenge' as const, message })),
   fc
     .record({ runId: runIdArb, epoch: u32, step: u32, hash: bytes(32) })
@@ -93,7 +98,7 @@ describe('relay session messages', () => {
   const samples: WireMessage[] = [
     {
       kind: 'challenge',
-      message: { runId: 'run-1', challenge: new Uint8Array(32).fill(7), serverTime: 1e12 },
+      message: { runId: 'run-1', challenge: new Uint8Array(32).fill(7), serverTime: 1e12, powBits: 20 },
     },
     { kind: 'paramHash', message: { runId: 'run-1', epoch: 3, step: 140, hash: new Uint8Array(32).fill(9) } },
     { kind: 'warmupWitness', message: { runId: 'run-1', epoch: 300 } },

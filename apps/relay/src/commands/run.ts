@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_RUN_TOML, parseRunConfig, RunConfigError } from '@meshtrain/core';
+import { DEFAULT_RUN_TOML, MAX_JOIN_POW_BITS, parseRunConfig, RunConfigError } from '@meshtrain/core';
 import { CliError, type Command } from '../command.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
@@ -14,7 +14,13 @@ import { startRelayServer } from '../server.ts';
 const USAGE =
   '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
   '[--max-frame-bytes N] [--run-creators HEX[,HEX…]]... [--max-model-params N] [--max-runs-per-creator 4] ' +
-  '[--max-runs 32] [--public-host NAME] [--no-p2p]';
+  '[--max-runs 32] [--join-pow-bits 20] [--max-identities-per-address 16] [--public-host NAME] [--no-p2p]';
+/**
+ * Defaults of an open relay: a join to a permissionless run costs about 2^20 SHA-256 (a second or two of one
+ * core), and one address brings at most 16 identities into a run (docs/protocol.md "Threat model").
+ */
+const DEFAULT_JOIN_POW_BITS = 20;
+const DEFAULT_MAX_IDENTITIES_PER_ADDRESS = 16;
 const KEY_HEX = /^[0-9a-f]{64}$/;
 
 /** `--run-creators a,b --run-creators c` (and the older `--admin-key a --admin-key b`) as one list. */
@@ -63,6 +69,8 @@ const command: Command = {
           'max-model-params': { type: 'string' },
           'max-runs-per-creator': { type: 'string' },
           'max-runs': { type: 'string' },
+          'join-pow-bits': { type: 'string' },
+          'max-identities-per-address': { type: 'string' },
           'no-p2p': { type: 'boolean' },
           'public-host': { type: 'string' },
         },
@@ -90,6 +98,11 @@ const command: Command = {
     );
     const maxRunsPerCreator = intFlag('max-runs-per-creator', values['max-runs-per-creator'], 1, 1_000_000);
     const maxRuns = intFlag('max-runs', values['max-runs'], 1, 1_000_000);
+    const joinPowBits =
+      intFlag('join-pow-bits', values['join-pow-bits'], 0, MAX_JOIN_POW_BITS) ?? DEFAULT_JOIN_POW_BITS;
+    const maxIdentitiesPerAddress =
+      intFlag('max-identities-per-address', values['max-identities-per-address'], 1, 1_000_000) ??
+      DEFAULT_MAX_IDENTITIES_PER_ADDRESS;
     const dataDir = resolve(values['data-dir'] ?? 'relay-data');
     const configText = values.config === undefined ? undefined : readConfig(values.config);
     if (configText !== undefined) {
@@ -112,6 +125,8 @@ const command: Command = {
       ...(maxModelParams !== undefined ? { maxModelParams } : {}),
       ...(maxRunsPerCreator !== undefined ? { maxRunsPerCreator } : {}),
       ...(maxRuns !== undefined ? { maxRuns } : {}),
+      joinPowBits,
+      maxIdentitiesPerAddress,
       log: {
         info: (m) => console.log(`meshtrain-relay: ${m}`),
         warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),

@@ -86,6 +86,7 @@ export function wsRoutes(relay: Relay): Hono {
               socket?.off('data', countPreJoin);
               if (incoming) slotOf.get(incoming)?.();
             },
+            address: socket?.remoteAddress ?? '',
           });
           session.open();
         },

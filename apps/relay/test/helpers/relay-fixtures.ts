@@ -101,6 +101,7 @@ export class TestClient implements Participant {
   readonly id: Identity;
   readonly runId: string;
   challenge: Uint8Array | undefined;
+  powBits = 0;
   state: CoordinatorState | undefined;
   seq = -1;
   closed: { code: number; reason: string } | undefined;
@@ -115,7 +116,10 @@ export class TestClient implements Participant {
     ws.onmessage = (ev) => {
       if (!(ev.data instanceof ArrayBuffer)) return;
       const m = decodeFrame(new Uint8Array(ev.data));
-      if (m.kind === 'challenge') this.challenge = m.message.challenge;
+      if (m.kind === 'challenge') {
+        this.challenge = m.message.challenge;
+        this.powBits = m.message.powBits;
+      }
       if (m.kind === 'stateSnapshot' && m.message.seq > this.seq) {
         this.seq = m.message.seq;
         this.state = m.message.state;
@@ -156,12 +160,11 @@ export class TestClient implements Participant {
 
   async join(deviceKind = 'cpu', runId = this.runId): Promise<WireMessage> {
     await this.until(() => this.challenge !== undefined);
-    const join = signJoin(this.id.secretKey, {
-      runId,
-      p2pPeerId: `peer-${hexKey(this.id).slice(0, 8)}`,
-      deviceKind,
-      challenge: this.challenge!,
-    });
+    const join = signJoin(
+      this.id.secretKey,
+      { runId, p2pPeerId: `peer-${hexKey(this.id).slice(0, 8)}`, deviceKind, challenge: this.challenge! },
+      this.powBits,
+    );
     return this.request(encodeJoin(join));
   }
 
@@ -343,6 +346,9 @@ export function tinyResult(
     step,
     batch,
     trainerNonce: step,
+    ...(DEFAULT_SPEC.fingerprintBytes > 0
+      ? { fingerprint: new Uint8Array(DEFAULT_SPEC.fingerprintBytes).fill((step + salt) & 0xff) }
+      : {}),
     tensors: DEFAULT_SPEC.tensors.map((t) => {
       const chunks = t.xshape.reduce((a, b) => a * b, 1) / t.totalk;
       const k = Math.min(perChunk ?? t.k, t.totalk);

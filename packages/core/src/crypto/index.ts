@@ -5,3 +5,4 @@ export * from './bytes.ts';
 export * from './hash.ts';
 export * from './ed25519.ts';
 export * from './signed-requests.ts';
+export * from './join-pow.ts';

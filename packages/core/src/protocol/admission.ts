@@ -13,6 +13,7 @@ import {
 import type { CoordinatorState } from '../coordinator/state.ts';
 import type { BatchId } from '../selection/data-assignment.ts';
 import { bytesToHex } from '../crypto/bytes.ts';
+import { checkJoinPow } from '../crypto/join-pow.ts';
 import type { Announce } from '../wire/announce.ts';
 import { verifyAnnounce } from '../wire/announce.ts';
 import type { SignedResult } from '../wire/commitment.ts';
@@ -41,14 +42,23 @@ function signatureRefusal(e: unknown): ProtocolRefusal {
   throw e;
 }
 
-/** A join: the signature over the connection's challenge, then the coordinator's `join` event. */
+/**
+ * A join: the proof of work the connection's challenge asked for (`powBits`; cheap to check, so first), the
+ * signature over the challenge, then the coordinator's `join` event.
+ */
 export function joinEvent(
   state: CoordinatorState,
   j: Join,
   challenge: Uint8Array,
+  powBits = 0,
 ): EventOf<'join'> | ProtocolRefusal {
   const wrong = checkRun(state, j.runId);
   if (wrong) return wrong;
+  if (!checkJoinPow(challenge, j.pubkey, j.powNonce, powBits))
+    return new ProtocolRefusal(
+      'insufficient_work',
+      `the join's proof of work does not reach the ${powBits} bits this run asks (solveJoinPow)`,
+    );
   try {
     verifyJoin(j, challenge);
   } catch (e) {

@@ -29,6 +29,8 @@ export type RefusalCode =
   | 'not_a_client'
   /** The phase does not take this message now. */
   | 'wrong_phase'
+  /** A Join without the proof of work its challenge asked for. */
+  | 'insufficient_work'
   /** The sender's parameters differ from its epoch's agreed hash: its replica diverged, it must re-sync. */
   | 'param_hash_mismatch';
 

@@ -12,7 +12,8 @@
 // | deviceKind | string ≤ 64 bytes (e.g. "webgpu", "cuda", "cpu") |
 // | challenge  | 32 B, issued by the relay                        |
 // | signature  | 64 B                                             |
-// signature = Ed25519( tag("meshtrain/v1/join") ‖ runId ‖ challenge ‖ pubkey ‖ p2pPeerId ‖ deviceKind ),
+// | powNonce   | 8 B: the join puzzle's solution (crypto/join-pow.ts); zeros when none was asked |
+// signature = Ed25519( tag("meshtrain/v1/join") ‖ runId ‖ challenge ‖ pubkey ‖ p2pPeerId ‖ deviceKind ‖ powNonce ),
 // strings length-prefixed as on the wire so the concatenation is unambiguous. deviceKind is signed too
 // (beyond the minimum) so that nothing in a Join can be altered in transit.
 //
@@ -28,6 +29,7 @@ import {
   sign,
   SIGNATURE_BYTES,
 } from '../crypto/index.ts';
+import { JOIN_POW_NONCE_BYTES, solveJoinPow } from '../crypto/join-pow.ts';
 import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
@@ -49,6 +51,8 @@ export interface JoinFields {
 export interface Join extends JoinFields {
   pubkey: Uint8Array;
   signature: Uint8Array;
+  /** Proof of work over the challenge and `pubkey` (crypto/join-pow.ts); signed with the rest. */
+  powNonce: Uint8Array;
 }
 
 export interface Leave {
@@ -56,7 +60,7 @@ export interface Leave {
   reason: string;
 }
 
-function joinSignedBytes(j: JoinFields & { pubkey: Uint8Array }): Uint8Array {
+function joinSignedBytes(j: JoinFields & { pubkey: Uint8Array; powNonce: Uint8Array }): Uint8Array {
   const w = new ByteWriter();
   w.raw(JOIN_TAG);
   writeRunId(w, j.runId);
@@ -64,11 +68,14 @@ function joinSignedBytes(j: JoinFields & { pubkey: Uint8Array }): Uint8Array {
   w.fixed(j.pubkey, PUBLIC_KEY_BYTES, 'pubkey');
   w.string(j.p2pPeerId, P2P_PEER_ID_MAX_BYTES, 'p2pPeerId');
   w.string(j.deviceKind, DEVICE_KIND_MAX_BYTES, 'deviceKind');
+  w.fixed(j.powNonce, JOIN_POW_NONCE_BYTES, 'powNonce');
   return w.finish();
 }
 
-export function signJoin(secretKey: Uint8Array, fields: JoinFields): Join {
-  const unsigned = { ...fields, pubkey: publicKeyOf(secretKey) };
+/** A signed Join; `powBits` > 0 also solves the relay's join puzzle (a second or so at 20 bits). */
+export function signJoin(secretKey: Uint8Array, fields: JoinFields, powBits = 0): Join {
+  const pubkey = publicKeyOf(secretKey);
+  const unsigned = { ...fields, pubkey, powNonce: solveJoinPow(fields.challenge, pubkey, powBits) };
   return { ...unsigned, signature: sign(secretKey, joinSignedBytes(unsigned)) };
 }
 
@@ -95,6 +102,7 @@ export function encodeJoin(j: Join, limits: WireLimits = DEFAULT_WIRE_LIMITS): U
   w.string(j.deviceKind, DEVICE_KIND_MAX_BYTES, 'deviceKind');
   w.fixed(j.challenge, JOIN_CHALLENGE_BYTES, 'challenge');
   w.fixed(j.signature, SIGNATURE_BYTES, 'signature');
+  w.fixed(j.powNonce, JOIN_POW_NONCE_BYTES, 'powNonce');
   return w.finish();
 }
 
@@ -105,7 +113,8 @@ export function readJoinPayload(r: ByteReader): Join {
   const deviceKind = r.string(DEVICE_KIND_MAX_BYTES, 'deviceKind');
   const challenge = r.fixed(JOIN_CHALLENGE_BYTES, 'challenge');
   const signature = r.fixed(SIGNATURE_BYTES, 'signature');
-  return { runId, pubkey, p2pPeerId, deviceKind, challenge, signature };
+  const powNonce = r.fixed(JOIN_POW_NONCE_BYTES, 'powNonce');
+  return { runId, pubkey, p2pPeerId, deviceKind, challenge, signature, powNonce };
 }
 
 /** Decode (structure only); the relay then calls verifyJoin with the challenge it issued. */
