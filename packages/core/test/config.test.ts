@@ -182,7 +182,10 @@ describe('errors', () => {
 
   it('rules that need a key with a type error are skipped, not reported as knock-on errors', () => {
     // init_min_clients 500 > the default max_clients, but max_clients itself is unreadable.
-    const clients = defaultWith('init_min_clients = 1', 'init_min_clients = 500\nmax_clients = "lots"');
+    const clients = defaultWith('init_min_clients = 1', 'init_min_clients = 500').replace(
+      'max_clients = 1024',
+      'max_clients = "lots"',
+    );
     expect(issues(clients)).toEqual([
       { path: 'config.max_clients', message: 'expected a number, got string "lots"' },
     ]);
@@ -283,7 +286,9 @@ describe('limits come from the config', () => {
     const big = DEFAULT_RUN_TOML.replace(
       'min_clients = 1\ninit_min_clients = 1',
       'min_clients = 1000\ninit_min_clients = 5000',
-    ).replace('witness_nodes = 0', 'witness_nodes = 64\nmax_witnesses = 64\nmax_clients = 5000');
+    )
+      .replace('witness_nodes = 0', 'witness_nodes = 64\nmax_witnesses = 64')
+      .replace('max_clients = 1024', 'max_clients = 5000');
     const c = coordinatorConfigOf(parseRunConfig(big).config);
     expect(c).toMatchObject({
       min_clients: 1000,
@@ -297,7 +302,9 @@ describe('limits come from the config', () => {
     const bad = DEFAULT_RUN_TOML.replace(
       'min_clients = 1\ninit_min_clients = 1',
       'min_clients = 10\ninit_min_clients = 20',
-    ).replace('witness_nodes = 0', 'witness_nodes = 5\nmax_witnesses = 4\nmax_clients = 19');
+    )
+      .replace('witness_nodes = 0', 'witness_nodes = 5\nmax_witnesses = 4')
+      .replace('max_clients = 1024', 'max_clients = 19');
     expect(issues(bad)).toEqual([
       { path: 'config.init_min_clients', message: 'must be <= config.max_clients (20 > 19)' },
       { path: 'config.witness_nodes', message: 'must be <= config.max_witnesses (5 > 4)' },
@@ -334,10 +341,12 @@ describe('unsupported features parse and are reported', () => {
       'model.LLM.checkpoint.Hub',
     ],
   ];
-  it('verification_percent > 0 is supported: verification of work is implemented', () => {
-    const parsed = parseRunConfig(defaultWith('verification_percent = 0', 'verification_percent = 10'));
+  it('verification_percent > 0 is supported (the default run verifies), and 0 turns it off', () => {
+    const parsed = parseRunConfig(DEFAULT_RUN_TOML);
     expect(parsed.unsupported).toEqual([]);
     expect(parsed.config.config.verification_percent).toBe(10);
+    const off = parseRunConfig(defaultWith('verification_percent = 10', 'verification_percent = 0'));
+    expect(off.config.config.verification_percent).toBe(0);
   });
   for (const [from, to, path] of cases)
     it(`${to} → ${path}`, () => {

@@ -14,7 +14,10 @@ round_witness_time = 1
 waiting_for_members_extra_time = 3
 min_clients = 1
 init_min_clients = 1
-verification_percent = 0
+# Each result is re-checked by two other clients with this probability (docs/protocol.md "Verification of work").
+verification_percent = 10
+# An open run takes at most this many clients (docs/protocol.md "Threat model").
+max_clients = 1024
 # 0: every round picks min(#clients, max_witnesses) witnesses.
 witness_nodes = 0
 # 64 sequences of 128 tokens: the 8,192 tokens per step of the measured defaults (docs/architecture.md).

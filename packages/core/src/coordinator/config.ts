@@ -36,7 +36,8 @@ export interface CoordinatorConfig {
 }
 
 export const DEFAULT_LIMITS = {
-  max_clients: 100_000,
+  // A run sets its own; unset, a run still has a finite member list (snapshots grow with it).
+  max_clients: 10_000,
   max_witnesses: 32,
   bloom_false_positive_rate: 0.001,
 } as const;
