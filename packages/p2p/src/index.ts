@@ -4,3 +4,4 @@
  */
 export * from './shared.ts';
 export * from './node.ts';
+export * from './websockets-guard.ts';

@@ -2,17 +2,19 @@ import { circuitRelayServer, circuitRelayTransport } from '@libp2p/circuit-relay
 import type { CircuitRelayService } from '@libp2p/circuit-relay-v2';
 import { tcp } from '@libp2p/tcp';
 import { webRTC, webRTCDirect } from '@libp2p/webrtc';
-import { webSockets } from '@libp2p/websockets';
 import type { Libp2pOptions } from 'libp2p';
 import { connectToRelays, peerServices, secureChannel } from './compose.ts';
 import type { PeerServices, RelayClientOptions } from './compose.ts';
 import { InvalidArgumentError } from './errors.ts';
 import { MeshNode } from './mesh-node.ts';
 import type { MeshNodeOptions } from './mesh-node.ts';
+import { guardedWebSockets } from './websockets-guard.ts';
 
 /**
  * Node factories: the relay (apps/relay) and Node peers (node-trainer). Node-only transports (TCP, the
  * WebRTC-direct listener) live here so browser bundles, which import browser.ts, never pull them in.
+ * Every WebSockets listener a Node node opens is guarded (websockets-guard.ts): one malformed frame from an
+ * unauthenticated socket used to end the process.
  */
 
 export interface RelayServices extends PeerServices {
@@ -66,7 +68,7 @@ export interface RelayNodeOptions extends MeshNodeOptions {
 export async function createRelayNode(options: RelayNodeOptions = {}): Promise<RelayNode> {
   const host = options.host ?? '127.0.0.1';
   const listen = [`${ipPrefix(host)}/tcp/${options.port ?? 0}/ws`];
-  const transports: NonNullable<Libp2pOptions['transports']> = [webSockets()];
+  const transports: NonNullable<Libp2pOptions['transports']> = [guardedWebSockets()];
   const rtcConfiguration = { iceServers: options.iceServers ?? [] };
   if (options.webrtcDirect ?? true) {
     listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
@@ -106,7 +108,11 @@ export interface NodePeerOptions extends MeshNodeOptions, RelayClientOptions {
   /** Listen on TCP (default true). */
   tcp?: boolean;
   tcpPort?: number;
-  /** Listen on WebSockets (default true). */
+  /**
+   * Listen on WebSockets too (default false). Nothing dials a Node peer's WebSockets address: browsers and
+   * other peers reach it through the relay's circuit and WebRTC, browsers could not dial a plain `ws://`
+   * address from an https page anyway, and Node peers have TCP. Dialling WebSockets (the relay) always works.
+   */
   ws?: boolean;
   wsPort?: number;
   /** Listen on `/udp/PORT/webrtc-direct` too, for peers with a reachable UDP port (default false). */
@@ -129,7 +135,7 @@ export interface NodePeerOptions extends MeshNodeOptions, RelayClientOptions {
 }
 
 /**
- * A Node peer (node-trainer): TCP + WebSockets listeners, WebRTC (+ optional WebRTC-direct) and the
+ * A Node peer (node-trainer): a TCP listener (+ optional WebSockets and WebRTC-direct ones), WebRTC and the
  * circuit-relay transport, so browsers can reach it through the relay and upgrade to a direct WebRTC link.
  */
 export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer> {
@@ -140,7 +146,7 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
   // WebRTC-direct is always available for dialling (relays and Node peers that listen on it); listening on
   // it is opt-in because it needs a reachable UDP port.
   const transports: NonNullable<Libp2pOptions['transports']> = [
-    webSockets(),
+    guardedWebSockets(),
     ...(rtc ? [webRTC({ rtcConfiguration })] : []),
     webRTCDirect({ rtcConfiguration }),
     circuitRelayTransport(),
@@ -149,7 +155,7 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
     transports.push(tcp());
     listen.push(`${ipPrefix(host)}/tcp/${options.tcpPort ?? 0}`);
   }
-  if (options.ws ?? true) listen.push(`${ipPrefix(host)}/tcp/${options.wsPort ?? 0}/ws`);
+  if (options.ws ?? false) listen.push(`${ipPrefix(host)}/tcp/${options.wsPort ?? 0}/ws`);
   if (options.webrtcDirect ?? false) {
     listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
   }
