@@ -11,6 +11,7 @@ import {
   encodeStateSnapshot,
   epochEndOf,
   hexToBytes,
+  maxSignedResultBytes,
   parseRunConfig,
   paramHashVerdict,
   resultSpecOf,
@@ -33,6 +34,9 @@ import type {
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
 import type { EpochEndRow, RelayStore, RunRow } from './store.ts';
+
+/** Room for every other frame a client sends: blooms and health reports of a run of thousands of clients. */
+const NON_RESULT_FRAME_BYTES = 1024 * 1024;
 
 /** Wall clock in unix milliseconds; injectable so tests can move time. */
 export type Clock = () => number;
@@ -131,6 +135,17 @@ export class RunHost {
   set toml(text: string) {
     this.tomlText = text;
     this.resultSpec = resultSpecForToml(text);
+  }
+
+  /**
+   * The largest frame a client of this run may send: its biggest valid result (core's maxSignedResultBytes),
+   * or NON_RESULT_FRAME_BYTES for witnesses and health checks of a large run; the relay-wide limit when the
+   * run's model is unknown.
+   */
+  get maxFrameBytes(): number {
+    const spec = this.resultSpec;
+    if (!spec) return this.limits.maxFrameBytes;
+    return Math.min(this.limits.maxFrameBytes, Math.max(maxSignedResultBytes(spec), NON_RESULT_FRAME_BYTES));
   }
 
   private nowSeconds(): number {

@@ -148,9 +148,12 @@ export class CoordinatorSession implements SessionHandle {
         this.relay.limits,
       ),
     );
-    this.joinTimer = setTimeout(() => {
-      if (!this.joined) this.close(CLOSE.joinTimeout, 'no Join in time');
-    }, this.relay.joinTimeoutMs + powAllowanceMs(this.powBits));
+    this.joinTimer = setTimeout(
+      () => {
+        if (!this.joined) this.close(CLOSE.joinTimeout, 'no Join in time');
+      },
+      this.relay.joinTimeoutMs + powAllowanceMs(this.powBits),
+    );
     this.joinTimer.unref();
   }
 
@@ -212,6 +215,12 @@ export class CoordinatorSession implements SessionHandle {
         );
       const bytes = data instanceof Uint8Array ? data : new Uint8Array(data);
       this.relay.hooks.bytesIn(bytes.length);
+      const cap = this.host?.maxFrameBytes ?? this.relay.limits.maxFrameBytes;
+      if (bytes.length > cap)
+        throw new Refusal(
+          'wire_oversized',
+          `${bytes.length} bytes: no frame of this run is larger than ${cap}`,
+        );
       let m: WireMessage;
       try {
         m = decodeFrame(bytes, this.relay.limits);

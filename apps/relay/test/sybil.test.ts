@@ -70,3 +70,17 @@ describe('the cost of an identity', () => {
     expect(relay.relay.run(OPEN)!.state.members).toHaveLength(3);
   });
 });
+
+describe('frame sizes after the join', () => {
+  it("a joined client cannot send frames beyond its run's largest valid result", async () => {
+    // Identity 12 is one this address already brought in (the test above).
+    const c = await opened(OPEN, 12);
+    expect((await c.join('cpu', OPEN)).kind).toBe('ack');
+    const cap = relay.relay.run(OPEN)!.maxFrameBytes;
+    expect(cap).toBeLessThan(relay.relay.limits.maxFrameBytes);
+    expect(await c.request(new Uint8Array(cap + 1))).toMatchObject({
+      kind: 'error',
+      message: { code: 'wire_oversized' },
+    });
+  });
+});

@@ -12,6 +12,7 @@ import {
   createCoordinator,
   currentRound,
   encodedShape,
+  maxSignedResultBytes,
   encodeTrainingResult,
   epochEndOf,
   healthCheckEvent,
@@ -124,6 +125,22 @@ describe('result shape', () => {
       10,
     );
     expect(verified.fingerprintBytes).toBe(256);
+  });
+
+  it('bounds the size of any fitting result frame', () => {
+    const verified = { ...SPEC, fingerprintBytes: 256 };
+    const r: TrainingResult = {
+      runId: 'r'.repeat(64),
+      step: 0xffff_ffff,
+      batch: { start: Number.MAX_SAFE_INTEGER - 1, end: Number.MAX_SAFE_INTEGER },
+      trainerNonce: 0xffff_ffff,
+      tensors: fitting(),
+      fingerprint: new Uint8Array(256),
+    };
+    const envelope = signResult(ids[0]!.secretKey, r);
+    const frame = encodeSignedResult({ envelope, result: r });
+    expect(frame.length).toBeLessThanOrEqual(maxSignedResultBytes(verified));
+    expect(maxSignedResultBytes(verified)).toBeLessThan(frame.length + 200);
   });
 
   it('accepts a fitting result and names what is wrong with each misfit', () => {

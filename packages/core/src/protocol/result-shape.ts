@@ -9,7 +9,8 @@
 // The layout rules (variable order, chunk per dimension, encoded shape) are protocol, not optimizer detail:
 // the i-th tensor of every result is the i-th parameter, and every peer must cut it the same way.
 import type { DistroOptimizer } from '../config/types.ts';
-import { chunkSizeOf, type DistroResult } from '../wire/distro-result.ts';
+import { chunkSizeOf, encodedDistroResultSize, type DistroResult } from '../wire/distro-result.ts';
+import { RESULT_ENVELOPE_BYTES } from '../wire/commitment.ts';
 import type { TrainingResult } from '../wire/training-result.ts';
 import { ProtocolRefusal } from './refusal.ts';
 import { FINGERPRINT_BITS } from './verification.ts';
@@ -86,6 +87,19 @@ export function resultSpecOf(
     valueKind: distro.quantize_1bit ? 'sign' : 'f32',
     fingerprintBytes: verification_percent > 0 ? FINGERPRINT_BITS / 8 : 0,
   };
+}
+
+/**
+ * The largest SignedResult frame a result fitting `spec` can be (every varint at its widest, the longest run
+ * id): a host may refuse anything bigger before decoding it.
+ */
+export function maxSignedResultBytes(spec: ResultSpec): number {
+  const HEADER = 4;
+  const RUN_ID = 1 + 64;
+  const VARINTS = 9 * 5; // step, batch start and end, nonce, tensor count
+  let size = HEADER + RESULT_ENVELOPE_BYTES + RUN_ID + VARINTS + 9 + spec.fingerprintBytes;
+  for (const t of spec.tensors) size += encodedDistroResultSize(t.xshape, t.k, spec.valueKind, 8);
+  return size;
 }
 
 /** Why `result` does not fit `spec`, or null when it does. */
