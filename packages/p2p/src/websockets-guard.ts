@@ -32,7 +32,10 @@ import type { Listener, Logger, Transport } from '@libp2p/interface';
  * - a connection libp2p resets is really closed: it resets with `close(1006)`, which `ws` refuses to send
  *   (it throws), so without the guard the socket stayed open until the peer went away.
  *
- * Dialling is the library's, unchanged. Browsers never listen, so browser.ts keeps the plain transport.
+ * Dialling is the library's, with one fix: the dialled socket (Node's WHATWG WebSocket) refuses close(1006)
+ * too, so a connection libp2p resets on the dialling side was left open at the far end; a reset now closes it
+ * (`_connect`, the library's dialling method, is wrapped; if it moved, dialling is left as it is: a leaked
+ * socket is not a crash). Browsers never listen, and browser.ts keeps the plain transport.
  */
 
 /**
@@ -152,6 +155,28 @@ export function guardedWebSockets(
     const createListener = transport.createListener.bind(transport);
     transport.createListener = (listenerOptions) =>
       guardWebSocketListener(createListener(listenerOptions), log, options);
+    closeDialledSocketsOnReset(transport);
     return transport;
+  };
+}
+
+/** What the library's dialler hands back (Node's WHATWG WebSocket): only close() matters here. */
+interface DialledWebSocket {
+  close(code?: number, reason?: string): void;
+}
+
+/** close(1006), libp2p's reset, throws on a WHATWG WebSocket; make it a plain close instead. */
+function closeDialledSocketsOnReset(transport: Transport): void {
+  const t = transport as unknown as { _connect?: (...args: unknown[]) => Promise<DialledWebSocket> };
+  if (typeof t._connect !== 'function') return;
+  const connect = t._connect.bind(transport);
+  t._connect = async (...args) => {
+    const ws = await connect(...args);
+    const close = ws.close.bind(ws);
+    ws.close = (code, reason) => {
+      if (code === 1006) close();
+      else close(code, reason);
+    };
+    return ws;
   };
 }
