@@ -12,28 +12,10 @@ import { modelConfigForRun, parameterCount } from '@meshtrain/model';
 import { evalIndices } from '../apps/node-trainer/src/commands/baseline.ts';
 import { ensureBrownDataset } from '../apps/node-trainer/src/dataset/brown.ts';
 import { localDataSource } from '../apps/node-trainer/src/net/local-data.ts';
-import { Progress } from '../apps/node-trainer/src/progress/index.ts';
 import { baseRunFor, parseQualityFlags, UsageError, USAGE } from './lib/quality-config.ts';
 import { METHODS, type MethodContext, type MethodResult } from './lib/quality-methods.ts';
 import { SharedOrt } from './lib/shared-ort.ts';
-
-/** Progress with a plain line every `every` steps (and the final one), each with its ETA. */
-class StepProgress extends Progress {
-  private readonly every: number;
-  constructor(label: string, total: number, every: number) {
-    super(label, total, {
-      intervalMs: 0,
-      stream: { isTTY: false, write: (s: string) => process.stderr.write(s) },
-    });
-    this.every = every;
-  }
-  private last = -1;
-  override update(done: number, detail = ''): void {
-    if (done === this.last || done % this.every !== 0) return;
-    this.last = done;
-    super.update(done, detail);
-  }
-}
+import { StepProgress } from './lib/step-progress.ts';
 
 async function main(): Promise<number> {
   let flags;

@@ -3,14 +3,13 @@
 // virtual time (virtual-time.ts). It trains the way a relay run does — committee and data assignment by the
 // coordinator, witnesses and quorum, the two-round apply lag, drain rounds and epoch ends — and measures what
 // the run produced: held-out loss along the way and at the end, and what each peer sent.
-import { Client, type ClientEvent, type DataSource, type ParameterMap } from '@meshtrain/client';
-import { LocalHub } from '@meshtrain/client/testing';
-import { bytesToHex, identityFromSeed, type BatchId, type RunConfig } from '@meshtrain/core';
+import type { DataSource, ParameterMap } from '@meshtrain/client';
+import { bytesToHex, type BatchId, type RunConfig } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { initParameters, modelConfigForRun, parameterCount } from '@meshtrain/model';
+import { InProcessNetwork, type NetPeer } from './in-process-network.ts';
 import { peerTraffic, type PeerResult, type PeerTraffic } from './quality-accounting.ts';
 import type { SharedOrt } from './shared-ort.ts';
-import { quiesce, VirtualClock } from './virtual-time.ts';
 
 export interface HeldOutBatch {
   tokens: Int32Array;
@@ -63,12 +62,6 @@ export interface NetworkRunResult {
   ort_seconds: number;
 }
 
-interface Peer {
-  client: Client;
-  events: ClientEvent[];
-  done: Promise<void>;
-}
-
 export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult> {
   const started = performance.now();
   const ortBefore = o.ort.seconds;
@@ -77,32 +70,22 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
   const seqLen = o.run.model.LLM.max_seq_len;
   const opt = o.run.model.LLM.optimizer;
   if (!('Distro' in opt)) throw new Error('the in-process network trains DisTrO runs');
-  const hub = new LocalHub(o.run, 'quality');
-  const clock = new VirtualClock(hub);
+  const net = new InProcessNetwork(o.run, 'quality', () => o.ort.busy());
+  const { hub, clock } = net;
   const t0 = clock.seconds;
 
-  const peers: Peer[] = [];
-  for (let i = 0; i < o.peers; i++) {
-    const identity = identityFromSeed(new Uint8Array(32).fill(i + 1));
-    const events: ClientEvent[] = [];
-    const client = new Client({
-      run: o.run,
-      runId: hub.runId,
-      secretKey: identity.secretKey,
-      link: hub.connect(identity.secretKey),
-      backend: o.ort.forPeer(),
-      distro: createCpuBackend({ chunk: opt.Distro.compression_chunk }),
-      data: o.data,
-      initParams: () => initParameters(model, o.run.meshtrain.seed),
-      checkpoints: hub.checkpoints(),
-      onEvent: (e) => events.push(e),
-      now: clock.now,
-      sleep: clock.sleep,
-    });
-    client.setShapes(o.ort.backend.shapes);
-    peers.push({ client, events, done: client.run() });
-  }
-  const first = peers[0] as Peer;
+  const peers: NetPeer[] = [];
+  for (let i = 0; i < o.peers; i++)
+    peers.push(
+      net.addPeer({
+        identitySeed: new Uint8Array(32).fill(i + 1),
+        backend: o.ort.forPeer(),
+        distro: createCpuBackend({ chunk: opt.Distro.compression_chunk }),
+        data: o.data,
+        shapes: o.ort.backend.shapes,
+      }),
+    );
+  const first = peers[0] as NetPeer;
 
   const curve: CurvePoint[] = [
     {
@@ -128,10 +111,9 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
     (Math.ceil((cfg.total_steps * (cfg.max_round_train_time + cfg.round_witness_time)) / cfg.epoch_time) +
       2) *
       (cfg.warmup_time + cfg.cooldown_time + cfg.waiting_for_members_extra_time + 2);
-  const busy = () => o.ort.busy();
   try {
     while (hub.state.run_state !== 'Finished') {
-      await quiesce(busy);
+      await net.quiesce();
       const applied = appliedThrough();
       if (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) {
         while (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) pendingEvals.shift();
@@ -152,13 +134,9 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
       clock.advance();
     }
     // Let the clients see Finished and stop.
-    for (let i = 0; i < 10; i++) {
-      await quiesce(busy);
-      clock.advance();
-    }
+    await net.settle();
   } finally {
-    for (const p of peers) p.client.stop();
-    await Promise.all(peers.map((p) => p.done));
+    await net.stop();
   }
 
   const hashes = await Promise.all(peers.map(async (p) => bytesToHex(await p.client.parameterHash())));
@@ -174,7 +152,7 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
       e.type === 'trained' ? [{ peer, step: e.step, batch: { ...e.batch }, loss: e.loss }] : [],
     ),
   );
-  const results = (p: Peer): PeerResult[] =>
+  const results = (p: NetPeer): PeerResult[] =>
     p.events.flatMap((e) => (e.type === 'trained' ? [{ step: e.step, batch: e.batch, bytes: e.bytes }] : []));
   const all = peers.flatMap((p) => p.events);
   return {

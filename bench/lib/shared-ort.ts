@@ -1,5 +1,5 @@
 // One node-trainer ONNX backend (OrtTrainingBackend: the train-step graph, one session per row count) shared
-// by every peer of an in-process run. Each peer gets a TrainingBackend of its own that keeps its own
+// by every peer of an in-process run on one device (onnxruntime-node's CPU EP, or its WebGPU EP). Each peer gets a TrainingBackend of its own that keeps its own
 // parameters; calls run one at a time through a queue, so one peer's train step never reads another's
 // parameters, the graphs are built once instead of once per peer, and the driver can tell when all compute
 // has finished (`busy`).
@@ -17,14 +17,20 @@ export class SharedOrt {
   /** Seconds spent inside ONNX Runtime calls (train steps and evaluations). */
   seconds = 0;
 
-  constructor(config: LlamaConfig, seqLen: number, maxRows: number, cpu: OrtBackendOptions['cpu'] = {}) {
+  constructor(
+    config: LlamaConfig,
+    seqLen: number,
+    maxRows: number,
+    cpu: OrtBackendOptions['cpu'] = {},
+    device: 'cpu' | 'webgpu' = 'cpu',
+  ) {
     this.backend = new OrtTrainingBackend({
       config,
       seqLen,
-      device: 'cpu',
+      device,
       maxRows,
       cpu,
-      description: 'onnxruntime-node cpu (shared by the in-process peers)',
+      description: `onnxruntime-node ${device} (shared by the in-process peers)`,
     });
   }
 
