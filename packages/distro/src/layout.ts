@@ -6,6 +6,8 @@
 // - 1-D [L]: rows = 1, cols = L, n1 = 1, n2 = sc(L): a 1×n block is one chunk of Psyche's [L/n, n] view, and the
 //   in-block index row·n2 + col reduces to col. Treating 1-D as the n1 = 1 case lets one code path serve both.
 
+import { smallerSplit as coreSmallerSplit } from '@meshtrain/core';
+
 export class DistroShapeError extends Error {
   constructor(message: string) {
     super(message);
@@ -22,16 +24,7 @@ export function smallerSplit(size: number, chunk: number): number {
     throw new DistroShapeError(`dimension must be a positive integer, got ${size}`);
   if (!Number.isSafeInteger(chunk) || chunk < 1)
     throw new DistroShapeError(`chunk must be a positive integer, got ${chunk}`);
-  if (size <= chunk) return size;
-  // Walk divisors in pairs (d, size/d) up to √size: the answer is the largest divisor ≤ chunk.
-  let best = 1;
-  for (let d = 1; d * d <= size; d++) {
-    if (size % d !== 0) continue;
-    const e = size / d;
-    if (d <= chunk && d > best) best = d;
-    if (e <= chunk && e > best) best = e;
-  }
-  return best;
+  return coreSmallerSplit(size, chunk);
 }
 
 /** Largest chunk size we accept: keeps every integer bound in the exact decode (fixed-point.ts) provable. */

@@ -3,17 +3,15 @@
 // not hashed: the run fixes them, and two replicas that agree on all bytes in this order are identical.
 // Clients report it per epoch (core wire `ParamHash`) and the relay keeps the uploaded checkpoint whose hash
 // is the coordinator's majority value, so both must compute it here, from one definition.
-import { bytesToHex, sha256Concat } from '@meshtrain/core';
+import { bytesToHex, sha256Concat, variableOrder } from '@meshtrain/core';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /**
- * Names in DisTrO's variable order (docs/protocol.md "Variable order"): ascending by UTF-8 bytes (ASCII
- * names: code units).
+ * Names in the variable order every result and hash use (docs/protocol.md "Variable order"): core's rule,
+ * ascending by UTF-8 bytes (ASCII names: code units).
  */
-export function parameterOrder(names: Iterable<string>): string[] {
-  return [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-}
+export const parameterOrder = variableOrder;
 
 function leBytes(x: Float32Array): Uint8Array {
   const view = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
