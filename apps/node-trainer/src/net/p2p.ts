@@ -2,7 +2,9 @@
 // isomorphic MeshNetwork of packages/client (which a tab runs on a browser peer on its page). What the network
 // does (results as content-addressed blobs, parameters as pieced checkpoints) is documented there. The peer
 // listens on `/p2p-circuit` and `/webrtc` (node-datachannel): tabs and other trainers reach it through the
-// relay's circuit and then over direct WebRTC links that MeshNetwork keeps to the run's peers.
+// relay's circuit and then over direct WebRTC links that MeshNetwork keeps to the run's peers. It also listens
+// on TCP on `host`, and on no WebSockets (nothing dials them; see packages/p2p README "What a Node node listens
+// on"); none of its listeners can be brought down by malformed input (packages/p2p test/hostile-listeners).
 import { MeshNetwork } from '@meshtrain/client';
 import { createNodePeer } from '@meshtrain/p2p';
 
