@@ -1,0 +1,172 @@
+// One `node-trainer train` session: the client state machine is @meshtrain/client's; this shell supplies the
+// identity, the ONNX Runtime backend on the chosen device, the relay link and data, the libp2p fast path, a
+// live status line (TTY) or JSON lines (--log json), and held-out evaluations at every model load and epoch end
+// (so a run's progress is measured on text nobody trains on).
+import { RelayLink, relayCheckpoints, type Client, type ClientEvent } from '@meshtrain/client';
+import type { CoordinatorState } from '@meshtrain/core';
+import { modelConfigForRun, parameterCount, parameterSizes } from '@meshtrain/model';
+import { CliError } from '../command.ts';
+import type { OrtTrainingBackend } from '../backend/ort-backend.ts';
+import type { LoadedIdentity } from '../identity/index.ts';
+import { peerFirstCheckpoints, startNodeMesh, type MeshNetwork } from '../net/p2p.ts';
+import { createTrainer } from '../net/trainer.ts';
+import { Evaluator } from './evaluation.ts';
+import type { Output, TrainOptions } from './options.ts';
+import { fetchRun, loadIdentity, microBatchRows, openData, pickDevice } from './setup.ts';
+
+/** Trains until the run finishes (or a signal stops it); resolves to the exit code. */
+export async function train(o: TrainOptions, io: Output): Promise<number> {
+  const identity = await loadIdentity(o.identityPath);
+  const { run, p2p } = await fetchRun(o.relay, o.runId);
+  const device = await pickDevice(o, io);
+  const model = modelConfigForRun(run);
+  const maxRows = microBatchRows(o, run, model, io);
+  const seqLen = run.model.LLM.max_seq_len;
+  const { data, evalTokens } = await openData(o, seqLen, io);
+  const link = new RelayLink({
+    relayUrl: o.relay,
+    runId: o.runId,
+    secretKey: identity.secretKey,
+    p2pPeerId: identity.peerId,
+    deviceKind: `node-trainer ${device.device}`,
+    onLog: io.say,
+  });
+  const latest: { state: CoordinatorState | null } = { state: null };
+  link.onState((s) => (latest.state = s));
+  const network = o.p2p ? await startMesh(o, link, p2p, identity, io) : null;
+  const checkpoints = peerFirstCheckpoints({
+    relay: relayCheckpoints({ relayUrl: o.relay, runId: o.runId, model, secretKey: identity.secretKey }),
+    relayUrl: o.relay,
+    runId: o.runId,
+    network,
+    sizes: parameterSizes(model),
+    log: io.say,
+  });
+  const evaluator = new Evaluator(io, evalTokens, seqLen);
+  const { client, backend } = createTrainer({
+    run,
+    runId: o.runId,
+    secretKey: identity.secretKey,
+    link,
+    data,
+    checkpoints,
+    device,
+    maxRows,
+    ...(network ? { peers: network } : {}),
+    onEvent: (e) => onClientEvent(e, io, evaluator),
+  });
+  evaluator.attach(client, backend);
+  io.say(
+    `joining run '${o.runId}' on ${o.relay} as ${identity.id.slice(0, 16)}… (${parameterCount(model).toLocaleString('en-US')} parameters, ${backend.description})`,
+  );
+  try {
+    await link.connect();
+  } catch (e) {
+    throw new CliError(`could not join: ${(e as Error).message}`);
+  }
+  await runToEnd({ io, link, client, backend, network, latest, evaluator });
+  return 0;
+}
+
+/** The P2P fast path: results and end-of-epoch parameters from peers, the relay as fallback. */
+async function startMesh(
+  o: TrainOptions,
+  link: RelayLink,
+  p2p: string[],
+  identity: LoadedIdentity,
+  io: Output,
+): Promise<MeshNetwork | null> {
+  const network = await startNodeMesh({
+    relayMultiaddrs: p2p,
+    seed: identity.secretKey,
+    ...(o.p2pHost ? { host: o.p2pHost } : {}),
+    log: io.say,
+  }).catch((e: unknown) => {
+    io.say(`p2p: disabled (${(e as Error).message}); using the relay for everything`);
+    return null;
+  });
+  if (network) {
+    link.onState((s) => network.setState(s));
+    io.say(`p2p: peer ${network.node.peerId} via ${p2p.length} relay address(es)`);
+  } else if (p2p.length === 0)
+    io.say('p2p: the relay offers no libp2p address; using the relay for everything');
+  return network;
+}
+
+function onClientEvent(e: ClientEvent, io: Output, evaluator: Evaluator): void {
+  io.out(e as unknown as Record<string, unknown>);
+  if (
+    !io.json &&
+    (e.type === 'warning' || e.type === 'error' || e.type === 'resync' || e.type === 'paramHash')
+  )
+    process.stderr.write(
+      `\r\x1b[K${e.type}: ${'message' in e ? e.message : 'reason' in e ? e.reason : `epoch ${e.epoch} step ${e.step} ${e.hash}`}\n`,
+    );
+  // Held-out loss of the parameters as they are now (after the epoch's last apply).
+  if ((e.type === 'model' && e.source !== 'kept') || e.type === 'paramHash') evaluator.schedule(e.step);
+}
+
+function human(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KiB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+interface Running {
+  io: Output;
+  link: RelayLink;
+  client: Client;
+  backend: OrtTrainingBackend;
+  network: MeshNetwork | null;
+  latest: { state: CoordinatorState | null };
+  evaluator: Evaluator;
+}
+
+/** The status line on a TTY: phase, progress, losses, bytes, peers. */
+function statusLine({ link, client, latest, evaluator }: Running): string {
+  const s = latest.state;
+  const peers = s ? s.epoch.clients.filter((c) => c.state === 'Healthy').length : 0;
+  const loss = client.lastLoss === null ? '—' : client.lastLoss.toFixed(4);
+  return (
+    `${client.phase.padEnd(10)} epoch ${s?.progress.epoch ?? 0} step ${s?.progress.step ?? 0}/${s?.config.total_steps ?? '?'} ` +
+    `loss ${loss}${evaluator.last === null ? '' : ` val ${evaluator.last.toFixed(4)}`} ` +
+    `↑${human(link.stats.bytesSent)} ↓${human(link.stats.bytesReceived + client.stats.bytesFromPeers)} peers ${peers}`
+  );
+}
+
+/** Runs the client until the run finishes or SIGINT/SIGTERM stops it, then releases everything and reports. */
+async function runToEnd(r: Running): Promise<void> {
+  const { io, link, client, backend, network } = r;
+  const tty = !io.json && Boolean(process.stderr.isTTY);
+  const status = () => process.stderr.write(`\r\x1b[K${statusLine(r)}`);
+  const timer = tty ? setInterval(status, 500) : null;
+  const stop = () => {
+    client.stop();
+    link.close();
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await client.run();
+  await r.evaluator.done();
+  if (timer) clearInterval(timer);
+  if (tty) {
+    status();
+    process.stderr.write('\n');
+  }
+  link.close();
+  await backend.dispose();
+  await network?.stop().catch(() => {});
+  io.out({
+    type: 'done',
+    phase: client.phase,
+    stats: client.stats,
+    p2p: network?.stats ?? null,
+    bytes_sent: link.stats.bytesSent,
+    bytes_received: link.stats.bytesReceived,
+  });
+  if (!io.json)
+    io.say(
+      `done: ${client.stats.resultsSent} results sent, ${client.stats.resultsApplied} applied, ${client.stats.resyncs} re-syncs`,
+    );
+}

@@ -1,0 +1,106 @@
+// What `node-trainer train` gathers before it joins: the run's config from the relay, the identity, the device,
+// the micro-batch that fits the memory budget, and the data (with the held-out samples for evaluations).
+import { relayDataSource, type DataSource } from '@meshtrain/client';
+import { parseRunConfig, type RunConfig } from '@meshtrain/core';
+import { parameterCount, type LlamaConfig } from '@meshtrain/model';
+import { CliError } from '../command.ts';
+import { parseMemory, rowsForMemory, selectDevice, type DeviceChoice } from '../backend/device.ts';
+import { IdentityError, loadOrCreateIdentity, type LoadedIdentity } from '../identity/index.ts';
+import { localDataSource } from '../net/local-data.ts';
+import type { Output, TrainOptions } from './options.ts';
+
+export async function fetchRun(relay: string, runId: string): Promise<{ run: RunConfig; p2p: string[] }> {
+  let res: Response;
+  try {
+    res = await fetch(`${relay.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(runId)}`);
+  } catch (e) {
+    throw new CliError(`cannot reach the relay at ${relay}: ${(e as Error).message}`);
+  }
+  if (res.status === 404)
+    throw new CliError(`the relay has no run '${runId}' (GET ${relay}/api/runs lists them)`);
+  if (!res.ok) throw new CliError(`GET /api/runs/${runId}: HTTP ${res.status}`);
+  const body = (await res.json()) as { config?: { toml?: string }; p2p_multiaddrs?: string[] };
+  if (!body.config?.toml) throw new CliError(`the relay's answer for run '${runId}' has no config`);
+  return { run: parseRunConfig(body.config.toml).config, p2p: body.p2p_multiaddrs ?? [] };
+}
+
+export async function loadIdentity(path: string): Promise<LoadedIdentity> {
+  try {
+    return await loadOrCreateIdentity(path);
+  } catch (e) {
+    if (e instanceof IdentityError) throw new CliError(e.message);
+    throw e;
+  }
+}
+
+export async function pickDevice(o: TrainOptions, io: Output): Promise<DeviceChoice> {
+  let device: DeviceChoice;
+  try {
+    device = await selectDevice(o.device);
+  } catch (e) {
+    throw new CliError((e as Error).message);
+  }
+  io.say(`device: ${device.device} — ${device.reason}`);
+  io.out({ type: 'device', device: device.device, reason: device.reason });
+  return device;
+}
+
+/** Rows per ORT run: the run's micro_batch_size, or what `--gpu-memory` leaves room for. */
+export function microBatchRows(o: TrainOptions, run: RunConfig, model: LlamaConfig, io: Output): number {
+  if (!o.gpuMemory) return run.meshtrain.micro_batch_size;
+  let bytes: number;
+  try {
+    bytes = parseMemory(o.gpuMemory);
+  } catch (e) {
+    throw new CliError((e as Error).message);
+  }
+  const rows = rowsForMemory(
+    bytes,
+    {
+      hidden: model.hidden_size,
+      intermediate: model.intermediate_size,
+      layers: model.num_hidden_layers,
+      heads: model.num_attention_heads,
+      seqLen: run.model.LLM.max_seq_len,
+      params: parameterCount(model),
+    },
+    Math.max(1, run.config.global_batch_size_end),
+  );
+  io.say(`--gpu-memory ${o.gpuMemory}: micro-batch ${rows} sequences (gradient accumulation above that)`);
+  return rows;
+}
+
+/** Held-out samples (rows of seqLen + 1 tokens) evaluated at every model load and epoch end. */
+export interface EvalTokens {
+  tokens: Int32Array;
+  rows: number;
+}
+
+/** The training data (a local shard or the relay's HTTP data) and the held-out samples, if any. */
+export async function openData(
+  o: TrainOptions,
+  seqLen: number,
+  io: Output,
+): Promise<{ data: DataSource; evalTokens: EvalTokens | null }> {
+  if (o.dataShard) {
+    const local = await localDataSource(o.dataShard, seqLen);
+    const n = Math.min(o.evalSamples, local.dataset.val.index.sampleCount);
+    const evalTokens =
+      n > 0 ? { tokens: local.dataset.val.batch(Array.from({ length: n }, (_, i) => i)), rows: n } : null;
+    return { data: local, evalTokens };
+  }
+  const data = relayDataSource(o.relay, o.runId);
+  if (o.evalSamples <= 0) return { data, evalTokens: null };
+  const res = await fetch(
+    `${o.relay.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(o.runId)}/data/samples?split=val&start=0&end=${o.evalSamples - 1}`,
+  ).catch(() => null);
+  if (!res?.ok) {
+    io.say('no held-out split on the relay: evaluations disabled');
+    return { data, evalTokens: null };
+  }
+  const buf = new Uint8Array(await res.arrayBuffer());
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const tokens = new Int32Array(buf.length / 4);
+  for (let i = 0; i < tokens.length; i++) tokens[i] = view.getInt32(4 * i, true);
+  return { data, evalTokens: { tokens, rows: tokens.length / (seqLen + 1) } };
+}
