@@ -1,6 +1,6 @@
 // The run file of a short local run (local-testnet, the e2e scenarios): Psyche keys with short timers, the Brown
 // corpus served by the relay, DisTrO chunk 64 top-8 1-bit, a cosine schedule. Callers choose the sizes and timers.
-import type { PresetName } from '@meshtrain/model';
+import { PRESETS, type PresetName } from '@meshtrain/model';
 
 export interface ShortRunValues {
   runId: string;
@@ -67,4 +67,40 @@ preset = "${v.preset}"
 seed = ${v.seed}
 micro_batch_size = ${v.microBatchSize}
 `;
+}
+
+/** What the testnet's run depends on (local-testnet's options). */
+export interface TestnetRunValues {
+  numClients: number;
+  steps: number;
+  preset: PresetName;
+  randomKillNum: number;
+  randomKillInterval: number;
+  seed: number;
+}
+
+/** The testnet's run: Psyche keys with short timers, the micro or tiny preset on the Brown corpus. */
+export function testnetToml(o: TestnetRunValues): string {
+  const cfg = PRESETS[o.preset];
+  const seqLen = Math.min(64, cfg.max_position_embeddings);
+  const perClient = 4;
+  const batch = perClient * o.numClients;
+  // Killed trainers come back at the next epoch, so with kills an epoch lasts about two kill intervals.
+  const epochTime = o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000;
+  // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
+  const warmupTime = Math.min(60, epochTime - 10);
+  return shortRunToml({
+    runId: 'testnet',
+    warmupTime,
+    epochTime,
+    maxRoundTrainTime: 20,
+    initMinClients: o.numClients,
+    batch,
+    steps: o.steps,
+    seqLen,
+    lrWarmupSteps: Math.max(1, Math.min(5, Math.floor(o.steps / 8))),
+    preset: o.preset,
+    seed: o.seed,
+    microBatchSize: perClient,
+  });
 }

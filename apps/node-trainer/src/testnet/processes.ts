@@ -1,0 +1,168 @@
+// The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` processes, each
+// logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child is in
+// `children` while it runs, so the caller can always end them all.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const nodeTrainerBin = fileURLToPath(new URL('../../bin/node-trainer.mjs', import.meta.url));
+
+export function relayBin(): string {
+  const fromEnv = process.env.MESHTRAIN_RELAY_BIN;
+  if (fromEnv) return fromEnv;
+  // The workspace layout (apps/relay next to apps/node-trainer): the relay is a sibling app, not a dependency.
+  return fileURLToPath(new URL('../../../relay/bin/meshtrain-relay.mjs', import.meta.url));
+}
+
+export interface RelayProcess {
+  url: string;
+  log: WriteStream;
+}
+
+/** Starts the relay on a free loopback port and resolves with its URL once it listens. */
+export async function launchRelay(
+  dir: string,
+  configPath: string,
+  children: Set<ChildProcess>,
+): Promise<RelayProcess> {
+  const relay = spawn(
+    process.execPath,
+    [
+      relayBin(),
+      'run',
+      '--config',
+      configPath,
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'relay'),
+      '--grace-ms',
+      '2000',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.add(relay);
+  const log = createWriteStream(join(dir, 'logs', 'relay.log'));
+  relay.stderr?.pipe(log);
+  const url = await new Promise<string>((resolve, reject) => {
+    const rl = createInterface({ input: relay.stdout as NodeJS.ReadableStream });
+    const timer = setTimeout(() => reject(new Error('the relay did not start within 60 s')), 60_000);
+    rl.on('line', (line) => {
+      log.write(`${line}\n`);
+      const m = /listening on (http:\/\/\S+)/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1] as string);
+      }
+    });
+    relay.once('exit', (code) =>
+      reject(new Error(`the relay exited (${code}) before listening; see ${dir}/logs/relay.log`)),
+    );
+  });
+  return { url, log };
+}
+
+export interface TrainerEvent {
+  type: string;
+  [k: string]: unknown;
+}
+
+export interface Trainer {
+  index: number;
+  /** Path of its identity file. */
+  identity: string;
+  child: ChildProcess | null;
+  restarts: number;
+  exited: Promise<void>;
+}
+
+/** The trainer processes, and every JSON event line they printed. */
+export class TrainerPool {
+  readonly trainers: Trainer[] = [];
+  readonly events: { trainer: number; e: TrainerEvent }[] = [];
+  private readonly dir: string;
+  private readonly url: string;
+  private readonly children: Set<ChildProcess>;
+  private readonly log: (line: string) => void;
+
+  constructor(o: { dir: string; url: string; children: Set<ChildProcess>; log: (line: string) => void }) {
+    this.dir = o.dir;
+    this.url = o.url;
+    this.children = o.children;
+    this.log = o.log;
+  }
+
+  /** Adds a trainer with this identity file and starts it. */
+  add(index: number, identity: string): Trainer {
+    const t: Trainer = { index, identity, child: null, restarts: 0, exited: Promise.resolve() };
+    this.trainers.push(t);
+    this.start(t);
+    return t;
+  }
+
+  /** (Re)starts `t`'s process; its log file is appended to. */
+  start(t: Trainer): void {
+    const child = spawn(
+      process.execPath,
+      [
+        nodeTrainerBin,
+        'train',
+        '--relay',
+        this.url,
+        '--run-id',
+        'testnet',
+        '--device',
+        'cpu',
+        '--identity',
+        t.identity,
+        '--log',
+        'json',
+        '--p2p-host',
+        '127.0.0.1',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.children.add(child);
+    t.child = child;
+    const log = createWriteStream(join(this.dir, 'logs', `trainer-${t.index}.log`), { flags: 'a' });
+    child.stderr?.pipe(log);
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      log.write(`${line}\n`);
+      this.record(t, line);
+    });
+    t.exited = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        this.children.delete(child);
+        resolve();
+      }),
+    );
+  }
+
+  allExited(): Promise<void> {
+    return Promise.all(this.trainers.map((t) => t.exited)).then(() => {});
+  }
+
+  /** Collects one stdout line of trainer `t` and logs the interesting ones. */
+  private record(t: Trainer, line: string): void {
+    let e: TrainerEvent;
+    try {
+      e = JSON.parse(line) as TrainerEvent;
+    } catch {
+      return; // Not a JSON line: already in the log file.
+    }
+    this.events.push({ trainer: t.index, e });
+    const say = (s: string) => this.log(`trainer ${t.index}: ${s}`);
+    if (e.type === 'trained') say(`step ${String(e.step)} loss ${Number(e.loss).toFixed(4)}`);
+    else if (e.type === 'eval')
+      say(`held-out loss ${Number(e.val_loss).toFixed(4)} at step ${String(e.step)}`);
+    else if (e.type === 'paramHash') say(`epoch ${String(e.epoch)} hash ${String(e.hash).slice(0, 16)}…`);
+    else if (e.type === 'resync' || e.type === 'error')
+      say(`${e.type}: ${String(e.reason ?? e.message).split('\n')[0]}`);
+    else if (e.type === 'model' && e.source === 'checkpoint')
+      say(
+        `loaded the parameters of step ${String(e.step)} from ${String(e.via ?? 'the relay')}, hash verified`,
+      );
+  }
+}
