@@ -112,14 +112,8 @@ export function evalIndices(val: LoadedSplit, batches: number, batchSize: number
   return out;
 }
 
-export async function runBaseline(
-  o: BaselineOptions,
-  dataDir: string,
-  log: (line: string) => void = () => {},
-  progress?: Progress,
-): Promise<{ result: BaselineResult; params: Parameters }> {
-  const started = performance.now();
-  const ortModule = await import('onnxruntime-node');
+/** The dataset and the fixed validation batches, checked against the model and the batch size. */
+async function loadBaselineData(o: BaselineOptions, dataDir: string) {
   const data = await loadDataset(dataDir, { seqLen: o.seqLen });
   if (data.manifest.vocab_size > o.config.vocab_size)
     throw new CliError(
@@ -134,84 +128,79 @@ export async function runBaseline(
     throw new CliError(
       `training split has only ${data.train.index.sampleCount} samples of ${o.seqLen + 1} tokens`,
     );
+  return { data, evalSets };
+}
 
+type BaselineData = Awaited<ReturnType<typeof loadBaselineData>>;
+
+/** The train-step graph (with gradients) and the eval graph (loss only), each in its own ORT session. */
+async function baselineSessions(o: BaselineOptions) {
   const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const };
   const trainGraph = buildTrainStep(o.config, shape);
   const evalGraph = buildTrainStep(o.config, { ...shape, withGradients: false });
   const trainSession = await createSession(trainGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
   const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
-  log(
-    `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}, ` +
-      `${o.steps} steps × ${o.batchSize}×${o.seqLen} tokens, data ${dataDir}`,
-  );
+  const Tensor = (await import('onnxruntime-node')).Tensor;
+  return { trainGraph, evalGraph, trainSession, evalSession, Tensor };
+}
 
-  const params = initParameters(o.config, o.seed);
-  const opt = new AdamW(params, { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
-  // Sample order: a seeded permutation of the training samples, wrapping around after an epoch.
-  const order = shuffledOrder(data.train.index.sampleCount, o.seed);
+type BaselineSessions = Awaited<ReturnType<typeof baselineSessions>>;
 
-  const evaluate = async (): Promise<number> => {
-    let sum = 0;
-    for (const rows of evalSets) {
-      const out = await evalSession.run(feeds(evalGraph, params, data.val.batch(rows), ortModule.Tensor));
-      sum += Number((out.loss as ort.Tensor).data[0]);
-    }
-    return sum / evalSets.length;
-  };
-
-  const trainLoss: number[] = [];
-  const evals: EvalPoint[] = [{ step: 0, train_loss: null, val_loss: await evaluate() }];
-  let trainSeconds = 0;
-  let sinceEval: number[] = [];
-  for (let step = 0; step < o.steps; step++) {
-    const rows = o.batchOrder
-      ? Array.from(o.batchOrder(step))
-      : Array.from(
-          { length: o.batchSize },
-          (_, j) => order[(step * o.batchSize + j) % order.length] as number,
-        );
-    if (rows.length !== o.batchSize)
-      throw new Error(
-        `step ${step}: batch order gives ${rows.length} samples, the train step takes ${o.batchSize}`,
-      );
-    const t0 = performance.now();
-    const out = await trainSession.run(feeds(trainGraph, params, data.train.batch(rows), ortModule.Tensor));
-    const loss = Number((out.loss as ort.Tensor).data[0]);
-    if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
-    const grads = new Map<string, Float32Array>();
-    for (const name of params.keys())
-      grads.set(name, (out[`grad.${name}`] as ort.Tensor).data as Float32Array);
-    clipGradNorm(grads, o.gradClip);
-    const lr = cosineLr(step, {
-      peak: o.lr,
-      warmupSteps: o.warmupSteps,
-      totalSteps: o.steps,
-      floor: o.lrFloor,
-    });
-    opt.step(grads, lr);
-    trainSeconds += (performance.now() - t0) / 1000;
-    trainLoss.push(loss);
-    sinceEval.push(loss);
-    const done = step + 1;
-    if (done % o.evalEvery === 0 || done === o.steps) {
-      const val = await evaluate();
-      evals.push({
-        step: done,
-        train_loss: sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length,
-        val_loss: val,
-      });
-      sinceEval = [];
-    }
-    const last = evals[evals.length - 1] as EvalPoint;
-    progress?.update(
-      done,
-      `loss ${loss.toFixed(3)} val ${last.val_loss.toFixed(3)}@${last.step} lr ${lr.toExponential(1)}`,
-    );
+/** Mean held-out loss of the current parameters over the fixed validation batches. */
+async function evaluateBaseline(s: BaselineSessions, d: BaselineData, params: Parameters): Promise<number> {
+  let sum = 0;
+  for (const rows of d.evalSets) {
+    const out = await s.evalSession.run(feeds(s.evalGraph, params, d.data.val.batch(rows), s.Tensor));
+    sum += Number((out.loss as ort.Tensor).data[0]);
   }
-  progress?.finish();
+  return sum / d.evalSets.length;
+}
 
+/** One AdamW step on `rows`; returns the batch's training loss and the step's learning rate. */
+async function baselineStep(
+  o: BaselineOptions,
+  s: BaselineSessions,
+  d: BaselineData,
+  params: Parameters,
+  opt: AdamW,
+  step: number,
+  rows: number[],
+): Promise<{ loss: number; lr: number }> {
+  const out = await s.trainSession.run(feeds(s.trainGraph, params, d.data.train.batch(rows), s.Tensor));
+  const loss = Number((out.loss as ort.Tensor).data[0]);
+  if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
+  const grads = new Map<string, Float32Array>();
+  for (const name of params.keys()) grads.set(name, (out[`grad.${name}`] as ort.Tensor).data as Float32Array);
+  clipGradNorm(grads, o.gradClip);
+  const lr = cosineLr(step, {
+    peak: o.lr,
+    warmupSteps: o.warmupSteps,
+    totalSteps: o.steps,
+    floor: o.lrFloor,
+  });
+  opt.step(grads, lr);
+  return { loss, lr };
+}
+
+/** The training sample indices of `step`'s batch: `batchOrder`'s, or the seeded permutation's. */
+function batchRows(o: BaselineOptions, order: ArrayLike<number>, step: number): number[] {
+  const rows = o.batchOrder
+    ? Array.from(o.batchOrder(step))
+    : Array.from({ length: o.batchSize }, (_, j) => order[(step * o.batchSize + j) % order.length] as number);
+  if (rows.length !== o.batchSize)
+    throw new Error(
+      `step ${step}: batch order gives ${rows.length} samples, the train step takes ${o.batchSize}`,
+    );
+  return rows;
+}
+
+function baselineResult(
+  o: BaselineOptions,
+  d: BaselineData,
+  run: { trainLoss: number[]; evals: EvalPoint[]; trainSeconds: number; started: number },
+): BaselineResult {
   const tokensPerStep = o.batchSize * o.seqLen;
-  const result: BaselineResult = {
+  return {
     preset: o.preset,
     device: o.device,
     parameters: parameterCount(o.config),
@@ -230,16 +219,63 @@ export async function runBaseline(
       grad_clip: o.gradClip,
       seed: o.seed,
     },
-    dataset: data.manifest.source,
-    val_tokens_evaluated: evalSets.length * tokensPerStep,
-    train_loss: trainLoss,
-    evals,
-    final_val_loss: (evals[evals.length - 1] as EvalPoint).val_loss,
-    tokens_per_second: trainSeconds > 0 ? (o.steps * tokensPerStep) / trainSeconds : 0,
-    train_seconds: trainSeconds,
-    total_seconds: (performance.now() - started) / 1000,
+    dataset: d.data.manifest.source,
+    val_tokens_evaluated: d.evalSets.length * tokensPerStep,
+    train_loss: run.trainLoss,
+    evals: run.evals,
+    final_val_loss: (run.evals[run.evals.length - 1] as EvalPoint).val_loss,
+    tokens_per_second: run.trainSeconds > 0 ? (o.steps * tokensPerStep) / run.trainSeconds : 0,
+    train_seconds: run.trainSeconds,
+    total_seconds: (performance.now() - run.started) / 1000,
   };
-  return { result, params };
+}
+
+export async function runBaseline(
+  o: BaselineOptions,
+  dataDir: string,
+  log: (line: string) => void = () => {},
+  progress?: Progress,
+): Promise<{ result: BaselineResult; params: Parameters }> {
+  const started = performance.now();
+  const d = await loadBaselineData(o, dataDir);
+  const s = await baselineSessions(o);
+  log(
+    `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}, ` +
+      `${o.steps} steps × ${o.batchSize}×${o.seqLen} tokens, data ${dataDir}`,
+  );
+  const params = initParameters(o.config, o.seed);
+  const opt = new AdamW(params, { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
+  // Sample order: a seeded permutation of the training samples, wrapping around after an epoch.
+  const order = shuffledOrder(d.data.train.index.sampleCount, o.seed);
+  const trainLoss: number[] = [];
+  const evals: EvalPoint[] = [{ step: 0, train_loss: null, val_loss: await evaluateBaseline(s, d, params) }];
+  let trainSeconds = 0;
+  let sinceEval: number[] = [];
+  for (let step = 0; step < o.steps; step++) {
+    const rows = batchRows(o, order, step);
+    const t0 = performance.now();
+    const { loss, lr } = await baselineStep(o, s, d, params, opt, step, rows);
+    trainSeconds += (performance.now() - t0) / 1000;
+    trainLoss.push(loss);
+    sinceEval.push(loss);
+    const done = step + 1;
+    if (done % o.evalEvery === 0 || done === o.steps) {
+      const val = await evaluateBaseline(s, d, params);
+      evals.push({
+        step: done,
+        train_loss: sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length,
+        val_loss: val,
+      });
+      sinceEval = [];
+    }
+    const last = evals[evals.length - 1] as EvalPoint;
+    progress?.update(
+      done,
+      `loss ${loss.toFixed(3)} val ${last.val_loss.toFixed(3)}@${last.step} lr ${lr.toExponential(1)}`,
+    );
+  }
+  progress?.finish();
+  return { result: baselineResult(o, d, { trainLoss, evals, trainSeconds, started }), params };
 }
 
 const command: Command = {
