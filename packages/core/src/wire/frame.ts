@@ -32,6 +32,8 @@ export const MESSAGE_TYPE = {
   coordinatorState: 0x30,
   stateSnapshot: 0x31,
   paramHash: 0x32,
+  stateDelta: 0x33,
+  resyncRequest: 0x34,
   error: 0x70,
   ack: 0x71,
 } as const;

@@ -20,6 +20,13 @@ import type { Join, Leave } from './membership.ts';
 import { encodeJoin, encodeLeave, readJoinPayload, readLeavePayload } from './membership.ts';
 import type { ParamHash } from './param-hash.ts';
 import { encodeParamHash, readParamHashPayload } from './param-hash.ts';
+import type { ResyncRequest, StateDelta } from './state-delta.ts';
+import {
+  encodeResyncRequest,
+  encodeStateDelta,
+  readResyncRequestPayload,
+  readStateDeltaPayload,
+} from './state-delta.ts';
 import type { StateSnapshot } from './state-snapshot.ts';
 import { encodeStateSnapshot, readStateSnapshotPayload } from './state-snapshot.ts';
 import type { TrainingResult } from './training-result.ts';
@@ -44,6 +51,8 @@ export type WireMessage =
   | { kind: 'challenge'; message: Challenge }
   | { kind: 'coordinatorState'; message: CoordinatorStateBroadcast }
   | { kind: 'stateSnapshot'; message: StateSnapshot }
+  | { kind: 'stateDelta'; message: StateDelta }
+  | { kind: 'resyncRequest'; message: ResyncRequest }
   | { kind: 'paramHash'; message: ParamHash }
   | { kind: 'error'; message: ControlError }
   | { kind: 'ack'; message: Ack };
@@ -83,6 +92,10 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeCoordinatorState(m.message, limits);
     case 'stateSnapshot':
       return encodeStateSnapshot(m.message, limits);
+    case 'stateDelta':
+      return encodeStateDelta(m.message, limits);
+    case 'resyncRequest':
+      return encodeResyncRequest(m.message, limits);
     case 'paramHash':
       return encodeParamHash(m.message, limits);
     case 'error':
@@ -126,6 +139,10 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readCoordinatorStatePayload(r) };
     case 'stateSnapshot':
       return { kind, message: readStateSnapshotPayload(r) };
+    case 'stateDelta':
+      return { kind, message: readStateDeltaPayload(r) };
+    case 'resyncRequest':
+      return { kind, message: readResyncRequestPayload(r) };
     case 'paramHash':
       return { kind, message: readParamHashPayload(r) };
     case 'error':

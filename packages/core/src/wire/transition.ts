@@ -1,0 +1,324 @@
+// Coordinator transitions in binary: the event the relay fed `tick`, with its `now` and the entropy it mixed
+// in first. Clients replay them (wire/replay.ts) to follow the relay's state from one StateSnapshot on
+// (StateDelta frame, state-delta.ts), and the relay's SQLite log stores the same bytes.
+//
+// Ids repeat in almost every event, so an event names a client by where the state the event applies to holds
+// it ("client ref"): its index in `epoch.clients`, else in `members`, else its 32-byte key. A result names its
+// slot in the open round's assignments instead of (client, step, batch), a verdict its slot in the round before
+// the open one. Refs only mean something against that state: `expandEvent` (replay.ts) resolves them.
+//
+// | primitive | encoding                                                                           |
+// |-----------|------------------------------------------------------------------------------------|
+// | ClientRef | varint v: 0 = key, 32 B follow; else v − 1 = 2·index + (1 if a `members` index,     |
+// |           | 0 if an `epoch.clients` index)                                                     |
+// | event     | type u8 (below) ‖ payload                                                          |
+//
+// | type | event                          | payload                                                    |
+// |------|--------------------------------|------------------------------------------------------------|
+// | 0    | tick                           | —                                                          |
+// | 1    | entropy                        | entropy: bytes ≤ 64                                        |
+// | 2    | join                           | key 32 B ‖ p2p u8 0 = the key's hex, 1 = string ≤ 1024 B    |
+// | 3    | leave                          | ClientRef                                                  |
+// | 4    | eject                          | ClientRef ‖ reason string ≤ limits.maxStringBytes          |
+// | 5    | warmup_witness                 | ClientRef                                                  |
+// | 6    | witness                        | ClientRef ‖ step varint u32 ‖ WitnessProof ‖ participant    |
+// |      |                                | Bloom ‖ broadcast Bloom ‖ merkle u8 0/1 ‖ 32 B (witness.ts) |
+// | 7    | result_admitted, open round    | slot varint u32 ‖ commitment 32 B                          |
+// | 8    | result_admitted, any           | ClientRef ‖ step varint u32 ‖ batch ‖ commitment 32 B       |
+// | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ pass bool                    |
+// | 10   | verdict, any                   | ClientRef ‖ step varint u32 ‖ batch ‖ pass bool             |
+// | 11   | health_check                   | ClientRef ‖ count varint ≤ limits.maxClients ‖ count ×     |
+// |      |                                | (ClientRef ‖ CommitteeProof)                               |
+// | 12   | pause                          | —                                                          |
+// | 13   | resume                         | —                                                          |
+// | 14   | update_config                  | config: string ≤ 64 KiB, JSON of the CoordinatorConfig      |
+import type { BatchInterval } from './common.ts';
+import { checkCount, needItems, readBatch, writeBatch } from './common.ts';
+import { ByteReader, ByteWriter } from './codec.ts';
+import { COMMITMENT_BYTES } from './commitment.ts';
+import { WireError } from './errors.ts';
+import type { WireLimits } from './limits.ts';
+import { DEFAULT_WIRE_LIMITS } from './limits.ts';
+import {
+  readBloom,
+  readCommitteeProof,
+  readWitnessProof,
+  writeBloom,
+  writeCommitteeProof,
+  writeWitnessProof,
+} from './witness.ts';
+import { PUBLIC_KEY_BYTES } from '../crypto/index.ts';
+import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
+import type { BloomFilterData } from '../witness/bloom-data.ts';
+
+/** Where the state an event applies to holds a client; resolved by replay.ts. */
+export type ClientRef = { client: number } | { member: number } | { key: Uint8Array };
+
+export type WireEvent =
+  | { type: 'tick' }
+  | { type: 'entropy'; entropy: Uint8Array }
+  /** `p2pId` null: the client has no libp2p id and is reached by its key (p2p_id = the key's hex). */
+  | { type: 'join'; key: Uint8Array; p2pId: string | null }
+  | { type: 'leave'; who: ClientRef }
+  | { type: 'eject'; who: ClientRef; reason: string }
+  | { type: 'warmupWitness'; who: ClientRef }
+  | {
+      type: 'witness';
+      who: ClientRef;
+      step: number;
+      proof: WitnessProof;
+      participantBloom: BloomFilterData;
+      broadcastBloom: BloomFilterData;
+      /** null: the witness sent none. */
+      broadcastMerkle: Uint8Array | null;
+    }
+  /** A result of the open round, by its slot in `roundAssignments` (which names trainer, step and batch). */
+  | { type: 'admitted'; slot: number; commitment: Uint8Array }
+  | { type: 'resultAdmitted'; who: ClientRef; step: number; batch: BatchInterval; commitment: Uint8Array }
+  /** A verdict on the round before the open one, by the verified result's slot in that round. */
+  | { type: 'verdictSlot'; who: ClientRef; slot: number; pass: boolean }
+  | { type: 'verdict'; who: ClientRef; step: number; batch: BatchInterval; pass: boolean }
+  | { type: 'healthCheck'; who: ClientRef; checks: { who: ClientRef; proof: CommitteeProof }[] }
+  | { type: 'pause' }
+  | { type: 'resume' }
+  /** The new CoordinatorConfig as JSON text (rare: admin updates while paused). */
+  | { type: 'updateConfig'; config: string };
+
+export type WireEventType = WireEvent['type'];
+
+/** Stable type ids (the low 4 bits of a StateDelta transition's header). Never reuse one. */
+export const WIRE_EVENT_TYPE: Record<WireEventType, number> = {
+  tick: 0,
+  entropy: 1,
+  join: 2,
+  leave: 3,
+  eject: 4,
+  warmupWitness: 5,
+  witness: 6,
+  admitted: 7,
+  resultAdmitted: 8,
+  verdictSlot: 9,
+  verdict: 10,
+  healthCheck: 11,
+  pause: 12,
+  resume: 13,
+  updateConfig: 14,
+};
+
+const TYPE_BY_ID = new Map<number, WireEventType>(
+  (Object.keys(WIRE_EVENT_TYPE) as WireEventType[]).map((t) => [WIRE_EVENT_TYPE[t], t]),
+);
+
+/** Core's entropy is at most 64 bytes (coordinator/tick.ts). */
+export const MAX_ENTROPY_BYTES = 64;
+/** A libp2p peer id is ~52 characters; core takes p2p ids of up to 256 UTF-16 units. */
+export const JOIN_P2P_ID_MAX_BYTES = 1024;
+export const CONFIG_JSON_MAX_BYTES = 64 * 1024;
+const MERKLE_BYTES = 32;
+
+export function writeClientRef(w: ByteWriter, ref: ClientRef, field = 'who'): void {
+  if (typeof ref !== 'object' || ref === null) throw new WireError('inconsistent', field, 'not a client ref');
+  if ('key' in ref) {
+    w.u8(0, field);
+    w.fixed(ref.key, PUBLIC_KEY_BYTES, `${field}.key`);
+    return;
+  }
+  const member = 'member' in ref;
+  const index = member ? ref.member : ref.client;
+  if (!Number.isSafeInteger(index) || index < 0 || index > (Number.MAX_SAFE_INTEGER - 2) / 2)
+    throw new WireError('inconsistent', field, `bad index ${String(index)}`);
+  w.u53(2 * index + (member ? 1 : 0) + 1, field);
+}
+
+export function readClientRef(r: ByteReader, field = 'who'): ClientRef {
+  const v = r.u53(field);
+  if (v === 0) return { key: r.fixed(PUBLIC_KEY_BYTES, `${field}.key`) };
+  const index = Math.floor((v - 1) / 2);
+  return (v - 1) % 2 === 1 ? { member: index } : { client: index };
+}
+
+/** Writes the event's type byte and payload. */
+export function writeWireEvent(w: ByteWriter, e: WireEvent): void {
+  if (typeof e !== 'object' || e === null || !Object.hasOwn(WIRE_EVENT_TYPE, e.type))
+    throw new WireError(
+      'inconsistent',
+      'event',
+      `unknown event type ${String((e as { type?: unknown })?.type)}`,
+    );
+  w.u8(WIRE_EVENT_TYPE[e.type], 'event.type');
+  writeEventPayload(w, e);
+}
+
+/** The payload alone: StateDelta carries the type id in its transition header. */
+export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
+  switch (e.type) {
+    case 'tick':
+    case 'pause':
+    case 'resume':
+      return;
+    case 'entropy':
+      w.bytes(e.entropy, MAX_ENTROPY_BYTES, 'entropy');
+      return;
+    case 'join':
+      w.fixed(e.key, PUBLIC_KEY_BYTES, 'key');
+      if (e.p2pId === null) w.u8(0, 'p2pId');
+      else {
+        w.u8(1, 'p2pId');
+        w.string(e.p2pId, JOIN_P2P_ID_MAX_BYTES, 'p2pId');
+      }
+      return;
+    case 'leave':
+    case 'warmupWitness':
+      writeClientRef(w, e.who);
+      return;
+    case 'eject':
+      writeClientRef(w, e.who);
+      w.string(e.reason, w.limits.maxStringBytes, 'reason');
+      return;
+    case 'witness':
+      writeClientRef(w, e.who);
+      w.u32(e.step, 'step');
+      writeWitnessProof(w, e.proof);
+      writeBloom(w, e.participantBloom, 'participantBloom');
+      writeBloom(w, e.broadcastBloom, 'broadcastBloom');
+      if (e.broadcastMerkle === null) w.u8(0, 'broadcastMerkle');
+      else {
+        w.u8(1, 'broadcastMerkle');
+        w.fixed(e.broadcastMerkle, MERKLE_BYTES, 'broadcastMerkle');
+      }
+      return;
+    case 'admitted':
+      w.u32(e.slot, 'slot');
+      w.fixed(e.commitment, COMMITMENT_BYTES, 'commitment');
+      return;
+    case 'resultAdmitted':
+      writeClientRef(w, e.who);
+      w.u32(e.step, 'step');
+      writeBatch(w, e.batch);
+      w.fixed(e.commitment, COMMITMENT_BYTES, 'commitment');
+      return;
+    case 'verdictSlot':
+      writeClientRef(w, e.who);
+      w.u32(e.slot, 'slot');
+      w.bool(e.pass, 'pass');
+      return;
+    case 'verdict':
+      writeClientRef(w, e.who);
+      w.u32(e.step, 'step');
+      writeBatch(w, e.batch);
+      w.bool(e.pass, 'pass');
+      return;
+    case 'healthCheck':
+      writeClientRef(w, e.who);
+      if (!Array.isArray(e.checks)) throw new WireError('inconsistent', 'checks', 'not an array');
+      checkCount(e.checks.length, w.limits.maxClients, 'checks', 'maxClients');
+      w.u32(e.checks.length, 'checks');
+      e.checks.forEach((c, i) => {
+        writeClientRef(w, c.who, `checks[${i}].who`);
+        writeCommitteeProof(w, c.proof, `checks[${i}].proof`);
+      });
+      return;
+    case 'updateConfig':
+      w.string(e.config, CONFIG_JSON_MAX_BYTES, 'config');
+      return;
+  }
+}
+
+/** The event type of a type id, or a WireError. */
+export function wireEventTypeOf(id: number, field = 'event.type'): WireEventType {
+  const t = TYPE_BY_ID.get(id);
+  if (t === undefined) throw new WireError('inconsistent', field, `unknown event type ${id}`);
+  return t;
+}
+
+/** Smallest encodings: a ref is 1 byte, a committee proof 3. */
+const MIN_CHECK_BYTES = 4;
+
+export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent {
+  switch (type) {
+    case 'tick':
+    case 'pause':
+    case 'resume':
+      return { type };
+    case 'entropy':
+      return { type, entropy: r.bytesField(MAX_ENTROPY_BYTES, 'entropy') };
+    case 'join': {
+      const key = r.fixed(PUBLIC_KEY_BYTES, 'key');
+      const tag = r.u8('p2pId');
+      if (tag > 1) throw new WireError('inconsistent', 'p2pId', `option tag must be 0 or 1, got ${tag}`);
+      return { type, key, p2pId: tag === 1 ? r.string(JOIN_P2P_ID_MAX_BYTES, 'p2pId') : null };
+    }
+    case 'leave':
+    case 'warmupWitness':
+      return { type, who: readClientRef(r) };
+    case 'eject': {
+      const who = readClientRef(r);
+      return { type, who, reason: r.string(r.limits.maxStringBytes, 'reason') };
+    }
+    case 'witness': {
+      const who = readClientRef(r);
+      const step = r.u32('step');
+      const proof = readWitnessProof(r);
+      const participantBloom = readBloom(r, 'participantBloom');
+      const broadcastBloom = readBloom(r, 'broadcastBloom');
+      const tag = r.u8('broadcastMerkle');
+      if (tag > 1)
+        throw new WireError('inconsistent', 'broadcastMerkle', `option tag must be 0 or 1, got ${tag}`);
+      const broadcastMerkle = tag === 1 ? r.fixed(MERKLE_BYTES, 'broadcastMerkle') : null;
+      return { type, who, step, proof, participantBloom, broadcastBloom, broadcastMerkle };
+    }
+    case 'admitted': {
+      const slot = r.u32('slot');
+      return { type, slot, commitment: r.fixed(COMMITMENT_BYTES, 'commitment') };
+    }
+    case 'resultAdmitted': {
+      const who = readClientRef(r);
+      const step = r.u32('step');
+      const batch = readBatch(r);
+      return { type, who, step, batch, commitment: r.fixed(COMMITMENT_BYTES, 'commitment') };
+    }
+    case 'verdictSlot': {
+      const who = readClientRef(r);
+      const slot = r.u32('slot');
+      return { type, who, slot, pass: r.bool('pass') };
+    }
+    case 'verdict': {
+      const who = readClientRef(r);
+      const step = r.u32('step');
+      const batch = readBatch(r);
+      return { type, who, step, batch, pass: r.bool('pass') };
+    }
+    case 'healthCheck': {
+      const who = readClientRef(r);
+      const count = r.u32('checks');
+      checkCount(count, r.limits.maxClients, 'checks', 'maxClients');
+      needItems(r, count, MIN_CHECK_BYTES, 'checks');
+      const checks: { who: ClientRef; proof: CommitteeProof }[] = [];
+      for (let i = 0; i < count; i++) {
+        const c = readClientRef(r, `checks[${i}].who`);
+        checks.push({ who: c, proof: readCommitteeProof(r, `checks[${i}].proof`) });
+      }
+      return { type, who, checks };
+    }
+    case 'updateConfig':
+      return { type, config: r.string(CONFIG_JSON_MAX_BYTES, 'config') };
+  }
+}
+
+export function readWireEvent(r: ByteReader): WireEvent {
+  return readEventPayload(r, wireEventTypeOf(r.u8('event.type')));
+}
+
+/** One event as standalone bytes (the relay's transition log). */
+export function encodeWireEvent(e: WireEvent, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
+  const w = new ByteWriter(limits);
+  writeWireEvent(w, e);
+  return w.finish();
+}
+
+export function decodeWireEvent(bytes: Uint8Array, limits: WireLimits = DEFAULT_WIRE_LIMITS): WireEvent {
+  const r = new ByteReader(bytes, limits);
+  const e = readWireEvent(r);
+  r.end('event');
+  return e;
+}
