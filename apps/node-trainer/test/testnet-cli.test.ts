@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { relayDataSource } from '@meshtrain/client';
+import { fetchDataManifest, relayDataSource } from '@meshtrain/client';
 import { parsePrometheus, valueOf } from '../src/net/prometheus.ts';
 import { testnetToml } from '../src/testnet/index.ts';
 
@@ -85,18 +85,28 @@ describe('status and metrics', () => {
   });
 
   it("reads the relay's samples, wrapping ids past the end of the split", async () => {
-    const manifest = (await (await fetch(`${url}/api/runs/testnet/data/manifest`)).json()) as {
-      samples: { train: number };
-      sample_tokens: number;
-    };
+    const manifest = await fetchDataManifest(url, 'testnet');
     const n = manifest.samples.train;
     const w = manifest.sample_tokens;
-    const data = relayDataSource(url, 'testnet', 3);
+    const data = relayDataSource(url, 'testnet', { maxPerRequest: 3 });
     const first = await data.samples(0, 4);
     expect(first).toHaveLength(5 * w);
     const across = await data.samples(n - 2, n + 1);
     const last = await data.samples(n - 2, n - 1);
     expect([...across]).toEqual([...last, ...first.subarray(0, 2 * w)]);
+  });
+
+  it('reads the held-out split through the same source and decoder', async () => {
+    const manifest = await fetchDataManifest(url, 'testnet');
+    const w = manifest.sample_tokens;
+    const val = relayDataSource(url, 'testnet', { split: 'val' });
+    expect(await val.samplesInSplit()).toBe(manifest.samples.val);
+    const held = await val.samples(0, 1);
+    expect(held).toHaveLength(2 * w);
+    // Consecutive samples overlap by one token (the relay's sample layout), as in the training split.
+    expect(held[w - 1]).toBe(held[w]);
+    const train = await relayDataSource(url, 'testnet').samples(0, 1);
+    expect([...held]).not.toEqual([...train]);
   });
 
   it('refuses a relay that is not there with a clear message', async () => {

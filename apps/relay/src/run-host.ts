@@ -33,6 +33,7 @@ import type {
   WireLimits,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
+import type { ParamHashReport } from '@meshtrain/client/relay-api';
 import type { EpochEndRow, RelayStore, RunRow } from './store.ts';
 
 /** Room for every other frame a client sends: blooms and health reports of a run of thousands of clients. */
@@ -40,17 +41,6 @@ const NON_RESULT_FRAME_BYTES = 1024 * 1024;
 
 /** Wall clock in unix milliseconds; injectable so tests can move time. */
 export type Clock = () => number;
-
-/** One recorded epoch end with core's verdict over its reports (admin API, metrics). */
-export interface EpochHashReport {
-  epoch: number;
-  step: number;
-  voters: number;
-  /** The agreed hash (hex), or null while no strict majority of the voters reported one. */
-  majority: string | null;
-  reports: number;
-  mismatched: string[];
-}
 
 /**
  * What a DisTrO result must look like for this run's model (core's resultSpecOf), or null when the run's TOML
@@ -361,7 +351,7 @@ export class RunHost {
   }
 
   /** Every recorded epoch end with core's verdict over its reports, oldest first. */
-  paramHashReport(): EpochHashReport[] {
+  paramHashReport(): ParamHashReport[] {
     return this.store.epochEnds(this.runId).map((r) => {
       const v = paramHashVerdict(r, this.store.paramHashes(this.runId, r.epoch));
       return {

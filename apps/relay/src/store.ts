@@ -7,6 +7,10 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { StatementSync } from 'node:sqlite';
+// The API's row shapes (types only): what the store returns is what GET /api/runs/:id sends.
+import type { AcceptedBatch, GrantRow, RoundRow } from '@meshtrain/client/relay-api';
+
+export type { GrantRow, RoundRow };
 
 const SCHEMA_VERSION = 1;
 
@@ -211,32 +215,6 @@ export interface ClientRow {
   first_seen: number;
   last_seen: number;
   points: number;
-}
-
-export interface GrantRow {
-  grantee: string;
-  grantor: string;
-  active: boolean;
-  delegates: string[];
-  updated_at: number;
-}
-
-export interface RoundRow {
-  step: number;
-  epoch: number;
-  height: number;
-  random_seed: string;
-  data_index: number;
-  batch_size: number;
-  training: boolean;
-  clients: number;
-  started_at: number;
-  ended_at: number | null;
-  witnesses: number | null;
-  quorum: number | null;
-  quorum_reached: boolean | null;
-  accepted: unknown;
-  loss: number | null;
 }
 
 export interface ResultRow {
@@ -591,7 +569,7 @@ export class RelayStore {
     ).run(at, witnesses, quorum, reached ? 1 : 0, runId, step);
   }
 
-  roundAccepted(runId: string, step: number, accepted: unknown): void {
+  roundAccepted(runId: string, step: number, accepted: readonly AcceptedBatch[]): void {
     this.q('UPDATE rounds SET accepted = ? WHERE run_id = ? AND step = ?').run(
       JSON.stringify(accepted),
       runId,
@@ -620,7 +598,7 @@ export class RelayStore {
       witnesses: r.witnesses === null ? null : num(r.witnesses),
       quorum: r.quorum === null ? null : num(r.quorum),
       quorum_reached: r.quorum_reached === null ? null : num(r.quorum_reached) === 1,
-      accepted: r.accepted === null ? null : (JSON.parse(r.accepted as string) as unknown),
+      accepted: r.accepted === null ? null : (JSON.parse(r.accepted as string) as AcceptedBatch[]),
       loss: r.loss === null ? null : num(r.loss),
     }));
   }

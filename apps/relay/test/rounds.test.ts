@@ -3,6 +3,7 @@
 // built with core's BloomFilter from what they received. Rounds advance by core's rules; the relay records
 // round history with quorum and the accepted commitments, losses, points, and parameter-hash majorities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchRunInfo } from '@meshtrain/client/relay-api';
 import { encodeParamHash } from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
@@ -46,16 +47,7 @@ describe('scripted multi-client run', () => {
     await Promise.all(loops);
     for (const c of clients) expect(c.log, `client log`).toEqual([]);
 
-    const detail = (await (await fetch(`${relay.url}/api/runs/${RUN}`)).json()) as {
-      rounds: Array<{
-        step: number;
-        quorum_reached: boolean | null;
-        accepted: Array<{ commitment: string | null }> | null;
-        loss: number | null;
-        witnesses: number | null;
-      }>;
-      clients: Array<{ id: string; points: number; device_kind: string }>;
-    };
+    const detail = await fetchRunInfo(relay.url, RUN);
     const ended = detail.rounds.filter((r) => r.quorum_reached !== null);
     expect(ended.length).toBeGreaterThanOrEqual(3);
     for (const r of ended) {
@@ -71,6 +63,12 @@ describe('scripted multi-client run', () => {
       for (const a of r.accepted!) expect(a.commitment).toMatch(/^[0-9a-f]{64}$/);
     }
     expect(detail.clients.every((c) => c.points > 0 && c.device_kind === 'cpu')).toBe(true);
+    // What the witnesses measured (the fixture reports 1000 tokens/s and 1 MB/s): per step and per client.
+    expect(detail.reports.length).toBeGreaterThanOrEqual(3);
+    for (const r of detail.reports) expect(r).toMatchObject({ tokens_per_sec: 1000, bandwidth: 1e6 });
+    const newest = Math.max(...detail.reports.map((r) => r.step));
+    expect(detail.reports[0]?.step).toBe(newest);
+    for (const c of detail.clients) expect(c.report).toMatchObject({ tokens_per_sec: 1000, bandwidth: 1e6 });
     // Every trainer got the others' announces forwarded.
     for (const c of clients) expect(c.c.received.some((m) => m.kind === 'announce')).toBe(true);
   });
@@ -117,10 +115,7 @@ describe('scripted multi-client run', () => {
     );
     // A later report of a minority hash is refused in its reply.
     expect(await report(c!, 3)).toMatchObject({ kind: 'error', message: { code: 'param_hash_mismatch' } });
-    const detail = (await (await fetch(`${relay.url}/api/runs/${RUN}`)).json()) as {
-      run: { param_hash: { epoch: number; hash: string } };
-      param_hashes: Array<{ epoch: number; majority: string; mismatched: string[] }>;
-    };
+    const detail = await fetchRunInfo(relay.url, RUN);
     expect(detail.run.param_hash).toEqual({ epoch, hash: '01'.repeat(32) });
     expect(detail.param_hashes.find((e) => e.epoch === epoch)!.mismatched).toEqual([hexKey(c!.id)]);
   });

@@ -5,5 +5,8 @@ export * from './convert.ts';
 export * from './client.ts';
 export * from './relay-link.ts';
 export * from './relay-http.ts';
+export * from './relay-api/index.ts';
 export * from './data-fold.ts';
 export * from './mesh-network.ts';
+// The meter witnesses report from, for shells that show the same figures (the browser tab's page).
+export { ThroughputMeter } from './client/throughput.ts';

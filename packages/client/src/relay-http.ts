@@ -1,58 +1,75 @@
-// The relay's HTTP routes a client reads (PROTOCOL.md "HTTP API"): data samples and checkpoints.
-// Isomorphic (global fetch).
+// The relay's HTTP routes a client reads (PROTOCOL.md "HTTP API"): data samples of either split and
+// checkpoints, over the typed requests of relay-api/. Isomorphic (global fetch).
 import { bytesToHex, hexToBytes, sha256, signCheckpointUpload } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
 import { foldedDataSource } from './data-fold.ts';
 import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
+import { readBody, relayApiErrorOf } from './relay-api/errors.ts';
+import { fetchDataManifest, fetchSamples } from './relay-api/data.ts';
+import { relayRoot, runPath } from './relay-api/request.ts';
+import { fetchCheckpointSummary } from './relay-api/runs.ts';
+import type { CheckpointSummary, DataManifestResponse, DataSplit } from './relay-api/types.ts';
 
-const base = (relayUrl: string, runId: string) =>
-  `${relayUrl.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(runId)}`;
+export { fetchCheckpointSummary };
+export type { CheckpointSummary };
 
 async function ok(res: Response, what: string): Promise<Response> {
   if (res.ok) return res;
-  let detail = '';
-  try {
-    detail = (await res.text()).slice(0, 300);
-  } catch {
-    // The status is enough.
-  }
-  throw new Error(`${what}: HTTP ${res.status} ${detail}`);
+  throw relayApiErrorOf(what, res.status, await readBody(res).catch(() => null));
 }
 
+export interface RelayDataOptions {
+  /** The split to read (default 'train'): 'val' holds the held-out samples evaluations use. */
+  split?: DataSplit;
+  /** Most samples per request (default 512, and never more than the relay's manifest allows). */
+  maxPerRequest?: number;
+}
+
+export type RelayDataSource = DataSource & {
+  /** Sample bytes downloaded so far. */
+  bytes: number;
+  readonly split: DataSplit;
+  /** The split's sample count from the relay's data manifest. */
+  samplesInSplit(): Promise<number>;
+  manifest(): Promise<DataManifestResponse>;
+};
+
 /**
- * Samples from the relay's data provider, in requests of at most `maxPerRequest` samples. Sample ids past
- * the end of the training split wrap around (id mod count, see data-fold.ts), as a local shard does.
- * `samplesInSplit` is the training split's size from the relay's data manifest.
+ * Samples of one split of the relay's data provider. Sample ids past the end of the split wrap around (id mod
+ * count, see data-fold.ts), as a local shard does. Every reply is checked to hold exactly the samples asked
+ * for, at the manifest's sample width.
  */
-export function relayDataSource(
-  relayUrl: string,
-  runId: string,
-  maxPerRequest = 512,
-): DataSource & { bytes: number; samplesInSplit(): Promise<number> } {
+export function relayDataSource(relayUrl: string, runId: string, o: RelayDataOptions = {}): RelayDataSource {
+  const split = o.split ?? 'train';
+  let manifest: Promise<DataManifestResponse> | null = null;
+  const getManifest = (): Promise<DataManifestResponse> =>
+    (manifest ??= fetchDataManifest(relayUrl, runId).catch((e: unknown) => {
+      manifest = null;
+      throw e;
+    }));
   const samplesInSplit = async (): Promise<number> => {
-    const res = await ok(await fetch(`${base(relayUrl, runId)}/data/manifest`), 'data manifest');
-    const m = (await res.json()) as { samples?: { train?: number } };
-    const n = m.samples?.train ?? 0;
-    if (!(n > 0)) throw new Error("the run's dataset has no training samples");
+    const n = (await getManifest()).samples[split];
+    if (!(n > 0)) throw new Error(`the run's dataset has no ${split} samples`);
     return n;
   };
-  const range = async (s: number, e: number): Promise<Int32Array> => {
-    const res = await ok(
-      await fetch(`${base(relayUrl, runId)}/data/samples?start=${s}&end=${e}`),
-      'data samples',
-    );
-    const buf = new Uint8Array(await res.arrayBuffer());
-    src.bytes += buf.length;
-    const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    const out = new Int32Array(buf.length / 4);
-    for (let i = 0; i < out.length; i++) out[i] = view.getInt32(4 * i, true);
-    return out;
+  const range = async (start: number, end: number): Promise<Int32Array> => {
+    const m = await getManifest();
+    const got = await fetchSamples(relayUrl, runId, { split, start, end, sampleTokens: m.sample_tokens });
+    src.bytes += got.bytes;
+    return got.tokens;
   };
-  const folded = foldedDataSource({ samples: range }, samplesInSplit, maxPerRequest);
-  const src = {
+  const perRequest = async (): Promise<number> =>
+    Math.max(1, Math.min(o.maxPerRequest ?? 512, (await getManifest()).max_samples_per_request));
+  let folded: DataSource | null = null;
+  const src: RelayDataSource = {
     bytes: 0,
+    split,
     samplesInSplit,
-    samples: (start: number, end: number) => folded.samples(start, end),
+    manifest: getManifest,
+    async samples(start: number, end: number): Promise<Int32Array> {
+      folded ??= foldedDataSource({ samples: range }, samplesInSplit, await perRequest());
+      return folded.samples(start, end);
+    },
   };
   return src;
 }
@@ -64,29 +81,6 @@ export interface RelayCheckpointOptions {
   model: LlamaConfig;
   /** Signs uploads (see `upload`). */
   secretKey: Uint8Array;
-}
-
-/** The relay's record of the checkpoint that serves a step (GET /api/runs/:id/checkpoint?step=S). */
-export interface CheckpointSummary {
-  step: number;
-  epoch: number;
-  /** parameterHash of its parameters, hex. */
-  paramHash: string;
-  /** Download URLs (absolute or relay-relative) by file name: model.safetensors, config.json. */
-  files: Record<string, string>;
-  /** Present when an earlier checkpoint stands in for parameters lost with their epoch's last clients. */
-  rolledBackFrom?: number;
-}
-
-/** The summary for `step`, or null when the relay has no checkpoint for it yet (404); throws on other failures. */
-export async function fetchCheckpointSummary(
-  relayUrl: string,
-  runId: string,
-  step: number,
-): Promise<CheckpointSummary | null> {
-  const res = await fetch(`${base(relayUrl, runId)}/checkpoint?step=${step}`);
-  if (res.status === 404) return null;
-  return (await (await ok(res, 'checkpoint')).json()) as CheckpointSummary;
 }
 
 /** The relay's checkpoints; `loadSummary` downloads the files of a summary already fetched. */
@@ -101,7 +95,7 @@ export type RelayCheckpoints = CheckpointSource & {
  * refuses an upload it would not take before reading its body.
  */
 export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
-  const root = o.relayUrl.replace(/\/+$/, '');
+  const root = relayRoot(o.relayUrl);
   const src = {
     bytes: 0,
     async load(step: number): Promise<Checkpoint | null> {
@@ -116,7 +110,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
       const get = async (name: string) => {
         const url = summary.files[name];
         if (!url) throw new Error(`checkpoint summary lists no ${name}`);
-        const r = await ok(await fetch(url.startsWith('http') ? url : `${root}${url}`), name);
+        const r = await ok(await fetch(url.startsWith('http') ? url : `${root}${url}`), `GET ${url}`);
         const b = new Uint8Array(await r.arrayBuffer());
         src.bytes += b.length;
         return b;
@@ -134,7 +128,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
     },
     async upload(ck: Checkpoint): Promise<void> {
       const enc = encodeCheckpoint(o.model, ck.params);
-      const res = await fetch(`${base(o.relayUrl, o.runId)}/checkpoint`, {
+      const res = await fetch(`${root}${runPath(o.runId)}/checkpoint`, {
         method: 'POST',
         body: enc.safetensors as Uint8Array<ArrayBuffer>,
         headers: {
@@ -148,7 +142,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
           }),
         },
       });
-      await ok(res, 'checkpoint upload');
+      await ok(res, `POST ${runPath(o.runId)}/checkpoint`);
       src.bytes += enc.safetensors.length;
     },
   };

@@ -1,49 +1,21 @@
 // node-trainer status: a run's state from the relay's HTTP API — round progress, witness quorum of recent
-// rounds, clients, and the epoch parameter hashes (majority and mismatching clients).
+// rounds, clients, what the witnesses measured, and the epoch parameter hashes (majority and mismatching
+// clients).
+import { fetchRunInfo, fetchRunList, RelayApiError, type RunDetail } from '@meshtrain/client/relay-api';
 import { CliError, type Command } from '../command.ts';
 import { parseFlags } from '../options/index.ts';
 
-interface RunSummary {
-  run_id: string;
-  run_state: string;
-  epoch: number;
-  step: number;
-  total_steps: number;
-  round: { height: number; step: number; witnesses: number; witness_count: number } | null;
-  members: number;
-  epoch_clients: number;
-  healthy_clients: number;
-  connected: number;
-  param_hash: { epoch: number; hash: string } | null;
-}
-
-interface RoundRow {
-  step: number;
-  epoch: number;
-  training: boolean;
-  witnesses: number;
-  quorum: number;
-  quorum_reached: boolean | null;
-  accepted: unknown[] | null;
-  loss: number | null;
-}
-
-interface RunDetail {
-  run: RunSummary;
-  rounds?: RoundRow[];
-  param_hashes?: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
-}
-
-async function getJson<T>(url: string): Promise<T> {
-  let res: Response;
+/** The relay's typed replies; its errors (unknown run, unreachable, not a relay) as the CLI's. */
+async function fromRelay<T>(request: Promise<T>): Promise<T> {
   try {
-    res = await fetch(url);
+    return await request;
   } catch (e) {
-    throw new CliError(`cannot reach ${url}: ${(e as Error).message}`);
+    if (e instanceof RelayApiError)
+      throw new CliError(
+        e.code === 'unknown_run' ? `${e.message} (GET /api/runs lists the runs)` : e.message,
+      );
+    throw e;
   }
-  if (res.status === 404) throw new CliError(`${url}: not found (GET /api/runs lists the runs)`);
-  if (!res.ok) throw new CliError(`${url}: HTTP ${res.status}`);
-  return (await res.json()) as T;
 }
 
 function describe(d: RunDetail): string[] {
@@ -60,7 +32,7 @@ function describe(d: RunDetail): string[] {
   lines.push(
     `  clients: ${r.healthy_clients} healthy of ${r.epoch_clients} in the epoch, ${r.members} registered, ${r.connected} connected`,
   );
-  const rounds = d.rounds ?? [];
+  const rounds = d.rounds;
   if (rounds.length > 0) {
     const done = rounds.filter((x) => x.quorum_reached !== null);
     const failed = done.filter((x) => x.quorum_reached === false);
@@ -74,7 +46,12 @@ function describe(d: RunDetail): string[] {
         `  latest reported loss ${(withLoss[0]?.loss as number).toFixed(4)} (step ${withLoss[0]?.step})`,
       );
   }
-  for (const h of d.param_hashes ?? [])
+  const reported = d.reports[0];
+  if (reported)
+    lines.push(
+      `  witnesses measured ${reported.tokens_per_sec.toFixed(0)} tokens/s and ${(reported.bandwidth / 1024).toFixed(1)} KiB/s per client (mean of ${reported.reports} at step ${reported.step})`,
+    );
+  for (const h of d.param_hashes)
     lines.push(
       `  epoch ${h.epoch} parameter hash ${h.majority?.slice(0, 16) ?? '—'}… from ${h.reports} reports` +
         (h.mismatched.length
@@ -94,17 +71,20 @@ const command: Command = {
       json: { type: 'boolean' },
     });
     if (!values.relay) throw new CliError('--relay URL is required');
-    const base = `${values.relay.replace(/\/+$/, '')}/api/runs`;
+    const relay = values.relay;
     const ids = values['run-id']
       ? [values['run-id']]
-      : (await getJson<{ runs: RunSummary[] }>(base)).runs.map((r) => r.run_id);
-    const details = await Promise.all(
-      ids.map((id) => getJson<RunDetail>(`${base}/${encodeURIComponent(id)}`)),
-    );
+      : (await fromRelay(fetchRunList(relay))).runs.map((r) => r.run_id);
+    const details = await Promise.all(ids.map((id) => fromRelay(fetchRunInfo(relay, id))));
     if (values.json) {
       console.log(
         JSON.stringify({
-          runs: details.map((d) => ({ ...d.run, rounds: d.rounds, param_hashes: d.param_hashes })),
+          runs: details.map((d) => ({
+            ...d.run,
+            rounds: d.rounds,
+            reports: d.reports,
+            param_hashes: d.param_hashes,
+          })),
         }),
       );
       return 0;

@@ -27,6 +27,8 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { CHECKPOINT_HEADER_EPOCH, CHECKPOINT_HEADER_STEP } from '@meshtrain/core';
 import type { LlamaConfig } from '@meshtrain/model';
+// Types only: the reply shape every client reads (@meshtrain/client/relay-api).
+import type { CheckpointSummary } from '@meshtrain/client/relay-api';
 import { apiError, serveFile } from '../data/http.ts';
 import { BadCheckpointError, runCheckpointJob } from './off-thread.ts';
 import type { EncodedJob } from './off-thread.ts';
@@ -92,20 +94,9 @@ export interface CheckpointRoutesDeps {
   rollbackFor?: (runId: string, step: number) => boolean | Promise<boolean>;
 }
 
-/** GET …/checkpoint answer. `files` maps file name → URL pinned to this step (`?step=N`). */
-export interface CheckpointSummary {
-  step: number;
-  epoch: number;
-  paramHash: string;
-  files: Record<string, string>;
-  sha256: Record<string, string>;
-  bytes: Record<string, number>;
-  source: CheckpointMeta['source'];
-  createdAt: string;
-  /** Set when this is an earlier checkpoint standing in for an orphaned step (see `rollbackFor`). */
-  rolledBackFrom?: number;
-}
+export type { CheckpointSummary };
 
+/** GET …/checkpoint answer. `files` maps file name → URL pinned to this step (`?step=N`). */
 export function summarize(meta: CheckpointMeta, runId: string, rolledBackFrom?: number): CheckpointSummary {
   const base = `/api/runs/${encodeURIComponent(runId)}/checkpoint/`;
   const names = [WEIGHTS_FILE, CONFIG_FILE] as const;

@@ -7,11 +7,9 @@ import { stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { ApiErrorBody } from '@meshtrain/client/relay-api';
 
-/** Body of every error answer: `code` is stable for programs, `message` says what to do. */
-export interface ApiErrorBody {
-  error: { code: string; message: string; [extra: string]: unknown };
-}
+export type { ApiErrorBody };
 
 export function apiError(
   c: Context,

@@ -12,7 +12,11 @@ import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { DatasetError } from './errors.ts';
 import { apiError, etagMatches, serveFile } from './http.ts';
-import type { DatasetStore, OpenDataset, RunDataRef, SplitName } from './dataset-store.ts';
+import type { DatasetStore, OpenDataset, RunDataRef } from './dataset-store.ts';
+// Types only: the reply shape every client reads (@meshtrain/client/relay-api).
+import type { DataManifestResponse } from '@meshtrain/client/relay-api';
+
+export type { DataManifestResponse };
 
 /** Default cap per samples request: 1024 samples of the tiny preset are 0.5 MiB. */
 export const DEFAULT_MAX_SAMPLES_PER_REQUEST = 1024;
@@ -25,24 +29,6 @@ export interface DataRoutesDeps {
   runData: (runId: string) => RunDataRef | undefined | Promise<RunDataRef | undefined>;
   maxSamplesPerRequest?: number;
   maxSampleBytes?: number;
-}
-
-/** What GET …/data/manifest answers. */
-export interface DataManifestResponse {
-  run_id: string;
-  dataset: string;
-  seq_len: number;
-  /** Tokens per sample in /samples answers: seq_len + 1 (inputs and shifted targets). */
-  sample_tokens: number;
-  token_bytes: number;
-  vocab_size: number;
-  tokenizer: string;
-  samples: Record<SplitName, number>;
-  max_samples_per_request: number;
-  /** URL of each shard, by file name (relative to this relay). */
-  shard_urls: Record<string, string>;
-  /** The dataset's manifest.json as prepared (shards with token counts and SHA-256). */
-  manifest: OpenDataset['manifest'];
 }
 
 export function dataRoutes(deps: DataRoutesDeps): Hono {

@@ -4,6 +4,7 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Context } from 'hono';
+import type { GrantReply, RunReply } from '@meshtrain/client/relay-api';
 import { adminAuth } from '../middleware/admin-auth.ts';
 import type { AdminEnv } from '../middleware/admin-auth.ts';
 import type { Relay } from '../relay.ts';
@@ -61,25 +62,25 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
       paused: c.req.query('paused') === '1',
       permissioned: c.req.query('permissioned') === '1',
     });
-    return c.json({ run: runSummary(relay, host) }, 201);
+    return c.json({ run: runSummary(relay, host) } satisfies RunReply, 201);
   });
 
   app.post('/:id/pause', limit, auth, (c) => {
     const host = mainAuthority(c);
     relay.adminEvent(host, { type: 'pause' });
-    return c.json({ run: runSummary(relay, host) });
+    return c.json({ run: runSummary(relay, host) } satisfies RunReply);
   });
 
   app.post('/:id/resume', limit, auth, (c) => {
     const host = mainAuthority(c);
     relay.adminEvent(host, { type: 'resume' });
-    return c.json({ run: runSummary(relay, host) });
+    return c.json({ run: runSummary(relay, host) } satisfies RunReply);
   });
 
   app.put('/:id/config', limit, auth, (c) => {
     const host = mainAuthority(c);
     relay.updateConfig(host, c.get('body'));
-    return c.json({ run: runSummary(relay, host) });
+    return c.json({ run: runSummary(relay, host) } satisfies RunReply);
   });
 
   app.post('/:id/grants', limit, auth, (c) => {
@@ -101,7 +102,7 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
         `a run has at most ${MAX_GRANTS} grants; deactivate or reuse one`,
       );
     relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
-    return c.json({ grant: relay.store.grant(host.runId, grantee) });
+    return c.json({ grant: relay.store.grant(host.runId, grantee) ?? null } satisfies GrantReply);
   });
 
   app.post('/:id/grants/:grantee/delegates', limit, auth, (c) => {
@@ -123,7 +124,7 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
         `delegates must be a list of at most ${MAX_DELEGATES} public keys (64 lowercase hex digits)`,
       );
     relay.store.setDelegates(host.runId, grantee, delegates);
-    return c.json({ grant: relay.store.grant(host.runId, grantee) });
+    return c.json({ grant: relay.store.grant(host.runId, grantee) ?? null } satisfies GrantReply);
   });
 
   return app;

@@ -1,12 +1,9 @@
 // One JSON error shape for every HTTP route: {"error": {"code", "message", "issues"?}}.
 import type { Context } from 'hono';
+import type { ApiErrorBody } from '@meshtrain/client/relay-api';
 import { RelayError } from '../relay.ts';
 
-export function errorBody(
-  code: string,
-  message: string,
-  issues?: unknown,
-): { error: Record<string, unknown> } {
+export function errorBody(code: string, message: string, issues?: unknown): ApiErrorBody {
   return { error: issues === undefined ? { code, message } : { code, message, issues } };
 }
 

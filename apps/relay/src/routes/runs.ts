@@ -2,15 +2,20 @@
 // guaranteed delivery path for results whose P2P download failed).
 import { Hono } from 'hono';
 import { currentRound, parseRunConfig, RUN_STATE_NAMES } from '@meshtrain/core';
+import type { RunConfig } from '@meshtrain/core';
+// Types only (erased at run time): the reply shapes every side reads, so a change here or there fails the
+// type check (the module says why it is not Hono's typed client).
+import type { RunDetail, RunList, RunSummary } from '@meshtrain/client/relay-api';
 import type { Relay } from '../relay.ts';
 import { PERMISSIONLESS, RelayError } from '../relay.ts';
 import type { RunHost } from '../run-host.ts';
 import { onRouteError } from './errors.ts';
+import { REPORT_SAMPLES, witnessReports } from './witness-reports.ts';
 
 const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
 
 /** What lists and admin replies show about a run. */
-export function runSummary(relay: Relay, host: RunHost): Record<string, unknown> {
+export function runSummary(relay: Relay, host: RunHost): RunSummary {
   const s = host.state;
   const round = currentRound(s);
   const permissionless = relay.store.grant(host.runId, PERMISSIONLESS);
@@ -52,12 +57,15 @@ export function runsRoutes(relay: Relay): Hono {
   app.onError(onRouteError);
 
   app.get('/', (c) =>
-    c.json({ runs: relay.runList().map((h) => runSummary(relay, h)), p2p_multiaddrs: relay.p2pMultiaddrs }),
+    c.json({
+      runs: relay.runList().map((h) => runSummary(relay, h)),
+      p2p_multiaddrs: relay.p2pMultiaddrs,
+    } satisfies RunList),
   );
 
   app.get('/:id', (c) => {
     const host = relay.mustRun(c.req.param('id'));
-    let parsed: unknown = null;
+    let parsed: RunConfig | null = null;
     try {
       parsed = parseRunConfig(host.toml).config;
     } catch {
@@ -65,6 +73,10 @@ export function runsRoutes(relay: Relay): Hono {
     }
     const connected = new Set(relay.sessionsOf(host.runId).map((s) => s.identity));
     const epochState = new Map(host.state.epoch.clients.map((cl) => [cl.id, cl.state]));
+    const reports = witnessReports(
+      relay.store.metrics(host.runId, 'tokens_per_sec', REPORT_SAMPLES),
+      relay.store.metrics(host.runId, 'bandwidth', REPORT_SAMPLES),
+    );
     return c.json({
       run: runSummary(relay, host),
       p2p_multiaddrs: relay.p2pMultiaddrs,
@@ -74,8 +86,10 @@ export function runsRoutes(relay: Relay): Hono {
         connected: connected.has(cl.id),
         member: host.state.members.some((m) => m.id === cl.id),
         epoch_state: epochState.get(cl.id) ?? null,
+        report: reports.latest.get(cl.id) ?? null,
       })),
       rounds: relay.store.rounds(host.runId, 50),
+      reports: reports.steps.slice(0, 50),
       grants: relay.store.grants(host.runId),
       param_hashes: host.paramHashReport(),
       transitions: relay.store.transitions(host.runId, 20).map((t) => ({
@@ -85,7 +99,7 @@ export function runsRoutes(relay: Relay): Hono {
         effects: JSON.parse(t.effects) as unknown,
       })),
       ...(c.req.query('state') === '1' ? { state: host.state } : {}),
-    });
+    } satisfies RunDetail);
   });
 
   app.get('/:id/results/:commitment', (c) => {
