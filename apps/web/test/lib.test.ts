@@ -2,8 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RUN_TOML } from '@meshtrain/core';
 import { parsePrometheus } from '../src/lib/api.ts';
-import type { RoundRecord } from '../src/lib/api.ts';
-import { lossPoints, throughputPoints } from '../src/lib/chart.ts';
+import type { RoundRow } from '../src/lib/api.ts';
+import { lossPoints, reportPoints, throughputPoints } from '../src/lib/chart.ts';
+import { formatRate, formatTokensPerSec } from '../src/lib/format.ts';
 import { checkRunToml, templateToml } from '../src/lib/config-check.ts';
 import { parseRoute } from '../src/lib/routes.ts';
 import { chooseMicroBatch } from '../src/worker/device-probe.ts';
@@ -56,12 +57,7 @@ describe('metrics and charts', () => {
   });
 
   it('derives loss and throughput series from round history (round times in seconds)', () => {
-    const round = (
-      step: number,
-      loss: number | null,
-      started: number,
-      ended: number | null,
-    ): RoundRecord => ({
+    const round = (step: number, loss: number | null, started: number, ended: number | null): RoundRow => ({
       step,
       epoch: 0,
       height: step - 1,
@@ -87,5 +83,30 @@ describe('metrics and charts', () => {
       [1, 64],
       [2, 64],
     ]);
+  });
+});
+
+describe('witness reports on the dashboard', () => {
+  it('charts the per-step means oldest first, bandwidth in KiB/s', () => {
+    const reports = [
+      { step: 5, reports: 2, tokens_per_sec: 1500, bandwidth: 4096 },
+      { step: 4, reports: 1, tokens_per_sec: 1200, bandwidth: 2048 },
+    ];
+    expect(reportPoints(reports, 'tokens_per_sec')).toEqual([
+      [4, 1200],
+      [5, 1500],
+    ]);
+    expect(reportPoints(reports, 'bandwidth')).toEqual([
+      [4, 2],
+      [5, 4],
+    ]);
+  });
+
+  it('formats rates, with a dash for none', () => {
+    expect(formatTokensPerSec(12345.6)).toBe('12,346 tok/s');
+    expect(formatTokensPerSec(2.25)).toBe('2.3 tok/s');
+    expect(formatTokensPerSec(null)).toBe('–');
+    expect(formatRate(1536)).toBe('1.5 KiB/s');
+    expect(formatRate(undefined)).toBe('–');
   });
 });

@@ -1,7 +1,7 @@
 // Signed admin requests (apps/relay/PROTOCOL.md "Admin"), signed with core's signAdminRequest: the same code the
 // relay verifies with.
 import { signAdminRequest } from '@meshtrain/core';
-import { errorOf, readBody } from './api.ts';
+import { readBody, relayApiErrorOf } from '@meshtrain/client/relay-api';
 
 /** What the relay answered, kept for display whether it succeeded or not. */
 export interface AdminReply {
@@ -45,6 +45,6 @@ export async function adminRequestOrThrow(
   contentType?: string,
 ): Promise<unknown> {
   const r = await adminRequest(secretKey, method, path, body, contentType);
-  if (!r.ok) throw errorOf(r.status, r.body);
+  if (!r.ok) throw relayApiErrorOf(`${method} ${path}`, r.status, r.body);
   return r.body;
 }

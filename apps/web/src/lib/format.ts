@@ -16,6 +16,20 @@ export function formatBytes(n: number): string {
   return `${i === 0 ? v.toFixed(0) : v.toFixed(1)} ${units[i]}`;
 }
 
+/** Tokens per second, e.g. "1,234 tok/s" ("–" for none). */
+export function formatTokensPerSec(x: number | null | undefined): string {
+  return x === null || x === undefined || !Number.isFinite(x)
+    ? '–'
+    : `${x.toLocaleString('en-US', { maximumFractionDigits: x < 10 ? 1 : 0 })} tok/s`;
+}
+
+/** Bytes per second, e.g. "12.5 KiB/s" ("–" for none). */
+export function formatRate(bytesPerSec: number | null | undefined): string {
+  return bytesPerSec === null || bytesPerSec === undefined || !Number.isFinite(bytesPerSec)
+    ? '–'
+    : `${formatBytes(bytesPerSec)}/s`;
+}
+
 export function formatAgo(ms: number, now = Date.now()): string {
   const s = Math.max(0, Math.round((now - ms) / 1000));
   if (s < 60) return `${s}s ago`;

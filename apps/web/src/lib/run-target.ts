@@ -1,27 +1,19 @@
-// What the training worker needs to know about a run, read from the relay's parsed config.
+// What the training worker needs to know about a run, read from the relay's parse of its config (the relay
+// serves this page, so its reply is as trusted as the page's own code).
 import type { RunDetail } from './api.ts';
 import type { RunTarget } from '../worker/protocol.ts';
 
-interface ParsedShape {
-  model?: { LLM?: { max_seq_len?: unknown } };
-  meshtrain?: { preset?: unknown; micro_batch_size?: unknown };
-}
-
 export function runTargetOf(detail: RunDetail, relayUrl: string): RunTarget {
-  const p = (detail.config.parsed ?? {}) as ParsedShape;
-  const seqLen = p.model?.LLM?.max_seq_len;
-  const mbs = p.meshtrain?.micro_batch_size;
-  const preset = p.meshtrain?.preset;
+  const p = detail.config.parsed;
   return {
     runId: detail.run.run_id,
     relayUrl,
-    preset: typeof preset === 'string' ? preset : null,
-    seqLen: typeof seqLen === 'number' ? seqLen : 128,
-    microBatchSize: typeof mbs === 'number' ? mbs : 1,
+    preset: p?.meshtrain.preset ?? null,
+    seqLen: p?.model.LLM.max_seq_len ?? 128,
+    microBatchSize: p?.meshtrain.micro_batch_size ?? 1,
   };
 }
 
 export function seqLenOf(detail: RunDetail): number {
-  const v = (detail.config.parsed as ParsedShape | null)?.model?.LLM?.max_seq_len;
-  return typeof v === 'number' ? v : 0;
+  return detail.config.parsed?.model.LLM.max_seq_len ?? 0;
 }
