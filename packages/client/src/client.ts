@@ -74,6 +74,8 @@ export class Client {
   private latest: CoordinatorState | null = null;
   private wake: (() => void) | null = null;
   private stopped = false;
+  /** The epoch this client last joined again for (registerAgain). */
+  private registeredForEpoch = -1;
 
   constructor(options: ClientOptions) {
     const optimizer = options.run.model.LLM.optimizer;
@@ -206,8 +208,11 @@ export class Client {
   private async step(s: CoordinatorState): Promise<void> {
     const { replica } = this.ctx;
     switch (s.run_state) {
-      case 'Uninitialized':
       case 'WaitingForMembers':
+        await this.registerAgain(s);
+        if (this.phase !== 'NotYetInitialized' && this.phase !== 'Resyncing') this.setPhase('Warmup', s);
+        return;
+      case 'Uninitialized':
       case 'Paused':
         if (this.phase !== 'NotYetInitialized' && this.phase !== 'Resyncing') this.setPhase('Warmup', s);
         return;
@@ -232,6 +237,22 @@ export class Client {
         if (!replica.holdsEpochStart(s.epoch.start_step)) return this.leaveEpoch(s);
         return this.cooldown.run(s, this.epoch);
     }
+  }
+
+  /**
+   * A client the last epoch dropped (a silent witness in a round that missed quorum, or accused by a witness
+   * quorum) is no longer a member: while the run waits for members it joins again, once per epoch, as
+   * Psyche's clients re-join at every WaitingForMembers. An ejected client is banned and does not try.
+   */
+  private async registerAgain(s: CoordinatorState): Promise<void> {
+    const id = this.ctx.id;
+    if (s.members.some((m) => m.id === id) || s.ejected.includes(id)) return;
+    if (this.registeredForEpoch === s.progress.epoch) return;
+    this.registeredForEpoch = s.progress.epoch;
+    this.ctx.emit({ type: 'warning', message: `not a member of epoch ${s.progress.epoch}: joining again` });
+    await this.ctx.o.link.rejoin('not a member after the last epoch').catch((e: unknown) => {
+      this.ctx.emit({ type: 'error', message: `rejoin failed: ${messageOf(e)}` });
+    });
   }
 
   /** Starts the bookkeeping of the state's epoch unless it is the current one. */
