@@ -38,6 +38,10 @@ export async function startRelayProcess(opts: StartRelayOptions = {}): Promise<R
     '--data-dir',
     dataDir,
     ...(opts.p2p === true ? [] : ['--no-p2p']),
+    // The scenarios are not about the join puzzle (apps/relay/test/sybil.test.ts is): a light one keeps joins
+    // of SwiftShader tabs on a loaded 2-core machine quick.
+    '--join-pow-bits',
+    '8',
     ...(opts.args ?? []),
   ];
   const child: ChildProcess = spawn(process.execPath, args, {
