@@ -3,6 +3,7 @@
 // a resume), the cached copy is used if its hash equals the one the relay publishes for that step (a small
 // JSON request instead of the safetensors download). The client verifies the parameters against that hash.
 import { bytesToHex, hexToBytes } from '@meshtrain/core';
+import { fetchCheckpointSummary, RelayApiError } from '@meshtrain/client';
 import type { Checkpoint, CheckpointSource } from '@meshtrain/client';
 import { meshtrainDb } from '../lib/db.ts';
 
@@ -25,12 +26,17 @@ export function cachedCheckpoints(
   const served = new Set<number>();
   const stats = { downloadedBytes: 0, cacheHits: 0 };
 
+  /** The hash the relay publishes for `step`; 'none' when it has no checkpoint, null when unknown (failed). */
   async function publishedHash(step: number): Promise<string | null | 'none'> {
-    const res = await fetch(`${o.relayUrl}/api/runs/${encodeURIComponent(o.runId)}/checkpoint?step=${step}`);
-    if (res.status === 404) return 'none';
-    if (!res.ok) return null;
-    const body = (await res.json()) as { step?: number; paramHash?: string };
-    return body.step === step && typeof body.paramHash === 'string' ? body.paramHash : null;
+    try {
+      const summary = await fetchCheckpointSummary(o.relayUrl, o.runId, step);
+      if (summary === null) return 'none';
+      return summary.step === step ? summary.paramHash : null;
+    } catch (e) {
+      // An error reply: the hash is unknown, so the cached copy is not used. No answer at all: the load fails.
+      if (e instanceof RelayApiError && e.status !== 0) return null;
+      throw e;
+    }
   }
 
   return {

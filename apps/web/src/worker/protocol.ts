@@ -125,6 +125,13 @@ export interface TrainerStats {
   gpuReadbackBytes: number;
   /** (step, loss) of this tab's own batches. */
   losses: { step: number; loss: number }[];
+  /** Tokens per second of this tab's last train step on the GPU (0 before the first). */
+  tokensPerSec: number;
+  /**
+   * Bytes per second this tab moved over about the last minute: its coordinator connection (results and
+   * state, the relay's HTTP results) and results from peers.
+   */
+  bandwidth: number;
 }
 
 /** The counters a tab keeps across reloads (worker/local-metrics.ts); the rest describe this session only. */
@@ -183,6 +190,8 @@ export function emptyStats(): TrainerStats {
     gpuResident: false,
     gpuReadbackBytes: 0,
     losses: [],
+    tokensPerSec: 0,
+    bandwidth: 0,
   };
 }
 

@@ -30,8 +30,11 @@ export interface WebGpuBackendOptions {
   description: string;
   /** Awaited before every train step: where the volunteer's throttle (share of time) takes effect. */
   gate?: () => Promise<void>;
-  /** Told how long each train step took (ms), so the throttle can rest in proportion. */
-  onStepTime?: (ms: number) => void;
+  /**
+   * Told how long each train step took (ms) and how many sequences it trained on: the throttle rests in
+   * proportion, and the page shows the tab's tokens per second.
+   */
+  onStep?: (ms: number, rows: number) => void;
 }
 
 interface Step {
@@ -186,7 +189,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
     }
     const loss = Number((out.loss as ort.Tensor).data[0]);
     this.stats.residentSteps++;
-    this.o.onStepTime?.(performance.now() - t0);
+    this.o.onStep?.(performance.now() - t0, rows);
     return { loss, grads, release };
   }
 
@@ -205,7 +208,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
     for (const p of this.params.values()) this.stats.hostParamBytes += p.byteLength;
     const loss = Number((out.loss as ort.Tensor).data[0]);
     for (const t of Object.values(out)) t.dispose();
-    this.o.onStepTime?.(performance.now() - t0);
+    this.o.onStep?.(performance.now() - t0, rows);
     return { loss, grads };
   }
 

@@ -1,0 +1,80 @@
+// This tab's GPU as the trainer uses it: one GPUDevice, DisTrO's WGSL backend and onnxruntime-web's train
+// step on that same device, so parameters and gradients stay in GPU buffers between steps.
+import type { RunConfig } from '@meshtrain/core';
+import { createWebGpuBackend } from '@meshtrain/distro';
+import type { WebGpuDistroBackend } from '@meshtrain/distro';
+import type { LlamaConfig } from '@meshtrain/model';
+import type { DeviceProbe } from './protocol.ts';
+import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
+
+export interface TabGpu {
+  device: GPUDevice;
+  distro: WebGpuDistroBackend;
+  backend: WebGpuTrainingBackend;
+  /** The adapter in words (vendor, architecture, description). */
+  adapterName: string;
+  dispose(): Promise<void>;
+}
+
+export interface TabGpuHooks {
+  /** A WebGPU validation or out-of-memory error nobody caught. */
+  onError(message: string): void;
+  /** The device was lost (not by `dispose`). */
+  onLost(message: string): void;
+  /** Awaited before every train step (the volunteer's throttle). */
+  gate(): Promise<void>;
+  /** Each train step: its time and the sequences it trained on. */
+  onStep(ms: number, rows: number): void;
+}
+
+export function adapterNameOf(probe: DeviceProbe): string {
+  const a = probe.adapter;
+  return [a.vendor, a.architecture, a.description].filter((s) => s !== '').join(' ') || 'unnamed adapter';
+}
+
+/** Opens the device and both backends for `config` (a DisTrO run: tabs train nothing else). */
+export async function openTabGpu(
+  adapter: GPUAdapter,
+  probe: DeviceProbe,
+  config: RunConfig,
+  model: LlamaConfig,
+  hooks: TabGpuHooks,
+): Promise<TabGpu> {
+  const optimizer = config.model.LLM.optimizer;
+  if (!('Distro' in optimizer))
+    throw new Error('this run does not use DisTrO; browser tabs train DisTrO runs only');
+  const adapterName = adapterNameOf(probe);
+  const device = await createTrainingDevice(adapter);
+  device.addEventListener('uncapturederror', (ev) =>
+    hooks.onError((ev as GPUUncapturedErrorEvent).error.message),
+  );
+  void device.lost.then((info) => {
+    if (info.reason !== 'destroyed') hooks.onLost(info.message);
+  });
+  // DisTrO on ORT's own device: parameters, momentum and gradients never leave the GPU between steps.
+  const distro = createWebGpuBackend(device, {
+    chunk: optimizer.Distro.compression_chunk,
+    description: adapterName,
+  });
+  const backend = new WebGpuTrainingBackend({
+    config: model,
+    seqLen: config.model.LLM.max_seq_len,
+    device,
+    distro,
+    maxRows: probe.microBatch,
+    description: `onnxruntime-web webgpu (${adapterName})`,
+    gate: () => hooks.gate(),
+    onStep: (ms, rows) => hooks.onStep(ms, rows),
+  });
+  return {
+    device,
+    distro,
+    backend,
+    adapterName,
+    async dispose() {
+      await backend.dispose();
+      distro.destroy();
+      device.destroy();
+    },
+  };
+}
