@@ -51,143 +51,171 @@ export interface PeerHost {
 const MAX_IN_FLIGHT = 256;
 
 export function hostPeerNetwork(port: MessagePort, o: PeerHostOptions): PeerHost {
-  let net: HostedNetwork | null = null;
-  let opening = false;
-  let stopped = false;
-  let inFlight = 0;
-  let dropped = 0;
-  let statsTimer: ReturnType<typeof setInterval> | undefined;
+  return new PagePeerHost(port, o);
+}
 
-  const post = (m: PeerHostReply, transfer: Transferable[] = []) => {
-    if (!stopped) port.postMessage(m, transfer);
-  };
-  const reply = (id: number, bytes: ArrayBuffer | null) =>
-    post({ type: 'reply', id, bytes }, bytes ? [bytes] : []);
-  const fail = (id: number, e: unknown) =>
-    post({ type: 'reply', id, bytes: null, error: e instanceof Error ? e.message : String(e) });
-  const pushStats = () => {
-    if (net) post({ type: 'stats', stats: statsOf(net) });
-  };
+/** fetchParams' answer: the parameters packed in the order of `sizes`, or null if any is missing. */
+function packParams(got: ReadonlyMap<string, Float32Array>, sizes: [string, number][]): ArrayBuffer | null {
+  const packed = new Float32Array(sizes.reduce((a, [, c]) => a + c, 0));
+  let off = 0;
+  for (const [name, count] of sizes) {
+    const t = got.get(name);
+    if (!t || t.length !== count) return null;
+    packed.set(t, off);
+    off += count;
+  }
+  return packed.buffer;
+}
 
-  async function open(announced: string[]): Promise<void> {
-    if (opening || net) return;
-    opening = true;
-    let canRtc = o.hasWebRTC;
-    let start = o.start;
+/** shareCheckpoint's parameters: views into the transferred buffer, by name. */
+function unpackParams(m: Extract<PeerHostRequest, { type: 'shareCheckpoint' }>): Map<string, Float32Array> {
+  const params = new Map<string, Float32Array>();
+  let off = 0;
+  m.names.forEach((name, i) => {
+    const count = m.lengths[i] as number;
+    params.set(name, new Float32Array(m.params, 4 * off, count));
+    off += count;
+  });
+  return params;
+}
+
+/** One request against the peer; resolves with the bytes to reply with (null: nothing, or not available). */
+async function serve(m: PeerHostRequest & { id: number }, n: HostedNetwork): Promise<ArrayBuffer | null> {
+  switch (m.type) {
+    case 'publish':
+      await n.publish(decodeAnnounce(new Uint8Array(m.announce)), new Uint8Array(m.frame));
+      return null;
+    case 'fetch': {
+      const frame = await n.fetch(new Uint8Array(m.commitment), m.hints);
+      // A copy to transfer: the fetched bytes also sit in the peer's blob store, which serves them on.
+      return frame ? frame.slice().buffer : null;
+    }
+    case 'fetchParams': {
+      const got = await n.fetchParams(new Uint8Array(m.paramHash), new Map(m.sizes));
+      return got ? packParams(got, m.sizes) : null;
+    }
+    case 'shareCheckpoint':
+      await n.shareCheckpoint({
+        step: m.step,
+        epoch: m.epoch,
+        paramHash: new Uint8Array(m.paramHash),
+        params: unpackParams(m),
+      });
+      return null;
+    default:
+      return null;
+  }
+}
+
+class PagePeerHost implements PeerHost {
+  private readonly port: MessagePort;
+  private readonly o: PeerHostOptions;
+  private net: HostedNetwork | null = null;
+  private opening = false;
+  private stopped = false;
+  private inFlight = 0;
+  private dropped = 0;
+  private statsTimer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(port: MessagePort, o: PeerHostOptions) {
+    this.port = port;
+    this.o = o;
+    port.onmessage = (e: MessageEvent<unknown>) => this.receive(e.data);
+    port.start();
+  }
+
+  network(): HostedNetwork | null {
+    return this.net;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.statsTimer);
+    this.port.close();
+    const n = this.net;
+    this.net = null;
+    await n?.stop().catch(() => {});
+  }
+
+  private post(m: PeerHostReply, transfer: Transferable[] = []): void {
+    if (!this.stopped) this.port.postMessage(m, transfer);
+  }
+
+  private reply(id: number, bytes: ArrayBuffer | null): void {
+    this.post({ type: 'reply', id, bytes }, bytes ? [bytes] : []);
+  }
+
+  private fail(id: number, e: unknown): void {
+    this.post({ type: 'reply', id, bytes: null, error: e instanceof Error ? e.message : String(e) });
+  }
+
+  private receive(data: unknown): void {
+    const m = parseHostRequest(data);
+    if (m === null) {
+      if (this.dropped++ % 100 === 0) this.o.log('p2p: dropped a malformed message from the training worker');
+      return;
+    }
+    switch (m.type) {
+      case 'open':
+        this.open(m.announced).catch((err: unknown) => {
+          this.o.log(`p2p: the page could not start its peer (${(err as Error).message})`);
+          this.post({ type: 'unavailable', reason: String((err as Error).message), fallback: true });
+        });
+        return;
+      case 'peers':
+        this.net?.setPeers(m.directory);
+        return;
+      case 'close':
+        void this.stop();
+        return;
+      default: {
+        const net = this.net;
+        if (!net) return this.fail(m.id, new Error('the page has no peer running'));
+        if (this.inFlight >= MAX_IN_FLIGHT)
+          return this.fail(m.id, new Error('too many peer requests in flight'));
+        this.inFlight++;
+        serve(m, net)
+          .then((bytes) => this.reply(m.id, bytes))
+          .catch((err: unknown) => this.fail(m.id, err))
+          .finally(() => this.inFlight--);
+      }
+    }
+  }
+
+  private async open(announced: string[]): Promise<void> {
+    if (this.opening || this.net) return;
+    this.opening = true;
+    let canRtc = this.o.hasWebRTC;
+    let start = this.o.start;
     if (!canRtc || !start) {
       const mod = await import('../worker/peer-network.ts');
       canRtc ??= mod.hasWebRTC;
       start ??= mod.startTabNetwork;
     }
     if (!canRtc()) {
-      post({ type: 'unavailable', reason: 'this page has no RTCPeerConnection', fallback: true });
+      this.post({ type: 'unavailable', reason: 'this page has no RTCPeerConnection', fallback: true });
       return;
     }
+    const o = this.o;
     const started = await start({ relayUrl: o.relayUrl, announced, secretKey: o.secretKey, log: o.log });
-    if (stopped) {
+    if (this.stopped) {
       await started?.stop().catch(() => {});
       return;
     }
     if (!started) {
       // startTabNetwork logged why; a peer in the worker would meet the same relay, so no fallback.
-      post({ type: 'unavailable', reason: 'libp2p is not reachable from this page', fallback: false });
+      this.post({ type: 'unavailable', reason: 'libp2p is not reachable from this page', fallback: false });
       return;
     }
-    net = started;
-    net.onAnnounce?.((a) => {
+    this.net = started;
+    started.onAnnounce?.((a) => {
       const bytes = encodeAnnounce(a).slice().buffer;
-      post({ type: 'announce', announce: bytes }, [bytes]);
+      this.post({ type: 'announce', announce: bytes }, [bytes]);
     });
-    post({ type: 'opened', peerId: net.peerId });
-    statsTimer = setInterval(pushStats, o.statsIntervalMs ?? 1000);
+    this.post({ type: 'opened', peerId: started.peerId });
+    this.statsTimer = setInterval(() => {
+      if (this.net) this.post({ type: 'stats', stats: statsOf(this.net) });
+    }, o.statsIntervalMs ?? 1000);
   }
-
-  async function serve(m: PeerHostRequest & { id: number }, n: HostedNetwork): Promise<void> {
-    switch (m.type) {
-      case 'publish': {
-        const announce = decodeAnnounce(new Uint8Array(m.announce));
-        await n.publish(announce, new Uint8Array(m.frame));
-        return reply(m.id, null);
-      }
-      case 'fetch': {
-        const frame = await n.fetch(new Uint8Array(m.commitment), m.hints);
-        // A copy to transfer: the fetched bytes also sit in the peer's blob store, which serves them on.
-        return reply(m.id, frame ? frame.slice().buffer : null);
-      }
-      case 'fetchParams': {
-        const got = await n.fetchParams(new Uint8Array(m.paramHash), new Map(m.sizes));
-        if (!got) return reply(m.id, null);
-        const packed = new Float32Array(m.sizes.reduce((a, [, c]) => a + c, 0));
-        let off = 0;
-        for (const [name, count] of m.sizes) {
-          const t = got.get(name);
-          if (!t || t.length !== count) return reply(m.id, null);
-          packed.set(t, off);
-          off += count;
-        }
-        return reply(m.id, packed.buffer);
-      }
-      case 'shareCheckpoint': {
-        const params = new Map<string, Float32Array>();
-        let off = 0;
-        m.names.forEach((name, i) => {
-          const count = m.lengths[i] as number;
-          params.set(name, new Float32Array(m.params, 4 * off, count));
-          off += count;
-        });
-        await n.shareCheckpoint({
-          step: m.step,
-          epoch: m.epoch,
-          paramHash: new Uint8Array(m.paramHash),
-          params,
-        });
-        return reply(m.id, null);
-      }
-    }
-  }
-
-  port.onmessage = (e: MessageEvent<unknown>) => {
-    const m = parseHostRequest(e.data);
-    if (m === null) {
-      if (dropped++ % 100 === 0) o.log('p2p: dropped a malformed message from the training worker');
-      return;
-    }
-    switch (m.type) {
-      case 'open':
-        open(m.announced).catch((err: unknown) => {
-          o.log(`p2p: the page could not start its peer (${(err as Error).message})`);
-          post({ type: 'unavailable', reason: String((err as Error).message), fallback: true });
-        });
-        return;
-      case 'peers':
-        net?.setPeers(m.directory);
-        return;
-      case 'close':
-        void host.stop();
-        return;
-      default: {
-        if (!net) return fail(m.id, new Error('the page has no peer running'));
-        if (inFlight >= MAX_IN_FLIGHT) return fail(m.id, new Error('too many peer requests in flight'));
-        inFlight++;
-        serve(m, net)
-          .catch((err: unknown) => fail(m.id, err))
-          .finally(() => inFlight--);
-      }
-    }
-  };
-  port.start();
-
-  const host: PeerHost = {
-    network: () => net,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      clearInterval(statsTimer);
-      port.close();
-      const n = net;
-      net = null;
-      await n?.stop().catch(() => {});
-    },
-  };
-  return host;
 }
