@@ -1,7 +1,7 @@
 // What `node-trainer train` gathers before it joins: the run's config from the relay, the identity, the device,
 // the micro-batch that fits the memory budget, and the data (with the held-out samples for evaluations).
-import { relayDataSource, type DataSource } from '@meshtrain/client';
-import { parseRunConfig, type RunConfig } from '@meshtrain/core';
+import { fetchRunConfig, RelayApiError, relayDataSource, type DataSource } from '@meshtrain/client';
+import type { RunConfig } from '@meshtrain/core';
 import { parameterCount, type LlamaConfig } from '@meshtrain/model';
 import { CliError } from '../command.ts';
 import { parseMemory, rowsForMemory, selectDevice, type DeviceChoice } from '../backend/device.ts';
@@ -10,18 +10,15 @@ import { localDataSource } from '../net/local-data.ts';
 import type { Output, TrainOptions } from './options.ts';
 
 export async function fetchRun(relay: string, runId: string): Promise<{ run: RunConfig; p2p: string[] }> {
-  let res: Response;
   try {
-    res = await fetch(`${relay.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(runId)}`);
+    const { detail, config } = await fetchRunConfig(relay, runId);
+    return { run: config, p2p: detail.p2p_multiaddrs };
   } catch (e) {
-    throw new CliError(`cannot reach the relay at ${relay}: ${(e as Error).message}`);
+    if (!(e instanceof RelayApiError)) throw e;
+    if (e.code === 'unknown_run')
+      throw new CliError(`the relay has no run '${runId}' (GET ${relay}/api/runs lists them)`);
+    throw new CliError(e.message);
   }
-  if (res.status === 404)
-    throw new CliError(`the relay has no run '${runId}' (GET ${relay}/api/runs lists them)`);
-  if (!res.ok) throw new CliError(`GET /api/runs/${runId}: HTTP ${res.status}`);
-  const body = (await res.json()) as { config?: { toml?: string }; p2p_multiaddrs?: string[] };
-  if (!body.config?.toml) throw new CliError(`the relay's answer for run '${runId}' has no config`);
-  return { run: parseRunConfig(body.config.toml).config, p2p: body.p2p_multiaddrs ?? [] };
 }
 
 export async function loadIdentity(path: string): Promise<LoadedIdentity> {
@@ -91,16 +88,12 @@ export async function openData(
   }
   const data = relayDataSource(o.relay, o.runId);
   if (o.evalSamples <= 0) return { data, evalTokens: null };
-  const res = await fetch(
-    `${o.relay.replace(/\/+$/, '')}/api/runs/${encodeURIComponent(o.runId)}/data/samples?split=val&start=0&end=${o.evalSamples - 1}`,
-  ).catch(() => null);
-  if (!res?.ok) {
+  // The held-out split through the same source and decoder as the training data.
+  const val = relayDataSource(o.relay, o.runId, { split: 'val' });
+  const n = Math.min(o.evalSamples, await val.samplesInSplit().catch(() => 0));
+  if (n <= 0) {
     io.say('no held-out split on the relay: evaluations disabled');
     return { data, evalTokens: null };
   }
-  const buf = new Uint8Array(await res.arrayBuffer());
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const tokens = new Int32Array(buf.length / 4);
-  for (let i = 0; i < tokens.length; i++) tokens[i] = view.getInt32(4 * i, true);
-  return { data, evalTokens: { tokens, rows: tokens.length / (seqLen + 1) } };
+  return { data, evalTokens: { tokens: await val.samples(0, n - 1), rows: n } };
 }
