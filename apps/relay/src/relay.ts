@@ -1,22 +1,31 @@
-// The relay's runs and live sessions: loads every run from SQLite at start (resuming from its latest
-// snapshot), creates runs from TOML, ticks all of them on one timer, and fans state changes out to the
-// run's connected clients. HTTP and WebSocket route modules call into this; it knows nothing about Hono.
+// The relay's runs and live sessions: loads every run from SQLite at start (its latest snapshot plus the
+// logged transitions after it), creates runs from TOML, ticks all of them on one timer, and fans state
+// changes out to the run's connected clients: a joiner gets the state once (StateSnapshot), then only what
+// changed (StateDelta: the transitions, coalesced per 100 ms, one encoded frame for everyone). HTTP and
+// WebSocket route modules call into this; it knows nothing about Hono.
 import { randomBytes } from 'node:crypto';
 import {
   coordinatorConfigOf,
   createCoordinator,
   CoordinatorError,
+  decodeWireEvent,
   DEFAULT_WIRE_LIMITS,
+  encodeStateDelta,
   parseRunConfig,
+  replayTransition,
   RunConfigError,
+  setFastEd25519Verifier,
 } from '@meshtrain/core';
 import type {
   ConfigIssue,
   CoordinatorEffect,
   CoordinatorState,
+  ResyncRequest,
   RunConfig,
+  SnapshotParamHash,
   TickResult,
   WireLimits,
+  WireTransition,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterCount, PRESETS } from '@meshtrain/model';
 import {
@@ -25,9 +34,36 @@ import {
   DEFAULT_PRE_JOIN_MAX_BYTES,
 } from './connection-limits.ts';
 import { IdentityLimits } from './identity-limits.ts';
+import { nativeEd25519Verify } from './native-ed25519.ts';
 import { RunHost } from './run-host.ts';
-import type { Clock } from './run-host.ts';
+import type { Clock, CommittedTransition } from './run-host.ts';
 import type { RelayStore } from './store.ts';
+
+/** Transitions per StateDelta frame: a burst beyond this goes out as several frames. */
+const DELTA_FRAME_TRANSITIONS = 4096;
+/** Recent delta frames kept per run to answer a client's gap (older gaps get a snapshot). */
+const RING_FRAMES = 256;
+const RING_BYTES = 8 * 1024 * 1024;
+/** How often a delta frame carries the state's hash (and always at a phase change). */
+const HASH_INTERVAL_MS = 1000;
+/** A client gets at most one snapshot per this long for its ResyncRequests (a snapshot can be megabytes). */
+export const RESYNC_SNAPSHOT_INTERVAL_MS = 2000;
+
+/** What the relay keeps per run to feed its sessions. */
+interface RunFeed {
+  /** Transitions since the last broadcast, the first applying to seq `pendingFrom`. */
+  pending: WireTransition[];
+  pendingFrom: number;
+  /** A phase changed since the last broadcast: its frame carries the state hash. */
+  hashNow: boolean;
+  lastHashAt: number;
+  /** The parameter hash the previous frame (or a snapshot) advertised. */
+  paramHash: SnapshotParamHash | undefined;
+  ring: { from: number; to: number; frame: Uint8Array }[];
+  ringBytes: number;
+  /** Sessions waiting for a snapshot (joiners, resyncs): sent at the next broadcast, one encoding for all. */
+  waiting: Set<SessionHandle>;
+}
 
 /** Grantee meaning "anyone" (docs/protocol.md "Run permissions": the all-zero public key). */
 export const PERMISSIONLESS = '0'.repeat(64);
@@ -90,8 +126,13 @@ export interface RelayOptions {
   /** Connections waiting to join, overall (default 2048) and per source address (default 256). */
   maxUnjoined?: number;
   maxUnjoinedPerAddress?: number;
-  /** Least time between two StateSnapshot broadcasts of one run (default 100 ms; the latest state wins). */
+  /** Least time between two state broadcasts (StateDelta frames) of one run (default 100 ms). */
   snapshotIntervalMs?: number;
+  /**
+   * Verify Ed25519 signatures on Node's OpenSSL (default true): core's setFastEd25519Verifier, same answers.
+   * It is process-wide (core's verify is a pure function with one optional accelerator).
+   */
+  nativeEd25519?: boolean;
   /** Frames one connection may send per second on average (bursts of twice that; default 100). */
   maxFramesPerSecond?: number;
   /** Keys allowed to create runs over the admin API; empty/undefined = any signed request. */
@@ -158,8 +199,11 @@ export class Relay {
   private readonly pendingBroadcasts = new Set<string>();
   /** performance.now() of each run's last broadcast (monotonic: independent of the injectable clock). */
   private readonly lastBroadcast = new Map<string, number>();
-  /** The snapshot seq each session was last sent, so a coalesced broadcast skips those already current. */
+  /** The seq each session's state was last brought to (snapshot or delta); unset until its first snapshot. */
   private readonly sentSeq = new WeakMap<SessionHandle, number>();
+  /** performance.now() of the last snapshot a session's ResyncRequest got. */
+  private readonly resyncedAt = new WeakMap<SessionHandle, number>();
+  private readonly feeds = new Map<string, RunFeed>();
   /** Observers for metrics: frame bytes in/out and reported losses. Replace the functions to observe. */
   readonly hooks: {
     bytesIn: (n: number) => void;
@@ -167,7 +211,15 @@ export class Relay {
     loss: (runId: string, loss: number) => void;
     /** After every ParamHash report: the epoch's reporters and how many differ from its majority. */
     paramHash: (runId: string, epoch: number, reports: number, mismatched: number) => void;
-  } = { bytesIn: () => {}, bytesOut: () => {}, loss: () => {}, paramHash: () => {} };
+    /** A client replayed the run's deltas to another state hash than the relay's (ResyncRequest mismatch). */
+    stateHashMismatch: (runId: string) => void;
+  } = {
+    bytesIn: () => {},
+    bytesOut: () => {},
+    loss: () => {},
+    paramHash: () => {},
+    stateHashMismatch: () => {},
+  };
   /** The relay's libp2p multiaddrs (with /p2p/<id>) while its libp2p node runs; shown in the run API. */
   p2pMultiaddrs: string[] = [];
   /** Called when a run is created (checkpoint seeding, metrics). */
@@ -176,6 +228,7 @@ export class Relay {
   readonly changeListeners = new Set<(host: RunHost, effects: readonly CoordinatorEffect[]) => void>();
 
   constructor(opts: RelayOptions) {
+    if (opts.nativeEd25519 !== false) setFastEd25519Verifier(nativeEd25519Verify);
     this.joinPowBits = opts.joinPowBits ?? 0;
     this.identityLimits = new IdentityLimits(opts.maxIdentitiesPerAddress ?? Infinity);
     this.store = opts.store;
@@ -195,34 +248,58 @@ export class Relay {
     this.maxRuns = opts.maxRuns ?? DEFAULT_MAX_RUNS;
     this.log = opts.log ?? quietLog;
     for (const row of this.store.runs()) {
-      const snap = this.store.snapshot(row.run_id);
       const toml = this.store.latestConfig(row.run_id);
-      if (!snap || toml === undefined) {
+      let recovered: { state: CoordinatorState; seq: number; replayed: number } | null;
+      try {
+        recovered = toml === undefined ? null : this.recover(row.run_id);
+      } catch (e) {
+        // Only a damaged database gets here; keep serving the other runs and say which one is missing.
+        this.log.warn(`run ${row.run_id}: unreadable state (${(e as Error).message}); skipped`);
+        continue;
+      }
+      if (!recovered || toml === undefined) {
         this.log.warn(`run ${row.run_id}: no snapshot or config in the database; skipped`);
         continue;
       }
-      let state: CoordinatorState;
-      try {
-        state = JSON.parse(snap.state) as CoordinatorState;
-      } catch (e) {
-        // Only a damaged database gets here; keep serving the other runs and say which one is missing.
-        this.log.warn(`run ${row.run_id}: unreadable snapshot (${(e as Error).message}); skipped`);
-        continue;
-      }
-      this.hosts.set(row.run_id, this.makeHost(row, state, snap.seq, toml));
+      const { state, seq, replayed } = recovered;
+      this.hosts.set(row.run_id, this.makeHost(row, state, seq, toml, replayed));
     }
   }
 
-  private makeHost(row: RunHost['row'], state: CoordinatorState, seq: number, toml: string): RunHost {
+  /** A run's state at its latest seq: the stored snapshot with the logged transitions after it replayed. */
+  private recover(runId: string): { state: CoordinatorState; seq: number; replayed: number } | null {
+    const snap = this.store.snapshot(runId);
+    if (!snap) return null;
+    let state = JSON.parse(snap.state) as CoordinatorState;
+    let seq = snap.seq;
+    const log = this.store.transitionsAfter(runId, seq);
+    for (const t of log) {
+      if (t.seq !== seq + 1 || t.event === null)
+        throw new Error(`the transition log skips from seq ${seq} to ${t.seq}`);
+      const event = decodeWireEvent(t.event, this.limits);
+      state = replayTransition(state, { now: t.now, entropy: t.entropy, event });
+      seq = t.seq;
+    }
+    return { state, seq, replayed: log.length };
+  }
+
+  private makeHost(
+    row: RunHost['row'],
+    state: CoordinatorState,
+    seq: number,
+    toml: string,
+    sinceSnapshot = 0,
+  ): RunHost {
     return new RunHost({
       row,
       state,
       seq,
+      sinceSnapshot,
       toml,
       store: this.store,
       clock: this.clock,
       limits: this.limits,
-      onChange: (host, effects) => this.changed(host, effects),
+      onChange: (host, t) => this.changed(host, t),
     });
   }
 
@@ -387,6 +464,7 @@ export class Relay {
 
   /** A session's transport closed. If it was the live one, start the grace period before `leave`. */
   detach(runId: string, session: SessionHandle, left: boolean): void {
+    this.feeds.get(runId)?.waiting.delete(session);
     const m = this.sessions.get(runId);
     if (!m || m.get(session.identity) !== session) return;
     m.delete(session.identity);
@@ -426,55 +504,152 @@ export class Relay {
     return [...(this.sessions.get(runId)?.values() ?? [])];
   }
 
-  /** Sends `frame` to every live session of the run except `except`. */
-  broadcast(runId: string, frame: Uint8Array, except?: SessionHandle): void {
-    for (const s of this.sessions.get(runId)?.values() ?? []) if (s !== except) s.send(frame);
+  private feed(runId: string): RunFeed {
+    let f = this.feeds.get(runId);
+    if (!f) {
+      f = {
+        pending: [],
+        pendingFrom: 0,
+        hashNow: false,
+        lastHashAt: -Infinity,
+        paramHash: undefined,
+        ring: [],
+        ringBytes: 0,
+        waiting: new Set(),
+      };
+      this.feeds.set(runId, f);
+    }
+    return f;
   }
 
-  private changed(host: RunHost, effects: readonly CoordinatorEffect[]): void {
-    // Snapshots are throttled per run: at most one full-state broadcast per snapshotIntervalMs, carrying the
-    // latest state. Broadcasting every transition would be quadratic in the clients when many of them act
-    // at once (N joins at a run's start = N broadcasts of a state that grows with N). A change after a quiet
-    // period goes out right away (next event-loop turn); during a burst the trailing one carries the rest.
-    if (!this.pendingBroadcasts.has(host.runId)) {
-      this.pendingBroadcasts.add(host.runId);
-      const wait =
-        (this.lastBroadcast.get(host.runId) ?? -Infinity) + this.snapshotIntervalMs - performance.now();
-      if (wait <= 0) setImmediate(() => this.flushBroadcast(host));
-      else setTimeout(() => this.flushBroadcast(host), wait).unref();
-    }
+  private changed(host: RunHost, t: CommittedTransition): void {
+    const feed = this.feed(host.runId);
+    if (feed.pending.length === 0) feed.pendingFrom = t.seq - 1;
+    feed.pending.push(t.wire);
+    if (t.effects.some((e) => e.type === 'RunStateChanged')) feed.hashNow = true;
+    this.scheduleBroadcast(host);
     for (const l of this.changeListeners) {
       try {
-        l(host, effects);
+        l(host, t.effects);
       } catch (e) {
         this.log.warn(`change listener failed: ${(e as Error).message}`);
       }
     }
   }
 
+  /**
+   * Broadcasts are throttled per run: at most one per snapshotIntervalMs, carrying every transition since the
+   * last one in one StateDelta that is encoded once and sent to every session. A change after a quiet period
+   * goes out right away (next event-loop turn); during a burst the trailing one carries the rest.
+   */
+  private scheduleBroadcast(host: RunHost): void {
+    if (this.pendingBroadcasts.has(host.runId)) return;
+    this.pendingBroadcasts.add(host.runId);
+    const wait =
+      (this.lastBroadcast.get(host.runId) ?? -Infinity) + this.snapshotIntervalMs - performance.now();
+    if (wait <= 0) setImmediate(() => this.flushBroadcast(host));
+    else setTimeout(() => this.flushBroadcast(host), wait).unref();
+  }
+
   private flushBroadcast(host: RunHost): void {
     this.pendingBroadcasts.delete(host.runId);
     this.lastBroadcast.set(host.runId, performance.now());
-    const m = this.sessions.get(host.runId);
-    if (!m || m.size === 0 || this.hosts.get(host.runId) !== host) return;
-    let frame: Uint8Array | undefined;
+    if (this.hosts.get(host.runId) !== host) return;
+    const feed = this.feed(host.runId);
     try {
-      for (const s of m.values()) {
-        if ((this.sentSeq.get(s) ?? -1) >= host.seq) continue;
-        frame ??= host.snapshotFrame();
-        s.send(frame);
-        this.sentSeq.set(s, host.seq);
+      if (feed.pending.length > 0) this.sendDeltas(host, feed);
+      if (feed.waiting.size > 0) {
+        const frame = host.snapshotFrame();
+        for (const s of feed.waiting) {
+          s.send(frame);
+          this.sentSeq.set(s, host.seq);
+        }
+        feed.waiting.clear();
       }
     } catch (e) {
       // A timer callback: an exception here would end the process. The next change broadcasts again.
-      this.log.warn(`run ${host.runId}: snapshot broadcast failed: ${(e as Error).stack ?? String(e)}`);
+      this.log.warn(`run ${host.runId}: broadcast failed: ${(e as Error).stack ?? String(e)}`);
     }
   }
 
-  /** Sends the run's current state to one session (after its join). */
-  sendSnapshot(session: SessionHandle, host: RunHost): void {
-    session.send(host.snapshotFrame());
-    this.sentSeq.set(session, host.seq);
+  /** The pending transitions as StateDelta frames, to every session that has its snapshot. */
+  private sendDeltas(host: RunHost, feed: RunFeed): void {
+    const pending = feed.pending;
+    let from = feed.pendingFrom;
+    feed.pending = [];
+    const sessions = [...(this.sessions.get(host.runId)?.values() ?? [])];
+    for (let i = 0; i < pending.length; i += DELTA_FRAME_TRANSITIONS) {
+      const transitions = pending.slice(i, i + DELTA_FRAME_TRANSITIONS);
+      const to = from + transitions.length;
+      const last = to === host.seq;
+      const now = performance.now();
+      const hashed = last && (feed.hashNow || now - feed.lastHashAt >= HASH_INTERVAL_MS);
+      const paramHash = last && host.paramHash !== feed.paramHash ? host.paramHash : undefined;
+      const frame = encodeStateDelta(
+        {
+          runId: host.runId,
+          fromSeq: from,
+          transitions,
+          ...(hashed ? { stateHash: host.stateHash() } : {}),
+          ...(paramHash ? { paramHash } : {}),
+        },
+        this.limits,
+      );
+      if (hashed) {
+        feed.hashNow = false;
+        feed.lastHashAt = now;
+      }
+      if (last) feed.paramHash = host.paramHash;
+      feed.ring.push({ from, to, frame });
+      feed.ringBytes += frame.length;
+      while (feed.ring.length > RING_FRAMES || feed.ringBytes > RING_BYTES)
+        feed.ringBytes -= feed.ring.shift()!.frame.length;
+      for (const s of sessions) {
+        const at = this.sentSeq.get(s);
+        if (at === undefined || at >= to) continue;
+        s.send(frame);
+        this.sentSeq.set(s, to);
+      }
+      from = to;
+    }
+  }
+
+  /** Sends the run's current state to a session (its join): at the next broadcast, with everyone else's. */
+  queueSnapshot(session: SessionHandle, host: RunHost): void {
+    this.feed(host.runId).waiting.add(session);
+    this.scheduleBroadcast(host);
+  }
+
+  /**
+   * A session's ResyncRequest: the delta frames after its seq from the ring when the ring still covers them,
+   * else (and for a mismatch, always) a snapshot — at most one per RESYNC_SNAPSHOT_INTERVAL_MS per session.
+   * 'too_soon' when that snapshot would come too early (the client asks again later).
+   */
+  resync(session: SessionHandle, host: RunHost, q: ResyncRequest): 'deltas' | 'snapshot' | 'too_soon' {
+    const feed = this.feed(host.runId);
+    if (q.reason === 'gap' && q.seq <= host.seq) {
+      const i = feed.ring.findIndex((f) => f.to > q.seq);
+      if (i >= 0 && feed.ring[i]!.from <= q.seq) {
+        const frames = feed.ring.slice(i).map((f) => f.frame);
+        // After the request's Ack, which the session sends when this returns.
+        queueMicrotask(() => {
+          for (const f of frames) session.send(f);
+        });
+        this.sentSeq.set(session, Math.max(this.sentSeq.get(session) ?? -1, feed.ring.at(-1)!.to));
+        return 'deltas';
+      }
+    }
+    const now = performance.now();
+    if (now - (this.resyncedAt.get(session) ?? -Infinity) < RESYNC_SNAPSHOT_INTERVAL_MS) return 'too_soon';
+    this.resyncedAt.set(session, now);
+    if (q.reason === 'mismatch') {
+      this.hooks.stateHashMismatch(host.runId);
+      this.log.warn(
+        `run ${host.runId}: client ${session.identity.slice(0, 12)}… replayed seq ${q.seq} to another state hash; sending it a snapshot`,
+      );
+    }
+    this.queueSnapshot(session, host);
+    return 'snapshot';
   }
 
   // --- timer --------------------------------------------------------------------------------------

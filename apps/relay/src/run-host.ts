@@ -1,14 +1,18 @@
 // One run hosted by the relay: the core coordinator state, the only code that changes it (core's `tick`),
-// and its persistence. Every state change is written to SQLite (latest snapshot + history row + round
-// history derived from core's effects) in one transaction BEFORE the in-memory state moves on, so what
-// clients see is always something a restart can resume from. No protocol rule lives here: which events
-// are valid, when phases end and what is accepted are all core's answers.
-import { randomBytes } from 'node:crypto';
+// and its persistence. Every state change is written to SQLite (the transition in core's compact form, a
+// snapshot now and then, round history derived from core's effects) in one transaction BEFORE the in-memory
+// state moves on, so what clients see is always something a restart can resume from, at the same seq. No
+// protocol rule lives here: which events are valid, when phases end and what is accepted are all core's
+// answers.
+import { createHash, randomBytes } from 'node:crypto';
 import {
   acceptedCommitments,
   admitParamHash,
   bytesToHex,
+  canonicalStateBytes,
+  compactTransition,
   encodeStateSnapshot,
+  encodeWireEvent,
   epochEndOf,
   hexToBytes,
   maxSignedResultBytes,
@@ -17,9 +21,11 @@ import {
   resultSpecOf,
   roundAtHeight,
   tick,
+  usesEntropy,
 } from '@meshtrain/core';
 import type {
   AgreedEpoch,
+  AppliedTransition,
   CoordinatorEffect,
   CoordinatorEvent,
   CoordinatorState,
@@ -31,6 +37,7 @@ import type {
   SnapshotParamHash,
   TickResult,
   WireLimits,
+  WireTransition,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
 import type { ParamHashReport } from '@meshtrain/client/relay-api';
@@ -41,6 +48,19 @@ const NON_RESULT_FRAME_BYTES = 1024 * 1024;
 
 /** Wall clock in unix milliseconds; injectable so tests can move time. */
 export type Clock = () => number;
+
+/**
+ * A snapshot is written at least every this many transitions (and at every phase change but RoundTrain →
+ * RoundWitness), so a restart replays at most this many logged transitions.
+ */
+export const SNAPSHOT_EVERY = 1000;
+
+/** What a committed transition hands the relay: its seq, core's wire form and the effects. */
+export interface CommittedTransition {
+  seq: number;
+  wire: WireTransition;
+  effects: readonly CoordinatorEffect[];
+}
 
 /**
  * What a DisTrO result must look like for this run's model (core's resultSpecOf), or null when the run's TOML
@@ -60,6 +80,11 @@ export function resultSpecForToml(toml: string): ResultSpec | null {
 /** Fresh shell entropy for core's round seeds (core itself never draws randomness). */
 function freshEntropy(): string {
   return randomBytes(32).toString('hex');
+}
+
+/** Whether the transition's state is worth a snapshot of its own (a phase change other than into RoundWitness). */
+function phaseChange(effects: readonly CoordinatorEffect[]): boolean {
+  return effects.some((e) => e.type === 'RunStateChanged' && e.to !== 'RoundWitness');
 }
 
 /** A compact, JSON-safe description of an event for the transition history (blooms are summarised). */
@@ -83,31 +108,40 @@ export class RunHost {
   readonly runId: string;
   readonly row: RunRow;
   state: CoordinatorState;
-  /** Transition counter: StateSnapshot.seq, and the key of the history rows. */
+  /** Transition counter: StateSnapshot.seq / StateDelta seqs, and the key of the transition log. */
   seq: number;
+  /** Transitions since the stored snapshot. */
+  private sinceSnapshot: number;
   private tomlText: string;
   /** The shape every admitted result must have (core's checkResultShape); null: not checked. */
   resultSpec: ResultSpec | null;
   private readonly store: RelayStore;
   private readonly clock: Clock;
   private readonly limits: WireLimits;
-  private readonly onChange: (host: RunHost, effects: readonly CoordinatorEffect[]) => void;
+  private readonly onChange: (host: RunHost, t: CommittedTransition) => void;
   private paramHashCache: SnapshotParamHash | undefined;
+  /** The encoded StateSnapshot of one seq (and parameter hash), shared by everyone who gets it. */
+  private snapshotCache: { seq: number; paramHash: SnapshotParamHash | undefined; frame: Uint8Array } | null =
+    null;
+  private hashCache: { seq: number; hash: Uint8Array } | null = null;
 
   constructor(opts: {
     row: RunRow;
     state: CoordinatorState;
     seq: number;
+    /** Transitions the log holds after the stored snapshot (what recovery replayed). */
+    sinceSnapshot?: number;
     toml: string;
     store: RelayStore;
     clock: Clock;
     limits: WireLimits;
-    onChange: (host: RunHost, effects: readonly CoordinatorEffect[]) => void;
+    onChange: (host: RunHost, t: CommittedTransition) => void;
   }) {
     this.row = opts.row;
     this.runId = opts.row.run_id;
     this.state = opts.state;
     this.seq = opts.seq;
+    this.sinceSnapshot = opts.sinceSnapshot ?? 0;
     this.tomlText = opts.toml;
     this.resultSpec = resultSpecForToml(opts.toml);
     this.store = opts.store;
@@ -143,16 +177,24 @@ export class RunHost {
   }
 
   /**
-   * Feed one event from a client or the admin API. Fresh entropy is mixed in first (in the same persisted
-   * transition), so a round seed chosen by an event-driven transition is not predictable from the last
-   * broadcast state. A refused event changes nothing (unless core recorded a strike).
+   * Feed one event from a client or the admin API. A transition that starts a round is run again on fresh
+   * entropy (core's usesEntropy), in the same persisted transition, so no round seed is predictable before
+   * its round starts; other transitions carry none. A refused event changes nothing (unless core recorded a
+   * strike).
    */
   apply(event: CoordinatorEvent, alsoInTransaction?: (r: TickResult) => void): TickResult {
     const now = this.nowSeconds();
-    const base = tick(this.state, { type: 'entropy', entropy: freshEntropy() }, now).state;
-    const r = tick(base, event, now);
+    let r = tick(this.state, event, now);
+    if (r.state === this.state) return r;
+    if (!usesEntropy(r.effects)) {
+      this.commit(r, { now, event }, alsoInTransaction);
+      return r;
+    }
+    const entropy = freshEntropy();
+    const base = tick(this.state, { type: 'entropy', entropy }, now).state;
+    r = tick(base, event, now);
     if (r.state === base) return r;
-    this.commit(r, event, now, alsoInTransaction);
+    this.commit(r, { now, entropy, event }, alsoInTransaction);
     return r;
   }
 
@@ -164,34 +206,44 @@ export class RunHost {
     const now = this.nowSeconds();
     const probe = tick(this.state, { type: 'tick' }, now);
     if (probe.state === this.state) return undefined;
-    const r = tick(this.state, { type: 'tick', entropy: freshEntropy() }, now);
+    if (!usesEntropy(probe.effects)) {
+      this.commit(probe, { now, event: { type: 'tick' } });
+      return probe;
+    }
+    const entropy = freshEntropy();
+    const r = tick(this.state, { type: 'tick', entropy }, now);
     if (r.state === this.state) return undefined;
-    this.commit(r, { type: 'tick' }, now);
+    this.commit(r, { now, event: { type: 'tick', entropy } });
     return r;
   }
 
-  private commit(r: TickResult, event: CoordinatorEvent, now: number, extra?: (r: TickResult) => void): void {
+  private commit(r: TickResult, t: AppliedTransition, extra?: (r: TickResult) => void): void {
     const prev = this.state;
     const seq = this.seq + 1;
-    const stateJson = JSON.stringify(r.state);
-    const label = { ...eventLabel(event), ...(r.error ? { error: r.error.code } : {}) };
+    // Encoded before anything is written: a transition the wire cannot carry would be one clients cannot
+    // follow and a restart cannot replay, so it is refused (the caller's error) rather than applied.
+    const wire = compactTransition(prev, t);
+    const event = encodeWireEvent(wire.event, this.limits);
+    const label = { ...eventLabel(t.event), ...(r.error ? { error: r.error.code } : {}) };
+    const at = this.clock();
+    const snapshot = this.sinceSnapshot + 1 >= SNAPSHOT_EVERY || phaseChange(r.effects);
     // If the write fails (disk full, I/O error) the exception propagates and the in-memory state stays
     // where the database is: never broadcast a state that a restart would not find.
     this.store.transaction(() => {
-      this.store.writeTransition(
+      this.store.appendTransition(
         this.runId,
-        seq,
-        this.clock(),
+        { seq, at, now: t.now, entropy: wire.entropy, event },
         JSON.stringify(label),
         JSON.stringify(r.effects),
-        stateJson,
       );
-      this.recordEffects(prev, r.state, r.effects, now);
+      if (snapshot) this.store.writeSnapshot(this.runId, seq, JSON.stringify(r.state), at);
+      this.recordEffects(prev, r.state, r.effects, t.now);
       extra?.(r);
     });
     this.seq = seq;
     this.state = r.state;
-    this.onChange(this, r.effects);
+    this.sinceSnapshot = snapshot ? 0 : this.sinceSnapshot + 1;
+    this.onChange(this, { seq, wire, effects: r.effects });
   }
 
   /** Round history rows from core's effects; accepted commitments as core decides them. */
@@ -253,10 +305,15 @@ export class RunHost {
       if (r.commitment !== null && r.client !== null) this.store.addPoints(this.runId, r.client, 1);
   }
 
-  /** The StateSnapshot frame for the current state (encoded per call: serverTime is "now"). */
+  /**
+   * The StateSnapshot frame of the current state, encoded once per seq (and parameter hash) and shared by
+   * every joiner and resync of that seq; `serverTime` is when it was encoded.
+   */
   snapshotFrame(): Uint8Array {
     const paramHash = this.paramHashCache;
-    return encodeStateSnapshot(
+    const c = this.snapshotCache;
+    if (c && c.seq === this.seq && c.paramHash === paramHash) return c.frame;
+    const frame = encodeStateSnapshot(
       {
         runId: this.runId,
         seq: this.seq,
@@ -266,11 +323,17 @@ export class RunHost {
       },
       this.limits,
     );
+    this.snapshotCache = { seq: this.seq, paramHash, frame };
+    return frame;
   }
 
-  /** Steps of the rounds the coordinator still stores (the 4-round ring). */
-  storedRoundSteps(): number[] {
-    return this.state.epoch.rounds.map((r) => r.step);
+  /** Core's stateHash of the current state (SHA-256 of its canonical JSON, on Node's native SHA-256). */
+  stateHash(): Uint8Array {
+    const c = this.hashCache;
+    if (c && c.seq === this.seq) return c.hash;
+    const hash = new Uint8Array(createHash('sha256').update(canonicalStateBytes(this.state)).digest());
+    this.hashCache = { seq: this.seq, hash };
+    return hash;
   }
 
   /** Loss, throughput and bandwidth that witnesses report for a step: metric samples and the round's mean loss. */

@@ -28,10 +28,12 @@ import type {
   CoordinatorEvent,
   Join,
   ParamHash,
+  ResyncRequest,
   SignedResult,
   TickResult,
   WireMessage,
 } from '@meshtrain/core';
+import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay.ts';
 import type { Relay, SessionHandle } from './relay.ts';
 import type { RunHost } from './run-host.ts';
 
@@ -260,7 +262,7 @@ export class CoordinatorSession implements SessionHandle {
       case 'signedResult':
         return this.signedResult(host, m.message, bytes);
       case 'announce':
-        return this.announce(host, m.message, bytes);
+        return this.announce(host, m.message);
       case 'witness':
         this.coordinator(host, witnessEvent(this.id, m.message));
         if (m.message.metadata) {
@@ -283,6 +285,8 @@ export class CoordinatorSession implements SessionHandle {
         return;
       case 'paramHash':
         return this.paramHash(host, m.message);
+      case 'resyncRequest':
+        return this.resync(host, m.message);
       default:
         throw new Refusal(
           'unexpected_frame',
@@ -328,21 +332,10 @@ export class CoordinatorSession implements SessionHandle {
       );
       old.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    // The Ack goes out first (onMessage sends it after handle returns), then the state: queue them after it.
-    queueMicrotask(() => {
-      if (this.closed) return;
-      // Outside onMessage's try: a failed read here (database, encoding) ends this connection, not the relay.
-      try {
-        this.relay.sendSnapshot(this, host);
-        for (const r of this.relay.store.resultsForSteps(this.runId, host.storedRoundSteps()))
-          if (r.announce !== null && r.sender !== this.id) this.send(r.announce);
-      } catch (e) {
-        this.relay.log.warn(
-          `run ${this.runId}: state after a join failed: ${(e as Error).stack ?? String(e)}`,
-        );
-        this.close(1011, 'the relay failed to send the run state; reconnect');
-      }
-    });
+    // The state goes out with the run's next broadcast (one snapshot encoding for every joiner of that
+    // moment), after the Ack: onMessage sends the Ack when handle returns. Results need no announces: the
+    // state names every admitted commitment.
+    this.relay.queueSnapshot(this, host);
   }
 
   /**
@@ -394,7 +387,12 @@ export class CoordinatorSession implements SessionHandle {
       );
   }
 
-  private announce(host: RunHost, a: Announce, bytes: Uint8Array): void {
+  /**
+   * An announce is checked and acknowledged but not forwarded: the coordinator state names every admitted
+   * commitment, which is what peers fetch by (from peers, then the relay's HTTP route), so forwarding each
+   * result's announce to every client would only add ~180 bytes per result per client.
+   */
+  private announce(host: RunHost, a: Announce): void {
     const commitment = bytesToHex(a.commitment);
     const stored = this.relay.store.result(this.runId, commitment);
     must(
@@ -411,10 +409,19 @@ export class CoordinatorSession implements SessionHandle {
         },
       ),
     );
-    // Forward once: a repeated announce (client retry) is acknowledged but not re-broadcast.
-    if (!stored || stored.announce !== null) return;
-    this.relay.store.setAnnounce(this.runId, commitment, bytes);
-    this.relay.broadcast(this.runId, bytes, this);
+  }
+
+  /** A client's replica fell behind (gap) or replayed to another hash (mismatch): deltas or a snapshot. */
+  private resync(host: RunHost, q: ResyncRequest): void {
+    if (q.runId !== this.runId)
+      throw new Refusal('wrong_run', `the request names run '${q.runId}', this is '${this.runId}'`);
+    // What answers it (ring frames, or a snapshot with the next broadcast) goes out after the Ack.
+    if (this.relay.resync(this, host, q) === 'too_soon')
+      throw new Refusal(
+        'resync_too_soon',
+        `at most one snapshot per ${RESYNC_SNAPSHOT_INTERVAL_MS} ms for a connection; ask again later`,
+        false,
+      );
   }
 
   private paramHash(host: RunHost, p: ParamHash): void {

@@ -1,8 +1,9 @@
 // The relay's one SQLite database (<data-dir>/relay.db, Node's built-in node:sqlite). Everything a restart
-// needs is here: runs and their configs, the latest coordinator snapshot of every run (written after every
-// transition, in the same transaction as its history row), clients, grants, round history, results,
-// metrics and parameter hashes. WAL with synchronous=NORMAL survives a killed process (not a power cut),
-// which is the failure the relay is built for: `kill -9` and restart resume every run.
+// needs is here: runs and their configs, each run's coordinator state as its latest snapshot plus the
+// append-only log of the transitions after it (core's compact events, the same bytes StateDelta carries: a
+// transition writes tens of bytes, not the whole state), clients, grants, round history, results, metrics
+// and parameter hashes. WAL with synchronous=NORMAL survives a killed process (not a power cut), which is the
+// failure the relay is built for: `kill -9` and restart resume every run at exactly the seq it had.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -12,7 +13,11 @@ import type { AcceptedBatch, GrantRow, RoundRow } from '@meshtrain/client/relay-
 
 export type { GrantRow, RoundRow };
 
-const SCHEMA_VERSION = 1;
+/**
+ * 2: the transition log replaced version 1's `transitions` table, whose rows each held a full state (opening a
+ * version 1 database migrates it: migrateFromV1).
+ */
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,21 +35,26 @@ CREATE TABLE IF NOT EXISTS configs (
   created_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS configs_run ON configs(run_id, id);
--- The latest coordinator state per run: what a restart resumes from.
+-- The latest coordinator snapshot per run (written every SNAPSHOT_EVERY transitions and at phase changes):
+-- a restart resumes from it and replays the transition log after it.
 CREATE TABLE IF NOT EXISTS snapshots (
   run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
   seq INTEGER NOT NULL,
   state TEXT NOT NULL,
   updated_at INTEGER NOT NULL
 );
--- Transition history (bounded per run): the event that caused it, its effects and the state after it.
-CREATE TABLE IF NOT EXISTS transitions (
+-- Every transition (append-only; pruned to a tail before the latest snapshot): core's compact event
+-- (wire/transition.ts) with its unix-second \`now\` and the entropy fed before it, plus a readable label and
+-- the effects for the run's history. \`event\` is NULL for history rows from before the log (schema 1).
+CREATE TABLE IF NOT EXISTS transition_log (
   run_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
   at INTEGER NOT NULL,
-  event TEXT NOT NULL,
+  now INTEGER NOT NULL,
+  entropy BLOB,
+  event BLOB,
+  label TEXT NOT NULL,
   effects TEXT NOT NULL,
-  state TEXT NOT NULL,
   PRIMARY KEY (run_id, seq)
 );
 CREATE TABLE IF NOT EXISTS clients (
@@ -160,7 +170,7 @@ CREATE TABLE IF NOT EXISTS orphaned_steps (
 );
 `;
 
-/** Transition history rows kept per run (each holds a full state, so this bounds the database). */
+/** Transition log rows kept per run before its latest snapshot (history for the run's API page). */
 export const TRANSITION_HISTORY = 500;
 /** Metric samples kept per run and name. */
 export const METRIC_HISTORY = 5000;
@@ -204,8 +214,17 @@ export interface SnapshotRow {
 export interface TransitionRow {
   seq: number;
   at: number;
+  /** JSON label of the event (blooms summarised). */
   event: string;
   effects: string;
+}
+
+/** A logged transition, for replay: core's WireEvent bytes, `now` (unix s) and the entropy fed before it. */
+export interface LoggedTransition {
+  seq: number;
+  now: number;
+  entropy: Uint8Array | null;
+  event: Uint8Array | null;
 }
 
 export interface ClientRow {
@@ -280,11 +299,34 @@ export class RelayStore {
     const v = this.q('SELECT value FROM meta WHERE key = ?').get('schema_version') as Row | undefined;
     if (v === undefined) {
       this.q('INSERT INTO meta(key, value) VALUES (?, ?)').run('schema_version', String(SCHEMA_VERSION));
+    } else if (Number(v.value) === 1) {
+      this.migrateFromV1();
     } else if (Number(v.value) !== SCHEMA_VERSION) {
       throw new Error(
         `relay.db has schema version ${String(v.value)}; this relay speaks ${SCHEMA_VERSION}. Use another --data-dir.`,
       );
     }
+  }
+
+  /**
+   * Version 1 kept the latest state in \`snapshots\` (still valid: it is at the run's latest seq, with no
+   * transition after it) and a history table of full states. Its labels and effects become history rows of
+   * the log (not replayable, and never replayed: all are at or before the snapshot); the states go.
+   */
+  private migrateFromV1(): void {
+    this.transaction(() => {
+      const old = this.db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'transitions'")
+        .get();
+      if (old !== undefined) {
+        this.db.exec(
+          `INSERT OR IGNORE INTO transition_log(run_id, seq, at, now, entropy, event, label, effects)
+           SELECT run_id, seq, at, at / 1000, NULL, NULL, event, effects FROM transitions`,
+        );
+        this.db.exec('DROP TABLE transitions');
+      }
+      this.q('UPDATE meta SET value = ? WHERE key = ?').run(String(SCHEMA_VERSION), 'schema_version');
+    });
   }
 
   private q(sql: string): StatementSync {
@@ -388,38 +430,60 @@ export class RelayStore {
         };
   }
 
-  /** The latest snapshot plus its history row, in the caller's transaction. */
-  writeTransition(
+  /**
+   * Appends one transition to the log, in the caller's transaction. `label` and `effects` are JSON for the
+   * run's history; `event` is core's encodeWireEvent bytes.
+   */
+  appendTransition(
     runId: string,
-    seq: number,
-    at: number,
-    event: string,
+    t: { seq: number; at: number; now: number; entropy: Uint8Array | null; event: Uint8Array },
+    label: string,
     effects: string,
-    state: string,
   ): void {
+    this.q(
+      `INSERT INTO transition_log(run_id, seq, at, now, entropy, event, label, effects)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(runId, t.seq, t.at, t.now, t.entropy, t.event, label, effects);
+  }
+
+  /**
+   * The run's snapshot becomes `state` at `seq` (in the caller's transaction, with the transition of that
+   * seq); the log before it is pruned down to TRANSITION_HISTORY rows of history.
+   */
+  writeSnapshot(runId: string, seq: number, state: string, at: number): void {
     this.q('UPDATE snapshots SET seq = ?, state = ?, updated_at = ? WHERE run_id = ?').run(
       seq,
       state,
       at,
       runId,
     );
-    this.q(
-      'INSERT OR REPLACE INTO transitions(run_id, seq, at, event, effects, state) VALUES (?, ?, ?, ?, ?, ?)',
-    ).run(runId, seq, at, event, effects, state);
-    if (seq % 50 === 0) {
-      this.q('DELETE FROM transitions WHERE run_id = ? AND seq <= ?').run(runId, seq - TRANSITION_HISTORY);
-    }
+    this.q('DELETE FROM transition_log WHERE run_id = ? AND seq <= ?').run(runId, seq - TRANSITION_HISTORY);
   }
 
+  /** The logged transitions after `seq`, in order (what a restart replays onto the snapshot at `seq`). */
+  transitionsAfter(runId: string, seq: number): LoggedTransition[] {
+    return (
+      this.q(
+        'SELECT seq, now, entropy, event FROM transition_log WHERE run_id = ? AND seq > ? ORDER BY seq',
+      ).all(runId, seq) as Row[]
+    ).map((r) => ({
+      seq: num(r.seq),
+      now: num(r.now),
+      entropy: (r.entropy as Uint8Array | null) ?? null,
+      event: (r.event as Uint8Array | null) ?? null,
+    }));
+  }
+
+  /** The newest `limit` transitions of the run's history, newest first. */
   transitions(runId: string, limit: number): TransitionRow[] {
     return (
       this.q(
-        'SELECT seq, at, event, effects FROM transitions WHERE run_id = ? ORDER BY seq DESC LIMIT ?',
+        'SELECT seq, at, label, effects FROM transition_log WHERE run_id = ? ORDER BY seq DESC LIMIT ?',
       ).all(runId, limit) as Row[]
     ).map((r) => ({
       seq: num(r.seq),
       at: num(r.at),
-      event: r.event as string,
+      event: r.label as string,
       effects: r.effects as string,
     }));
   }

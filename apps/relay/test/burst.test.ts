@@ -1,5 +1,6 @@
-// Many clients acting at once: broadcasts are throttled per run, so 150 joins cost a bounded number of
-// full-state snapshots per client instead of one per join (which grows quadratically with the clients).
+// Many clients acting at once: each joiner gets the state once, then deltas coalesced per 100 ms, so 150
+// joins cost each client one snapshot and ~100 bytes per later join, instead of the full state per change
+// (which grows quadratically with the clients).
 import { afterAll, describe, expect, it } from 'vitest';
 import { encodeParamHash } from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
@@ -15,7 +16,7 @@ afterAll(async () => {
 });
 
 describe('join burst', () => {
-  it('150 concurrent joins all land, each client gets few snapshots, and the latest state', async () => {
+  it('150 concurrent joins all land, each client gets one snapshot, and replays to the relay state', async () => {
     const n = 150;
     relay = await startRelayServer({ dataDir: ':memory:', tickMs: 500 });
     relay.relay.createRun({
@@ -32,10 +33,15 @@ describe('join burst', () => {
     await Promise.all(
       clients.map((c) => c.until(() => c.state!.members.length === n, 30_000, 'all members')),
     );
-    const perClient = clients.reduce((a, c) => a + c.snapshots(), 0) / n;
-    // One per join would average n/2 = 75; throttled it is a handful (how many depends on timing).
-    expect(perClient).toBeLessThan(30);
-    expect(bytes).toBeLessThan(n * 30 * 40_000);
+    for (const c of clients) expect(c.snapshots()).toBe(1);
+    // The last joiner's snapshot holds 150 members (~22 KB); later joins reach each client as ~100 B deltas.
+    expect(bytes).toBeLessThan(n * 60_000);
+    const host = relay.relay.run('burst')!;
+    for (const c of clients) {
+      expect(c.gaps).toBe(0);
+      expect(c.seq).toBe(host.seq);
+      expect(JSON.stringify(c.state)).toBe(JSON.stringify(host.state));
+    }
   });
 
   it('a connection flooding frames is rate limited and closed; the others are served', async () => {
@@ -55,9 +61,9 @@ describe('join burst', () => {
       await flooder.until(() => flooder.closed !== undefined, 10_000, 'the flooder to be closed');
       expect(flooder.closed!.code).toBe(4000);
       expect(flooder.errors().filter((e) => e.code === 'rate_limited')).toHaveLength(3);
-      const before = watcher.snapshots();
+      const before = watcher.updates();
       clients.push(await TestClient.joined(r.url, 'flood', identity(3002)));
-      await watcher.until(() => watcher.snapshots() > before, 5000, 'a snapshot for the watcher');
+      await watcher.until(() => watcher.updates() > before, 5000, 'a state update for the watcher');
     } finally {
       await r.close();
     }

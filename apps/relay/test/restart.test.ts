@@ -1,23 +1,29 @@
 // `kill -9` of the real relay process mid-round, then a restart on the same data dir and port: the run resumes
-// from its latest SQLite snapshot and completes further rounds. One scripted client is restarted by the test;
-// the other runs on the training client's own RelayLink, which is left alone: it must reconnect by itself,
-// with a bounded number of attempts, and re-join into its slot.
+// from its latest SQLite snapshot plus the transitions logged after it — exactly the state, seq and parameter
+// hash it had — and completes further rounds. One scripted client is restarted by the test; the other runs on
+// the training client's own RelayLink, which is left alone: it must reconnect by itself, with a bounded
+// number of attempts, and re-join into its slot.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRelayServer } from '../src/server.ts';
+import { currentRound, roundAdmitted, roundAssignments } from '@meshtrain/core';
+import type { CoordinatorState } from '@meshtrain/core';
 import {
   fastRunToml,
   hexKey,
   HonestClient,
   identity,
   LinkParticipant,
+  resultFrames,
   TestClient,
+  tinyResult,
 } from './helpers/relay-fixtures.ts';
 
 const BIN = fileURLToPath(new URL('../bin/meshtrain-relay.mjs', import.meta.url));
@@ -96,6 +102,26 @@ function stopClients(): void {
   }
 }
 
+interface RunWithState {
+  run: { step: number; seq: number; epoch: number; run_state: string; param_hash: unknown };
+  state: CoordinatorState;
+}
+
+async function runWithState(url: string): Promise<RunWithState> {
+  return (await (await fetch(`${url}/api/runs/${RUN}?state=1`)).json()) as RunWithState;
+}
+
+/** The run's seq and state once it has held still for a second (no client acts, no timer is due). */
+async function quietState(url: string): Promise<RunWithState> {
+  let last = await runWithState(url);
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await runWithState(url);
+    if (now.run.seq === last.run.seq) return now;
+    last = now;
+  }
+}
+
 afterAll(() => {
   stopClients();
   linked?.stop();
@@ -136,18 +162,44 @@ describe('relay restart', () => {
 
     const connectsBefore = linked.c.link.stats.connects;
 
+    // Hold the run still (a round waits for its witnesses for 30 s), then admit one more result (the one the
+    // client sends again after the restart, so it is not a second result for its batch), so the state
+    // the relay dies with lies past its latest snapshot: the restart must replay the log to reach it.
+    for (const c of [...clients, linked]) c.stop();
+    const quiet = await quietState(first.url);
+    const round = currentRound(quiet.state)!;
+    const me = hexKey(identity(301));
+    const slot = roundAssignments(quiet.state, round).findIndex((a) => a.id === me);
+    expect(slot).toBeGreaterThanOrEqual(0);
+    if ((roundAdmitted(round)[slot] ?? null) === null) {
+      const batch = roundAssignments(quiet.state, round)[slot]!.batch;
+      const f = resultFrames(identity(301), tinyResult(RUN, round.step, batch));
+      expect((await watcher.request(f.signed)).kind).toBe('ack');
+    }
+    const dying = await quietState(first.url);
+
     // Mid-round: the process dies without any chance to flush or say goodbye.
     first.child.kill('SIGKILL');
     await new Promise<void>((r) => first.child.once('exit', () => r()));
     stopClients();
+    const db = new DatabaseSync(join(dir, 'data', 'relay.db'));
+    const snapshotSeq = (db.prepare('SELECT seq FROM snapshots WHERE run_id = ?').get(RUN) as { seq: number })
+      .seq;
+    const logged = db
+      .prepare('SELECT COUNT(*) AS n FROM transition_log WHERE run_id = ? AND seq > ?')
+      .get(RUN, snapshotSeq) as { n: number };
+    db.close();
+    expect(Number(logged.n)).toBeGreaterThan(0);
+    expect(Number(logged.n)).toBe(dying.run.seq - snapshotSeq);
 
     // The second start also runs the libp2p node behind the same port: coordinator WebSockets still work.
     const second = await startRelay(true, port);
     expect(second.out()).toMatch(/libp2p \/ip4\/127\.0\.0\.1\/tcp\/\d+\/ws\/p2p\/12D3Koo/);
-    const resumed = (await (await fetch(`${second.url}/api/runs/${RUN}`)).json()) as {
-      run: { step: number; seq: number; epoch: number; run_state: string };
-    };
-    // Nothing acknowledged before the kill is lost: the snapshot is at least what clients last saw.
+    const resumed = await runWithState(second.url);
+    // Exactly what the relay held when it died: seq, state (the replayed log on its snapshot), hash.
+    expect(resumed.run.seq).toBe(dying.run.seq);
+    expect(JSON.stringify(resumed.state)).toBe(JSON.stringify(dying.state));
+    expect(resumed.run.param_hash).toEqual(dying.run.param_hash);
     expect(resumed.run.seq).toBeGreaterThanOrEqual(before.seq);
     expect(resumed.run.step).toBeGreaterThanOrEqual(before.step);
     expect(resumed.run.epoch).toBe(before.epoch);
@@ -155,6 +207,8 @@ describe('relay restart', () => {
     // The same identities re-join (their slots survived): 301 reconnected by the test, 302's RelayLink by
     // itself, in a handful of attempts (each failed attempt used to start a reconnect loop of its own).
     await startClients(second.url);
+    linked.restart();
+    void linked.run();
     const w2 = clients[0]!.c;
     await w2.until(() => linked!.c.link.isJoined, 60_000, 'the RelayLink to re-join');
     const reconnects = linked.c.link.stats.connects - connectsBefore;

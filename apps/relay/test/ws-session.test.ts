@@ -147,9 +147,9 @@ describe('join', () => {
     expect(first.closed!.code).toBe(4001);
     expect(first.errors().some((e) => e.code === 'replaced' && e.requestId === 0)).toBe(true);
     // The survivor keeps getting state changes.
-    const before = second.snapshots();
+    const before = second.updates();
     await joined(16);
-    await second.until(() => second.snapshots() > before);
+    await second.until(() => second.updates() > before);
     // Still one member for the identity.
     expect(second.state!.members.filter((m) => m.id === hexKey(identity(15)))).toHaveLength(1);
   });
@@ -180,7 +180,7 @@ describe('disconnects', () => {
 });
 
 describe('bad frames', () => {
-  it('get typed ControlErrors while another client keeps receiving StateSnapshots', async () => {
+  it('get typed ControlErrors while another client keeps receiving state updates', async () => {
     const watcher = await joined(20);
     const bad = await joined(21);
     const good = encodeWitness(dummyWitness(0));
@@ -201,9 +201,9 @@ describe('bad frames', () => {
         encodeParamHash({ runId: RUN, epoch: 99, step: 1, hash: new Uint8Array(32).fill(i) }),
       );
       // Meanwhile the relay keeps serving others: a join by a new client reaches the watcher.
-      const before = watcher.snapshots();
+      const before = watcher.updates();
       await joined(30 + i);
-      await watcher.until(() => watcher.snapshots() > before, 5000, 'a snapshot for the watcher');
+      await watcher.until(() => watcher.updates() > before, 5000, 'a state update for the watcher');
     }
     expect(bad.closed).toBeUndefined();
   });
@@ -230,9 +230,9 @@ describe('bad frames', () => {
     c.send(new Uint8Array(200 * 1024));
     await c.until(() => c.closed !== undefined);
     expect(c.closed!.code).toBe(1009);
-    const before = watcher.snapshots();
+    const before = watcher.updates();
     await joined(25);
-    await watcher.until(() => watcher.snapshots() > before);
+    await watcher.until(() => watcher.updates() > before);
   });
 });
 
@@ -334,7 +334,8 @@ describe('results', () => {
       await good(me);
     }
 
-    // Honest: Announce before the result is unknown_result; after it, stored, acked and forwarded.
+    // Honest: Announce before the result is unknown_result; after it, stored and acked. The other client
+    // learns the admitted commitment from its state (a delta), not from a forwarded announce.
     const honest = resultFrames(me.id, result);
     expect(await me.request(honest.announce)).toMatchObject({
       kind: 'error',
@@ -344,14 +345,11 @@ describe('results', () => {
     expect((await me.request(honest.signed)).kind).toBe('ack'); // idempotent
     expect((await me.request(honest.announce)).kind).toBe('ack');
     await other.until(
-      () =>
-        other.received.some(
-          (m) =>
-            m.kind === 'announce' && Buffer.from(m.message.commitment).toString('hex') === honest.commitment,
-        ),
+      () => (currentRound(other.state!)?.admitted ?? []).includes(honest.commitment),
       5000,
-      'the forwarded announce',
+      'the admitted commitment in the state',
     );
+    expect(other.received.some((m) => m.kind === 'announce')).toBe(false);
     const res = await fetch(`${relay.url}/api/runs/${RUN2}/results/${honest.commitment}`);
     expect(res.status).toBe(200);
     expect(new Uint8Array(await res.arrayBuffer())).toEqual(honest.signed);

@@ -27,6 +27,9 @@
 import {
   bytesToHex,
   currentRound,
+  hexToBytes,
+  roundAdmitted,
+  roundAssignments,
   runLrSchedule,
   verifyAnnounce,
   type Announce,
@@ -76,6 +79,10 @@ export class Client {
   private stopped = false;
   /** The epoch this client last joined again for (registerAgain). */
   private registeredForEpoch = -1;
+  /** Admitted records already turned into prefetches (a round's record is a new array after each admission). */
+  private readonly seenAdmitted = new WeakSet<readonly (string | null)[]>();
+  /** Commitments (hex) prefetched because the state admitted them, by round step. */
+  private readonly prefetchedAdmitted = new Map<number, Set<string>>();
 
   constructor(options: ClientOptions) {
     const optimizer = options.run.model.LLM.optimizer;
@@ -122,6 +129,7 @@ export class Client {
 
     options.link.onState((s) => {
       this.latest = s;
+      this.prefetchAdmitted(s);
       this.wake?.();
     });
     options.link.onAnnounce((a) => this.onAnnounce(a, 'relay'));
@@ -311,6 +319,35 @@ export class Client {
     await this.ctx.o.link.rejoin(reason).catch((e: unknown) => {
       this.ctx.emit({ type: 'error', message: `rejoin failed: ${messageOf(e)}` });
     });
+  }
+
+  /**
+   * Results the coordinator admitted (its record names each one's commitment and trainer): fetched in the
+   * background as soon as they are admitted — from peers with the trainer as the hint, else the relay — so
+   * they are at hand to witness, verify and apply. The relay sends no announces; the state is the list.
+   */
+  private prefetchAdmitted(s: CoordinatorState): void {
+    if (s.run_state !== 'RoundTrain' && s.run_state !== 'RoundWitness') return;
+    for (const round of s.epoch.rounds) {
+      const admitted = roundAdmitted(round);
+      if (admitted.length === 0 || this.seenAdmitted.has(admitted)) continue;
+      this.seenAdmitted.add(admitted);
+      let done = this.prefetchedAdmitted.get(round.step);
+      if (!done) this.prefetchedAdmitted.set(round.step, (done = new Set()));
+      const assignments = roundAssignments(s, round);
+      admitted.forEach((hex, slot) => {
+        const a = assignments[slot];
+        if (hex === null || !a || a.id === this.ctx.id || done.has(hex)) return;
+        done.add(hex);
+        const commitment = hexToBytes(hex);
+        this.ctx.results.addCandidate(round.step, a.batch, commitment, a.id);
+        this.ctx.fetcher.prefetch(commitment, a.id);
+      });
+    }
+    // Steps the ring no longer holds are never fetched again.
+    const oldest = Math.min(...s.epoch.rounds.map((r) => r.step));
+    for (const step of this.prefetchedAdmitted.keys())
+      if (step < oldest) this.prefetchedAdmitted.delete(step);
   }
 
   /** An announcement: record the candidate and fetch its payload in the background. */

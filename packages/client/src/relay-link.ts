@@ -9,22 +9,36 @@
 // exponential backoff; nothing else ever opens a socket, so attempts never overlap or multiply (a relay
 // restart used to make every failed attempt start a loop of its own: tens of thousands of connections per
 // trainer). The relay keeps a dropped member's slot for a grace period, so a quick re-join keeps it.
+//
+// State: the relay sends the run's state once after the Join (StateSnapshot), then only the transitions it
+// applies (StateDelta). The link replays them with core's `tick` (applyStateDelta) and hands its listeners a
+// full CoordinatorState per frame, as if the relay had sent it; now and then a delta carries the relay's
+// state hash, which the link checks. A gap (a delta that starts past its seq) or a replica that does not fit
+// the deltas or hashes differently makes it ask for the missing frames or a snapshot (ResyncRequest, which
+// also reports a mismatch to the relay), and it drops deltas until it has a state they apply to.
 import {
+  applyStateDelta,
   bytesToHex,
+  canonicalStateBytes,
   decodeFrame,
-  encodeAnnounce,
+  deltaEndSeq,
   encodeHealthCheck,
   encodeJoin,
   encodeLeave,
   encodeParamHash,
+  encodeResyncRequest,
   encodeVerdict,
   encodeWarmupWitness,
   encodeWitness,
   publicKeyOf,
   signJoin,
+  stateHash,
   type Announce,
   type CoordinatorState,
   type HealthCheck,
+  type ResyncReason,
+  type StateDelta,
+  type StateSnapshot,
   type Verdict,
   type WitnessMessage,
 } from '@meshtrain/core';
@@ -68,6 +82,21 @@ export const RECONNECT_MAX_MS = 30_000;
 export const RECONNECT_STABLE_MS = 60_000;
 /** An attempt that has not joined by then (no Challenge, no Ack) is abandoned and counts as failed. */
 export const JOIN_ATTEMPT_TIMEOUT_MS = 30_000;
+/** After the relay answered `resync_too_soon`, ask again this much later. */
+export const RESYNC_RETRY_MS = 2500;
+
+/** SHA-256 of the state's canonical bytes: WebCrypto where there is one (fast, native), else core's. */
+async function hashState(state: CoordinatorState): Promise<Uint8Array> {
+  const subtle = (globalThis.crypto as Crypto | undefined)?.subtle;
+  if (!subtle) return stateHash(state);
+  return new Uint8Array(
+    await subtle.digest('SHA-256', canonicalStateBytes(state) as Uint8Array<ArrayBuffer>),
+  );
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
 
 /** The wait before the next attempt after `failures` consecutive failures (≥ 1), with `random` in [0, 1). */
 export function reconnectDelay(failures: number, random: number = Math.random()): number {
@@ -113,7 +142,19 @@ function gate(): Gate {
 
 export class RelayLink implements CoordinatorLink {
   readonly clientId: string;
-  readonly stats = { bytesSent: 0, bytesReceived: 0, connects: 0 };
+  readonly stats = {
+    bytesSent: 0,
+    bytesReceived: 0,
+    connects: 0,
+    /** StateSnapshot and StateDelta frames applied. */
+    snapshots: 0,
+    deltas: 0,
+    /** State hashes checked, and those that differed from the relay's. */
+    hashChecks: 0,
+    hashMismatches: 0,
+    /** ResyncRequests sent (gaps and mismatches). */
+    resyncs: 0,
+  };
   /** The latest StateSnapshot's majority parameter hash (hex), as the relay reports it. */
   majorityHash: { epoch: number; hash: string } | null = null;
   private readonly o: RelayLinkOptions;
@@ -129,6 +170,14 @@ export class RelayLink implements CoordinatorLink {
   /** Reconnect without waiting: set by rejoin, which closes the socket on purpose. */
   private immediate = false;
   private seq = -1;
+  /** The replica the deltas apply to (null until the first snapshot). */
+  private state: CoordinatorState | null = null;
+  /** The replica is known wrong: deltas are dropped until a snapshot replaces it. */
+  private diverged = false;
+  /** A ResyncRequest is out (or waits to be retried); no second one until it is answered. */
+  private resyncing = false;
+  /** Counts snapshots taken: a hash check that finishes after one is about a replica that is gone. */
+  private generation = 0;
   private closed = false;
   private readonly stateListeners: ((s: CoordinatorState) => void)[] = [];
   private readonly announceListeners: ((a: Announce) => void)[] = [];
@@ -233,6 +282,8 @@ export class RelayLink implements CoordinatorLink {
       ws.binaryType = 'arraybuffer';
       this.ws = ws;
       this.sent = 0;
+      // A new connection gets a snapshot after its Join: nothing asked on the old one is still owed.
+      this.resyncing = false;
       this.stats.connects++;
       let joinedOk = false;
       let ended!: () => void;
@@ -288,16 +339,12 @@ export class RelayLink implements CoordinatorLink {
             if (m.message.requestId === 0) this.onNotice?.(m.message.code, m.message.message);
             else this.settle(m.message.requestId, new RelayRefusal(m.message.code, m.message.message));
             return;
-          case 'stateSnapshot': {
-            const s = m.message;
-            if (s.paramHash)
-              this.majorityHash = { epoch: s.paramHash.epoch, hash: bytesToHex(s.paramHash.hash) };
-            // After a reconnect the counter restarts from the relay's persisted seq; older ones are stale.
-            if (s.seq < this.seq) return;
-            this.seq = s.seq;
-            for (const f of this.stateListeners) f(s.state);
+          case 'stateSnapshot':
+            this.onSnapshot(m.message);
             return;
-          }
+          case 'stateDelta':
+            this.onDelta(m.message);
+            return;
           case 'announce':
             for (const f of this.announceListeners) f(m.message);
             return;
@@ -318,6 +365,93 @@ export class RelayLink implements CoordinatorLink {
       ws.onerror = () => {
         // onclose follows and reports.
       };
+    });
+  }
+
+  private emit(state: CoordinatorState): void {
+    for (const f of this.stateListeners) f(state);
+  }
+
+  private onSnapshot(s: StateSnapshot): void {
+    if (s.paramHash) this.majorityHash = { epoch: s.paramHash.epoch, hash: bytesToHex(s.paramHash.hash) };
+    // The relay's seq survives its restarts; an older snapshot is stale (unless this replica is known wrong).
+    if (s.seq < this.seq && !this.diverged) return;
+    this.stats.snapshots++;
+    this.generation++;
+    this.seq = s.seq;
+    this.state = s.state;
+    this.diverged = false;
+    this.resyncing = false;
+    this.emit(s.state);
+  }
+
+  private onDelta(d: StateDelta): void {
+    if (d.paramHash) this.majorityHash = { epoch: d.paramHash.epoch, hash: bytesToHex(d.paramHash.hash) };
+    const state = this.state;
+    if (!state || this.diverged || deltaEndSeq(d) <= this.seq) return;
+    let out;
+    try {
+      out = applyStateDelta(state, this.seq, d);
+    } catch (e) {
+      // A transition that names what this replica does not have: it is not the relay's state.
+      this.o.onLog?.(`state delta does not fit this replica at seq ${this.seq}: ${(e as Error).message}`);
+      void this.reportMismatch(state, this.seq);
+      return;
+    }
+    if (out.gap) {
+      this.o.onLog?.(`state delta starts at seq ${d.fromSeq}, this replica is at ${this.seq}: resync`);
+      this.requestResync('gap');
+      return;
+    }
+    this.stats.deltas++;
+    this.state = out.state;
+    this.seq = out.seq;
+    this.resyncing = false;
+    this.emit(out.state);
+    if (d.stateHash) void this.checkHash(out.state, out.seq, d.stateHash);
+  }
+
+  private async checkHash(state: CoordinatorState, seq: number, expected: Uint8Array): Promise<void> {
+    const generation = this.generation;
+    const mine = await hashState(state);
+    this.stats.hashChecks++;
+    if (sameBytes(mine, expected)) return;
+    // The replica descends from the wrong state unless a snapshot replaced it meanwhile.
+    if (generation !== this.generation) return;
+    this.o.onLog?.(
+      `replayed state at seq ${seq} hashes to ${bytesToHex(mine).slice(0, 16)}…, not the relay's`,
+    );
+    this.stats.hashMismatches++;
+    this.diverged = true;
+    this.requestResync('mismatch', mine, seq);
+  }
+
+  private async reportMismatch(state: CoordinatorState, seq: number): Promise<void> {
+    this.stats.hashMismatches++;
+    this.diverged = true;
+    this.requestResync('mismatch', await hashState(state), seq);
+  }
+
+  /** Asks the relay for what this replica lacks; a mismatch report also tells the relay (it logs and counts it). */
+  private requestResync(reason: ResyncReason, hash?: Uint8Array, seq = this.seq): void {
+    if (this.resyncing || this.closed) return;
+    this.resyncing = true;
+    this.stats.resyncs++;
+    const frame = encodeResyncRequest({
+      runId: this.o.runId,
+      seq,
+      reason,
+      ...(reason === 'mismatch' && hash ? { stateHash: hash } : {}),
+    });
+    this.request(frame).catch((e: unknown) => {
+      if (!(e instanceof RelayRefusal) || e.code !== 'resync_too_soon') {
+        this.resyncing = false;
+        return;
+      }
+      setTimeout(() => {
+        this.resyncing = false;
+        if (this.diverged && this.state) void this.reportMismatch(this.state, this.seq);
+      }, RESYNC_RETRY_MS).unref?.();
     });
   }
 
@@ -355,9 +489,12 @@ export class RelayLink implements CoordinatorLink {
     this.announceListeners.push(listener);
   }
 
-  async submitResult(signedResultFrame: Uint8Array, announce: Announce): Promise<void> {
+  /**
+   * Only the SignedResult goes to the relay: the coordinator state names the admitted commitment, which is
+   * all other clients need to fetch it. The announce is for peers (PeerNetwork.publish).
+   */
+  async submitResult(signedResultFrame: Uint8Array, _announce: Announce): Promise<void> {
     await this.send(signedResultFrame);
-    await this.send(encodeAnnounce(announce));
   }
 
   submitWitness(witness: WitnessMessage): Promise<void> {

@@ -1,6 +1,8 @@
-// Shared by the relay tests: a fast run config, a WebSocket test client speaking the real wire protocol,
-// signed admin requests, and the scripted behaviour of an honest client (results, announces, witnesses).
+// Shared by the relay tests: a fast run config, a WebSocket test client speaking the real wire protocol
+// (it follows the state from its snapshot by replaying deltas with core's applyStateDelta), signed admin
+// requests, and the scripted behaviour of an honest client (results, announces, witnesses).
 import {
+  applyStateDelta,
   BloomFilter,
   bytesToHex,
   currentRound,
@@ -15,6 +17,7 @@ import {
   packSigns,
   isWitness,
   participantItem,
+  roundAdmitted,
   roundAssignments,
   roundSelection,
   rosterIndexOf,
@@ -23,6 +26,7 @@ import {
   signJoin,
   signResult,
   encodeTrainingResult,
+  hexToBytes,
 } from '@meshtrain/core';
 import type {
   Announce,
@@ -76,7 +80,7 @@ export function hexKey(id: Identity): string {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
- * What HonestClient drives: a coordinator session it reads state and announces from and sends frames on.
+ * What HonestClient drives: a coordinator session it reads state from and sends frames on.
  * Each send resolves with null when the relay acknowledged it, else the refusal (`code: message`).
  */
 export interface Participant {
@@ -84,7 +88,6 @@ export interface Participant {
   readonly state: CoordinatorState | undefined;
   /** Gone for good (a raw connection that closed; a link that was closed). */
   readonly ended: boolean;
-  announcesFor(step: number): Announce[];
   warmupWitness(runId: string, epoch: number): Promise<string | null>;
   submitResult(f: ResultFrames): Promise<string | null>;
   submitWitness(w: WitnessMessage): Promise<string | null>;
@@ -98,12 +101,16 @@ function refusalOf(m: WireMessage): string | null {
 export class TestClient implements Participant {
   readonly ws: WebSocket;
   readonly received: WireMessage[] = [];
+  /** Byte length of each received frame (same order as `received`). */
+  readonly sizes: number[] = [];
   readonly id: Identity;
   readonly runId: string;
   challenge: Uint8Array | undefined;
   powBits = 0;
   state: CoordinatorState | undefined;
   seq = -1;
+  /** StateDelta frames that started past `seq` (none from an honest relay). */
+  gaps = 0;
   closed: { code: number; reason: string } | undefined;
   sent = 0;
   private waiters: Array<() => void> = [];
@@ -116,6 +123,7 @@ export class TestClient implements Participant {
     ws.onmessage = (ev) => {
       if (!(ev.data instanceof ArrayBuffer)) return;
       const m = decodeFrame(new Uint8Array(ev.data));
+      this.sizes.push(ev.data.byteLength);
       if (m.kind === 'challenge') {
         this.challenge = m.message.challenge;
         this.powBits = m.message.powBits;
@@ -123,6 +131,12 @@ export class TestClient implements Participant {
       if (m.kind === 'stateSnapshot' && m.message.seq > this.seq) {
         this.seq = m.message.seq;
         this.state = m.message.state;
+      }
+      if (m.kind === 'stateDelta' && this.state) {
+        const out = applyStateDelta(this.state, this.seq, m.message);
+        if (out.gap) this.gaps++;
+        this.state = out.state;
+        this.seq = out.seq;
       }
       this.received.push(m);
       this.wake();
@@ -215,6 +229,11 @@ export class TestClient implements Participant {
     return this.received.filter((m) => m.kind === 'stateSnapshot').length;
   }
 
+  /** State frames received: snapshots and deltas. */
+  updates(): number {
+    return this.received.filter((m) => m.kind === 'stateSnapshot' || m.kind === 'stateDelta').length;
+  }
+
   close(): void {
     try {
       this.ws.close();
@@ -225,12 +244,6 @@ export class TestClient implements Participant {
 
   get ended(): boolean {
     return this.closed !== undefined;
-  }
-
-  announcesFor(step: number): Announce[] {
-    return this.received.flatMap((m) =>
-      m.kind === 'announce' && m.message.step === step ? [m.message] : [],
-    );
   }
 
   async warmupWitness(runId: string, epoch: number): Promise<string | null> {
@@ -252,17 +265,12 @@ export class LinkParticipant implements Participant {
   readonly id: Identity;
   readonly link: RelayLink;
   state: CoordinatorState | undefined;
-  private readonly announces: Announce[] = [];
   private closed = false;
 
   constructor(relayUrl: string, runId: string, id: Identity) {
     this.id = id;
     this.link = new RelayLink({ relayUrl, runId, secretKey: id.secretKey, deviceKind: 'cpu' });
     this.link.onState((s) => (this.state = s));
-    this.link.onAnnounce((a) => {
-      this.announces.push(a);
-      if (this.announces.length > 1000) this.announces.splice(0, 500);
-    });
   }
 
   get ended(): boolean {
@@ -272,10 +280,6 @@ export class LinkParticipant implements Participant {
   close(): void {
     this.closed = true;
     this.link.close();
-  }
-
-  announcesFor(step: number): Announce[] {
-    return this.announces.filter((a) => a.step === step);
   }
 
   private static async outcome(p: Promise<void>): Promise<string | null> {
@@ -392,7 +396,8 @@ export function resultFrames(id: Identity, result: TrainingResult): ResultFrames
 /**
  * An honest scripted client: in Warmup it sends its warmup witness; in each training round it sends its
  * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose blooms
- * hold the results announced for the round once all of them arrived (or after a short wait).
+ * hold the results the relay admitted for the previous round (the state names them; the round has ended, so
+ * its record is final).
  */
 export class HonestClient<P extends Participant = TestClient> {
   readonly c: P;
@@ -450,24 +455,20 @@ export class HonestClient<P extends Participant = TestClient> {
       if (refused !== null) this.log.push(`result refused: ${refused}`);
     }
     if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
-      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold what
-      // this client received for the previous round, its own result included. Wait (≤ 1 s) for stragglers.
+      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold the
+      // results the relay admitted for it, this client's own included.
+      this.doneWitness.add(round.step);
       const prev = roundAtHeight(s, round.height - 1);
       const prevAssignments = prev ? roundAssignments(s, prev) : [];
-      const announced = prev ? this.c.announcesFor(prev.step) : [];
-      const others = prevAssignments.filter((a) => a.id !== me).length;
-      const waited = this.waitedSince.get(round.step) ?? Date.now();
-      this.waitedSince.set(round.step, waited);
-      if (announced.length < others && Date.now() - waited < 1000) return;
-      this.doneWitness.add(round.step);
-      const items = announced.map((a) => a.commitment);
-      const senders = announced.map((a) => a.from);
-      const minePrev = prevAssignments.find((a) => a.id === me);
-      if (prev && minePrev) {
-        const f = resultFrames(this.c.id, tinyResult(s.run_id, prev.step, minePrev.batch));
-        items.push(Uint8Array.from(Buffer.from(f.commitment, 'hex')));
-        senders.push(this.c.id.publicKey);
-      }
+      const admitted = prev ? roundAdmitted(prev) : [];
+      const items: Uint8Array[] = [];
+      const senders: Uint8Array[] = [];
+      prevAssignments.forEach((a, slot) => {
+        const hex = admitted[slot] ?? null;
+        if (hex === null) return;
+        items.push(hexToBytes(hex));
+        senders.push(hexToBytes(a.id));
+      });
       const n = Math.max(round.roster.length, 1);
       const salt = Uint8Array.from([idx, round.step & 0xff]);
       const fpr = s.config.bloom_false_positive_rate;
@@ -486,8 +487,6 @@ export class HonestClient<P extends Participant = TestClient> {
       if (refused !== null) this.log.push(`witness refused: ${refused}`);
     }
   }
-
-  private readonly waitedSince = new Map<number, number>();
 }
 
 export function dummyWitness(step: number) {
