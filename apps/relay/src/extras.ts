@@ -20,6 +20,7 @@ import { checkpointRoutes, CheckpointStore, ensureInitialCheckpoint } from './ch
 import type { UploadAdmission, UploadRefusal, UploadRequest } from './checkpoints/index.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
+import { monitorEventLoop } from './metrics/event-loop.ts';
 import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
 import { readSignedHeaders } from './middleware/admin-auth.ts';
 import type { Relay } from './relay.ts';
@@ -127,8 +128,38 @@ export function admitCheckpointUpload(relay: Relay, req: UploadRequest): UploadA
 /** Data, checkpoint and metrics routes, wired to `relay`. */
 export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes[] {
   const metrics = new RelayMetrics();
-  for (const h of relay.runList()) metrics.observeCoordinator(h.state);
-  relay.changeListeners.add((host) => metrics.observeCoordinator(host.state));
+  // The gauges derive from whole states (O(clients) each): they are refreshed when scraped, for the runs that
+  // changed since, not after every transition (a burst of N joins would cost O(N²)).
+  const changed = new Set(relay.runList().map((h) => h.runId));
+  relay.changeListeners.add((host) => changed.add(host.runId));
+  const observeChanged = () => {
+    for (const id of changed) {
+      const h = relay.run(id);
+      if (h) metrics.observeCoordinator(h.state);
+    }
+    changed.clear();
+  };
+  monitorEventLoop(metrics.registry);
+  const cpu = metrics.registry.gauge(
+    'meshtrain_process_cpu_seconds',
+    'CPU time (user + system) the relay process has used, in seconds.',
+  );
+  const rss = metrics.registry.gauge(
+    'meshtrain_process_resident_memory_bytes',
+    'Resident memory of the relay.',
+  );
+  const hashMismatches = metrics.registry.counter(
+    'meshtrain_state_hash_mismatches_total',
+    "Clients that replayed a run's state deltas to another state hash than the relay's (and got a snapshot).",
+    ['run'],
+  );
+  relay.hooks.stateHashMismatch = (runId) => hashMismatches.inc({ run: runId });
+  const beforeScrape = () => {
+    observeChanged();
+    const u = process.cpuUsage();
+    cpu.set({}, (u.user + u.system) / 1e6);
+    rss.set({}, process.memoryUsage.rss());
+  };
   relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
   relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
   relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
@@ -176,13 +207,13 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
   });
   relay.runCreatedListeners.add((host) => {
     seeded.add(host.runId);
-    metrics.observeCoordinator(host.state);
+    changed.add(host.runId);
     seed(host);
   });
 
   return [
     { path: '/', app: webRoutes() }, // the web app (apps/web/dist) when built; else `/` stays the status page
-    { path: '/', app: metricsRoutes(metrics.registry) },
+    { path: '/', app: metricsRoutes(metrics.registry, beforeScrape) },
     {
       path: '/',
       app: dataRoutes({

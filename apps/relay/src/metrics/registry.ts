@@ -1,6 +1,6 @@
-// A small Prometheus registry: counters and gauges with labels, rendered in the text exposition format
-// (version 0.0.4). We need only these two types and a few dozen series, so a dependency (prom-client) would
-// be more code than this file. Rules followed:
+// A small Prometheus registry: counters and gauges with labels, and unlabelled histograms, rendered in the
+// text exposition format (version 0.0.4). We need only these and a few dozen series, so a dependency
+// (prom-client) would be more code than this file. Rules followed:
 //   - `# HELP name text` escapes `\` and newline; `# TYPE name counter|gauge`; one block per metric.
 //   - label values escape `\`, `"` and newline; names are checked against the format's grammar;
 //   - values: integers as written, NaN, +Inf, -Inf spelled as Prometheus parses them.
@@ -100,8 +100,47 @@ export class Gauge extends Metric {
   }
 }
 
+/**
+ * Cumulative buckets (`_bucket{le}`, `_sum`, `_count`), so a reader can take the difference of two scrapes
+ * and get the distribution of what happened in between.
+ */
+export class Histogram {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'histogram';
+  /** Upper bounds, ascending; +Inf is implied. */
+  readonly bounds: readonly number[];
+  private readonly counts: number[];
+  private sum = 0;
+  private count = 0;
+
+  constructor(name: string, help: string, bounds: readonly number[]) {
+    if (!METRIC_NAME.test(name)) throw new Error(`metric name '${name}' is not valid in Prometheus`);
+    if (bounds.some((b, i) => !Number.isFinite(b) || (i > 0 && b <= bounds[i - 1]!)))
+      throw new Error(`${name}: bucket bounds must be finite and ascending`);
+    this.name = name;
+    this.help = help;
+    this.bounds = bounds;
+    this.counts = new Array<number>(bounds.length).fill(0);
+  }
+
+  observe(v: number): void {
+    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]!) this.counts[i]!++;
+    this.sum += v;
+    this.count++;
+  }
+
+  render(): string {
+    let out = `# HELP ${this.name} ${escapeHelp(this.help)}\n# TYPE ${this.name} histogram\n`;
+    this.bounds.forEach((b, i) => (out += `${this.name}_bucket{le="${formatValue(b)}"} ${this.counts[i]}\n`));
+    out += `${this.name}_bucket{le="+Inf"} ${this.count}\n`;
+    out += `${this.name}_sum ${formatValue(this.sum)}\n${this.name}_count ${this.count}\n`;
+    return out;
+  }
+}
+
 export class MetricsRegistry {
-  private readonly metrics = new Map<string, Metric>();
+  private readonly metrics = new Map<string, Metric | Histogram>();
 
   counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
     return this.add(new Counter(name, help, labelNames));
@@ -111,12 +150,16 @@ export class MetricsRegistry {
     return this.add(new Gauge(name, help, labelNames));
   }
 
+  histogram(name: string, help: string, bounds: readonly number[]): Histogram {
+    return this.add(new Histogram(name, help, bounds));
+  }
+
   /** The exposition text: every metric's HELP/TYPE block in registration order. */
   render(): string {
     return [...this.metrics.values()].map((m) => m.render()).join('');
   }
 
-  private add<M extends Metric>(m: M): M {
+  private add<M extends Metric | Histogram>(m: M): M {
     if (this.metrics.has(m.name)) throw new Error(`metric ${m.name} is registered twice`);
     this.metrics.set(m.name, m);
     return m;
