@@ -56,6 +56,9 @@ describe('typed relay API', () => {
     expect(detail.config.parsed?.config.total_steps).toBe(config.config.total_steps);
     expect(detail.reports).toEqual([]);
     expect(detail.state).toBeUndefined();
+    const withState = await fetchRunInfo(relay.url, RUN, { withState: true });
+    expect(withState.state?.run_state).toBe('WaitingForMembers');
+    expect(withState.state?.progress.step).toBe(1);
   });
 
   it("turns the relay's errors, an absent relay and a stranger's answer into typed errors", async () => {

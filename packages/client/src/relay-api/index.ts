@@ -4,5 +4,11 @@
 export type * from './types.ts';
 export { RelayApiError, readBody, relayApiErrorOf, type RelayApiFailure } from './errors.ts';
 export { relayRoot, runPath, type RequestOptions } from './request.ts';
-export { fetchCheckpointSummary, fetchRunConfig, fetchRunInfo, fetchRunList } from './runs.ts';
+export {
+  fetchCheckpointSummary,
+  fetchRunConfig,
+  fetchRunInfo,
+  fetchRunList,
+  type RunInfoOptions,
+} from './runs.ts';
 export { decodeSamples, fetchDataManifest, fetchSamples } from './data.ts';

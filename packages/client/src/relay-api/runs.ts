@@ -11,12 +11,18 @@ export function fetchRunList(relayUrl: string, o: RequestOptions = {}): Promise<
   return getJson<RunList>(relayUrl, '/api/runs', checkRunList, o);
 }
 
+export interface RunInfoOptions extends RequestOptions {
+  /** Ask for the full coordinator state too (`?state=1`): the detail's `state`. */
+  withState?: boolean;
+}
+
 /**
  * GET /api/runs/:id. Throws RelayApiError: `unknown_run` (404) for a run the relay does not have,
  * `unreachable`, or `bad_response` for a reply that is not a run's detail.
  */
-export function fetchRunInfo(relayUrl: string, runId: string, o: RequestOptions = {}): Promise<RunDetail> {
-  return getJson<RunDetail>(relayUrl, runPath(runId), checkRunDetail, o);
+export function fetchRunInfo(relayUrl: string, runId: string, o: RunInfoOptions = {}): Promise<RunDetail> {
+  const path = `${runPath(runId)}${o.withState ? '?state=1' : ''}`;
+  return getJson<RunDetail>(relayUrl, path, checkRunDetail, o.signal ? { signal: o.signal } : {});
 }
 
 /** A run's detail and its config as core parses it: what a trainer needs before it joins. */
