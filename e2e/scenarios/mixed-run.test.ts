@@ -28,17 +28,11 @@ import {
   writeArtifact,
 } from '../lib/index.ts';
 import type { ConsoleLog, LaunchedChromium, TestNamespace } from '../lib/index.ts';
+import { fetchRunInfo } from '@meshtrain/client/relay-api';
 import { parameterCount, PRESETS } from '@meshtrain/model';
 import { microRunToml } from './support/micro-run.ts';
-import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
+import { startRelayProcess, waitFor } from './support/relay-process.ts';
 import type { RelayProcess } from './support/relay-process.ts';
-
-interface RunDetailJson {
-  run: { run_id: string; run_state: string; step: number; epoch: number };
-  clients: { id: string; device_kind: string; points: number; connected: boolean }[];
-  rounds: { step: number; loss: number | null }[];
-  param_hashes: { epoch: number; majority: string | null; reports: number; mismatched: string[] }[];
-}
 
 const RUN = 'mixed';
 const MIN_STEPS = 10;
@@ -153,7 +147,7 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
       `step ≥ ${MIN_STEPS} and an epoch whose 3 parameter hashes are reported`,
       async () => {
         if (trainer?.exitCode !== null) throw new Error(`node-trainer exited:\n${trainerOut.slice(-2000)}`);
-        const d = await relayJson<RunDetailJson>(relay, `/api/runs/${RUN}`);
+        const d = await fetchRunInfo(relay.url, RUN);
         const full = d.param_hashes.find((e) => e.reports >= 3);
         return d.run.step >= MIN_STEPS && full ? d : undefined;
       },
@@ -167,7 +161,14 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
     await writeArtifact(
       'mixed/summary.json',
       JSON.stringify(
-        { seconds, run: done.run, losses, clients: done.clients, param_hashes: done.param_hashes },
+        {
+          seconds,
+          run: done.run,
+          losses,
+          clients: done.clients,
+          reports: done.reports,
+          param_hashes: done.param_hashes,
+        },
         null,
         2,
       ),
@@ -184,6 +185,9 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
     const head = losses.slice(0, 3).reduce((a, b) => a + b, 0) / 3;
     const tail = losses.slice(-3).reduce((a, b) => a + b, 0) / 3;
     expect(tail).toBeLessThan(head);
+    // The witnesses' measured throughput reached the relay: every per-step mean is a real, positive rate.
+    expect(done.reports.length).toBeGreaterThan(0);
+    for (const r of done.reports) expect(r.tokens_per_sec, `step ${r.step}`).toBeGreaterThan(0);
     for (const t of tabs) {
       expect(t.log.pageErrors).toEqual([]);
       expect(t.log.gpuErrors()).toEqual([]);

@@ -5,17 +5,15 @@
 // small checkpoint summary to compare hashes, never `model.safetensors` — and the run trains on, reading
 // training data it had already fetched from its IndexedDB data cache, and its local metrics restored.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchCheckpointSummary, fetchRunInfo } from '@meshtrain/client/relay-api';
+import type { RunSummary } from '@meshtrain/client/relay-api';
 import { identityFromSeed } from '@meshtrain/core';
 import { signAdminRequest } from '../../apps/relay/src/middleware/admin-auth.ts';
 import { collectConsole, launchChromium, screenshot, writeArtifact } from '../lib/index.ts';
 import type { LaunchedChromium } from '../lib/index.ts';
 import { microRunToml } from './support/micro-run.ts';
-import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
+import { startRelayProcess, waitFor } from './support/relay-process.ts';
 import type { RelayProcess } from './support/relay-process.ts';
-
-interface RunDetailJson {
-  run: { run_state: string; step: number; epoch: number };
-}
 
 const RUN = 'reload';
 const owner = identityFromSeed(new Uint8Array(32).fill(61));
@@ -29,8 +27,8 @@ async function admin(method: 'POST', path: string, body = ''): Promise<void> {
   if (!res.ok) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
 }
 
-async function runState(): Promise<RunDetailJson['run']> {
-  return (await relayJson<RunDetailJson>(relay, `/api/runs/${RUN}`)).run;
+async function runState(): Promise<RunSummary> {
+  return (await fetchRunInfo(relay.url, RUN)).run;
 }
 
 beforeAll(async () => {
@@ -80,10 +78,11 @@ describe('reloading a training tab', () => {
       .poll(async () => (await trainerLog.textContent()) ?? '', { timeout: 30_000 })
       .toContain(`saved the parameters at step ${paused.step}`);
     await waitFor(`the relay's checkpoint for step ${paused.step}`, async () => {
-      const res = await fetch(`${relay.url}/api/runs/${RUN}/checkpoint?step=${paused.step}`);
-      return res.ok ? true : undefined;
+      const summary = await fetchCheckpointSummary(relay.url, RUN, paused.step);
+      return summary?.step === paused.step ? true : undefined;
     });
     const before = await page.getByTestId('checkpoint-source').innerText();
+    await writeArtifact('reload/tab-before-reload.trainer.log', (await trainerLog.textContent()) ?? '');
     const batchesBefore = Number(await page.getByTestId('my-batches').innerText());
 
     // Reload the tab, resume the run, contribute again: only the reloaded page's requests are recorded.

@@ -10,6 +10,7 @@
 // peer with WebRTC).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
+import { fetchRunInfo, fetchRunList } from '@meshtrain/client/relay-api';
 import { DEFAULT_RUN_TOML } from '@meshtrain/core';
 import { collectConsole, launchChromium, screenshot, writeArtifact } from '../lib/index.ts';
 import type { ConsoleLog, LaunchedChromium } from '../lib/index.ts';
@@ -17,21 +18,8 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { microRunToml } from './support/micro-run.ts';
-import { relayJson, startRelayProcess, waitFor } from './support/relay-process.ts';
+import { startRelayProcess, waitFor } from './support/relay-process.ts';
 import type { RelayProcess } from './support/relay-process.ts';
-
-interface RunSummaryJson {
-  run_id: string;
-  run_state: string;
-  main_authority: string;
-  step: number;
-}
-interface RunDetailJson {
-  run: RunSummaryJson;
-  config: { toml: string };
-  clients: { id: string; device_kind: string; points: number; connected: boolean }[];
-  rounds: { step: number; loss: number | null }[];
-}
 
 /** Steps the in-tab training must reach (the run has more, so the tab is still training for the screenshots). */
 const TRAIN_STEPS = 8;
@@ -70,9 +58,7 @@ describe('web app on the relay', () => {
       expect(res.status, path).toBe(200);
       expect(await res.text(), path).toContain('<div id="app">');
     }
-    expect(
-      (await relayJson<{ runs: RunSummaryJson[] }>(relay, '/api/runs')).runs.map((r) => r.run_id),
-    ).toContain('default');
+    expect((await fetchRunList(relay.url)).runs.map((r) => r.run_id)).toContain('default');
   });
 
   it('(d) explains how to get WebGPU when the browser has none, without console errors', async () => {
@@ -106,7 +92,7 @@ describe('web app on the relay', () => {
     const trained = await waitFor(
       `the relay's run to reach step ${TRAIN_STEPS} with this tab training`,
       async () => {
-        const d = await relayJson<RunDetailJson>(relay, '/api/runs/default');
+        const d = await fetchRunInfo(relay.url, 'default');
         return d.run.step >= TRAIN_STEPS ? d : undefined;
       },
       150_000,
@@ -130,6 +116,18 @@ describe('web app on the relay', () => {
     await expect
       .poll(async () => Number(await page.getByTestId('my-batches').innerText()))
       .toBeGreaterThan(0);
+    // Measured figures, nothing made up: the tab (the run's only client, so its witness) reports its tokens/s
+    // and bandwidth with its blooms, the relay keeps them, and the page shows the tab's own.
+    const reported = await waitFor('a witness report from the tab', async () => {
+      const d = await fetchRunInfo(relay.url, 'default');
+      const mine = d.clients.find((c) => c.id === me!.id)?.report;
+      return mine && d.reports.length > 0 ? { mine, steps: d.reports } : undefined;
+    });
+    expect(reported.mine.tokens_per_sec).toBeGreaterThan(0);
+    expect(reported.mine.bandwidth).toBeGreaterThan(0);
+    for (const r of reported.steps) expect(r.tokens_per_sec).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('my-tokens-per-sec').getAttribute('data-value'))).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('my-bandwidth').getAttribute('data-value'))).toBeGreaterThan(0);
     // The worker-hosted peer: it reached the relay's libp2p and says it has no WebRTC.
     expect(await page.getByTestId('p2p-peers').getAttribute('data-host')).toBe('worker');
     expect(await page.getByTestId('trainer-log').textContent()).toMatch(
@@ -174,7 +172,7 @@ describe('web app on the relay', () => {
 
     await create.click();
     const created = await waitFor('the run to exist on the relay', async () => {
-      const runs = (await relayJson<{ runs: RunSummaryJson[] }>(relay, '/api/runs')).runs;
+      const runs = (await fetchRunList(relay.url)).runs;
       return runs.find((r) => r.run_id === runId);
     });
     expect(created.main_authority).toBe(adminKey);
@@ -183,7 +181,7 @@ describe('web app on the relay', () => {
     // Pause: the relay's state changes.
     await page.getByRole('button', { name: 'Pause run' }).click();
     await waitFor('the run to be paused', async () => {
-      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      const d = await fetchRunInfo(relay.url, runId);
       return d.run.run_state === 'Paused' ? d : undefined;
     });
     await expect
@@ -196,14 +194,14 @@ describe('web app on the relay', () => {
     await edit.fill(toml.replace('max_round_train_time = 15', 'max_round_train_time = 20'));
     await page.getByRole('button', { name: 'Save config' }).click();
     await waitFor('the new config on the relay', async () => {
-      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      const d = await fetchRunInfo(relay.url, runId);
       return d.config.toml.includes('max_round_train_time = 20') ? d : undefined;
     });
 
     // Resume.
     await page.getByRole('button', { name: 'Resume run' }).click();
     const resumed = await waitFor('the run to leave Paused', async () => {
-      const d = await relayJson<RunDetailJson>(relay, `/api/runs/${runId}`);
+      const d = await fetchRunInfo(relay.url, runId);
       return d.run.run_state !== 'Paused' ? d : undefined;
     });
     expect(resumed.run.run_state).not.toBe('Paused');
@@ -213,10 +211,7 @@ describe('web app on the relay', () => {
     await page.getByLabel('Grantee public key').fill(grantee);
     await page.getByRole('button', { name: 'Save grant' }).click();
     await waitFor('the grant on the relay', async () => {
-      const d = await relayJson<{ grants: { grantee: string; active: boolean }[] }>(
-        relay,
-        `/api/runs/${runId}`,
-      );
+      const d = await fetchRunInfo(relay.url, runId);
       return d.grants.some((g) => g.grantee === grantee && g.active) ? true : undefined;
     });
 
@@ -244,6 +239,15 @@ describe('web app on the relay', () => {
       .getByRole('table', { name: 'Clients' })
       .getByText('browser webgpu')
       .waitFor({ timeout: 10_000 });
+    // The dashboard shows the tokens/s the training tab measured and reported (test e trained it).
+    const rate = page.getByRole('table', { name: 'Clients' }).getByTestId('client-tokens-per-sec').first();
+    await expect
+      .poll(async () => Number(await rate.getAttribute('data-value')), { timeout: 10_000 })
+      .toBeGreaterThan(0);
+    expect(await rate.innerText()).toMatch(/[1-9][\d,.]* tok\/s/);
+    expect(Number(await page.getByTestId('throughput-chart').getAttribute('data-reports'))).toBeGreaterThan(
+      0,
+    );
     await screenshot(page, 'web/dashboard');
     expect(log.pageErrors).toEqual([]);
   });

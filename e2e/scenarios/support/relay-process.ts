@@ -90,13 +90,6 @@ export async function startRelayProcess(opts: StartRelayOptions = {}): Promise<R
   };
 }
 
-/** GET a relay JSON route. */
-export async function relayJson<T>(relay: RelayProcess, path: string): Promise<T> {
-  const res = await fetch(`${relay.url}${path}`);
-  if (!res.ok) throw new Error(`GET ${path} → ${res.status}: ${await res.text()}`);
-  return (await res.json()) as T;
-}
-
 /** Polls `check` until it returns a value other than undefined, or fails with `what` after timeoutMs. */
 export async function waitFor<T>(
   what: string,
