@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fetchCheckpointSummary } from '../packages/client/src/relay-api/index.ts';
 import { identityFromSeed, signAdminRequest } from '../packages/core/src/index.ts';
 import { fastRunToml } from '../apps/relay/test/helpers/relay-fixtures.ts';
 import { frameHead, rawUpgrade, spawnRelay } from '../apps/relay/test/helpers/relay-process.ts';
@@ -146,7 +147,7 @@ try {
           body: toml,
         });
         if (res.status !== 201) throw new Error(`create: HTTP ${res.status} ${await res.text()}`);
-        while ((await fetch(`${relay.url}/api/runs/seed125/checkpoint`)).status !== 200) await sleep(250);
+        while ((await fetchCheckpointSummary(relay.url, 'seed125')) === null) await sleep(250);
       })(),
     );
     out.seed_125m = { seconds: Number(((performance.now() - t) / 1000).toFixed(1)), healthz: seeded.healthz };
