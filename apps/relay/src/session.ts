@@ -65,6 +65,9 @@ function powAllowanceMs(bits: number): number {
   return bits > 0 ? Math.ceil((2 ** bits / SLOW_CLIENT_HASHES_PER_SECOND) * 1000) : 0;
 }
 
+/** How often an active session refreshes its client's last_seen in relay.db. */
+const SEEN_WRITE_MS = 60_000;
+
 /** Consecutive bad frames that close the connection. */
 export const MAX_BAD_FRAMES_IN_A_ROW = 3;
 const U32_MAX = 0xffff_ffff;
@@ -98,6 +101,8 @@ export class CoordinatorSession implements SessionHandle {
   private host: RunHost | undefined;
   private id = '';
   private frameNo = 0;
+  /** When this session last wrote its client's last_seen (its Join did). */
+  private seenWrittenAt = 0;
   private badInRow = 0;
   private joined = false;
   private left = false;
@@ -257,20 +262,23 @@ export class CoordinatorSession implements SessionHandle {
       this.join(host, m.message);
       return;
     }
-    this.relay.store.seenClient(this.runId, this.id, this.relay.clock());
+    this.seen();
     switch (m.kind) {
       case 'signedResult':
         return this.signedResult(host, m.message, bytes);
       case 'announce':
         return this.announce(host, m.message);
-      case 'witness':
-        this.coordinator(host, witnessEvent(this.id, m.message));
-        if (m.message.metadata) {
-          host.recordWitnessMetadata(m.message.step, this.id, m.message.metadata);
-          if (Number.isFinite(m.message.metadata.loss))
-            this.relay.hooks.loss(this.runId, m.message.metadata.loss);
-        }
+      case 'witness': {
+        const meta = m.message.metadata;
+        // The measurements go into the witness's own transaction (one commit, not one per metric row).
+        this.coordinator(
+          host,
+          witnessEvent(this.id, m.message),
+          meta && ((r) => !r.error && host.recordWitnessMetadata(m.message.step, this.id, meta)),
+        );
+        if (meta && Number.isFinite(meta.loss)) this.relay.hooks.loss(this.runId, meta.loss);
         return;
+      }
       case 'warmupWitness':
         return this.coordinator(host, must(warmupWitnessEvent(host.state, this.id, m.message)));
       case 'healthCheck':
@@ -293,6 +301,17 @@ export class CoordinatorSession implements SessionHandle {
           `clients do not send ${m.kind} frames${m.kind === 'join' ? ' twice' : ''}`,
         );
     }
+  }
+
+  /**
+   * Records that the client is active (its clients row's last_seen, which orders the pruning of idle
+   * identities): at most once per SEEN_WRITE_MS, not one SQLite transaction per frame.
+   */
+  private seen(): void {
+    const now = this.relay.clock();
+    if (now - this.seenWrittenAt < SEEN_WRITE_MS) return;
+    this.seenWrittenAt = now;
+    this.relay.store.seenClient(this.runId, this.id, now);
   }
 
   /** Feeds an event; a coordinator refusal is replied with core's code and does not count as a bad frame. */
@@ -321,7 +340,8 @@ export class CoordinatorSession implements SessionHandle {
     this.joined = true;
     if (this.joinTimer) clearTimeout(this.joinTimer);
     this.transport.joined?.();
-    this.relay.store.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.relay.clock());
+    this.seenWrittenAt = this.relay.clock();
+    this.relay.store.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.seenWrittenAt);
     const old = this.relay.attach(this.runId, this);
     if (old) {
       old.send(

@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS transition_log (
   label TEXT NOT NULL,
   effects TEXT NOT NULL,
   PRIMARY KEY (run_id, seq)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS clients (
   run_id TEXT NOT NULL,
   id TEXT NOT NULL,
