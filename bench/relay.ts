@@ -18,6 +18,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnRelay } from '../apps/relay/test/helpers/relay-process.ts';
+import { fetchRunInfo } from '../packages/client/src/relay-api/index.ts';
 import {
   benchRunToml,
   ClientFleet,
@@ -117,8 +118,8 @@ while (m.step <= ROUNDS && performance.now() < roundDeadline) {
   await sleep(250);
   const next = await mark();
   if (next.step !== m.step) {
+    log(`round of step ${m.step}: ${((next.at - marks.at(-1)!.at) / 1000).toFixed(1)} s`);
     marks.push(next);
-    log(`step ${next.step} (${((next.at - m.at) / 1000).toFixed(1)} s)`);
   }
   m = next;
 }
@@ -131,9 +132,7 @@ await sleep(2000);
 const afterLeave = await mark();
 await health.stop();
 await fleet.exit();
-const detail = (await (await fetch(`${relay.url}/api/runs/${RUN_ID}`)).json()) as {
-  rounds: { step: number; quorum_reached: boolean | null }[];
-};
+const detail = await fetchRunInfo(relay.url, RUN_ID);
 const quorumRounds = detail.rounds.filter((r) => r.step <= ROUNDS && r.quorum_reached === true).length;
 const dbBytes = ['relay.db', 'relay.db-wal'].reduce((a, f) => {
   try {
