@@ -451,7 +451,7 @@ export class RelayLink implements CoordinatorLink {
       setTimeout(() => {
         this.resyncing = false;
         if (this.diverged && this.state) void this.reportMismatch(this.state, this.seq);
-      }, RESYNC_RETRY_MS).unref?.();
+      }, RESYNC_RETRY_MS);
     });
   }
 
