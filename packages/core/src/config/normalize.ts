@@ -7,6 +7,7 @@
 import { DEFAULT_LIMITS } from '../coordinator/config.ts';
 import type { ConfigIssue } from './errors.ts';
 import type { RunConfigDocument } from './schema.ts';
+import { withSparseLoCoDefaults } from './sparseloco.ts';
 import type { ConfigNote, DataLocation, Optimizer, RunConfig } from './types.ts';
 import { knownOr, unknownValue } from './unknown.ts';
 
@@ -73,6 +74,23 @@ function dataLocationOf(
   return d;
 }
 
+/** The optimizer table, SparseLoCo's omitted keys filled in (one note names them). */
+function optimizerOf(
+  o: Exclude<RunConfigDocument['model']['LLM']['optimizer'], 'Dummy'>,
+  notes: ConfigNote[],
+): Optimizer {
+  return knownOr(() => {
+    if (!('SparseLoCo' in o)) return o as Optimizer;
+    const { optimizer, defaulted } = withSparseLoCoDefaults(o.SparseLoCo);
+    if (defaulted.length > 0)
+      notes.push({
+        path: 'model.LLM.optimizer.SparseLoCo',
+        reason: `not set, so meshtrain's defaults: ${defaulted.map((k) => `${k} = ${JSON.stringify(optimizer[k])}`).join(', ')}`,
+      });
+    return { SparseLoCo: optimizer };
+  });
+}
+
 export function normalize(doc: RunConfigDocument): Normalized {
   const notes: ConfigNote[] = [];
   const issues: ConfigIssue[] = [];
@@ -96,9 +114,9 @@ export function normalize(doc: RunConfigDocument): Normalized {
     issues.push({
       path: 'model.LLM.optimizer',
       message:
-        '"Dummy" cannot train (Psyche\'s Model::check rejects it too); use [model.LLM.optimizer.Distro]',
+        '"Dummy" cannot train (Psyche\'s Model::check rejects it too); use [model.LLM.optimizer.Distro] or [model.LLM.optimizer.SparseLoCo]',
     });
-  const optimizer = llm.optimizer === 'Dummy' ? unknownValue<Optimizer>() : llm.optimizer;
+  const optimizer = llm.optimizer === 'Dummy' ? unknownValue<Optimizer>() : optimizerOf(llm.optimizer, notes);
 
   const run: RunConfig = {
     ...(doc.run_id === undefined ? {} : { run_id: doc.run_id }),

@@ -3,12 +3,15 @@ import type { CoordinatorConfig } from '../coordinator/config.ts';
 import type { LrSchedule } from '../schedule/lr.ts';
 import type { LrScheduleTable, RunConfig } from './types.ts';
 
-/** The coordinator's config: `[config]` plus the two `[model.LLM]` keys the coordinator needs. */
+/** The coordinator's config: `[config]` plus the `[model.LLM]` keys the coordinator needs. */
 export function coordinatorConfigOf(run: RunConfig): CoordinatorConfig {
+  const opt = run.model.LLM.optimizer;
   return {
     ...run.config,
     max_seq_len: run.model.LLM.max_seq_len,
     cold_start_warmup_steps: run.model.LLM.cold_start_warmup_steps,
+    // Only a SparseLoCo run's rounds span several steps; DisTrO states stay as they were.
+    ...('SparseLoCo' in opt ? { inner_steps: opt.SparseLoCo.inner_steps } : {}),
   };
 }
 

@@ -141,6 +141,35 @@ function lrRules(llm: LlmModel): Check {
   };
 }
 
+/** SparseLoCo's keys against each other and against the schedule's rates (inner AdamW's decay factor). */
+function sparseLoCoRules(llm: LlmModel): Check {
+  return (issues) => {
+    const o = llm.optimizer;
+    if (!('SparseLoCo' in o)) return;
+    const at = 'model.LLM.optimizer.SparseLoCo';
+    const s = o.SparseLoCo;
+    rule(
+      issues,
+      `${at}.compression_topk`,
+      () => s.compression_topk <= s.compression_chunk * s.compression_chunk,
+      () =>
+        `must be <= ${at}.compression_chunk² (${s.compression_topk} > ${s.compression_chunk}² = ` +
+        `${s.compression_chunk * s.compression_chunk}): a chunk has at most chunk² entries`,
+    );
+    // AdamW multiplies every parameter by 1 − lr·weight_decay each inner step; above 1 that flips signs.
+    const maxLr = () => {
+      const table = Object.values(llm.lr_schedule)[0] as unknown as Record<string, number>;
+      return Math.max(...Object.entries(table).flatMap(([k, v]) => (k.endsWith('lr') ? [v] : [])));
+    };
+    rule(
+      issues,
+      `${at}.weight_decay`,
+      () => maxLr() * s.weight_decay <= 1,
+      () => `× the schedule's largest lr must be <= 1 (${s.weight_decay} × ${maxLr()} > 1)`,
+    );
+  };
+}
+
 function modelShapeRules(m: MeshtrainTable): Check {
   return (issues) => {
     const o = m.model;
@@ -167,7 +196,12 @@ function modelShapeRules(m: MeshtrainTable): Check {
 export function sanityIssues(run: RunConfig): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   // A check's own preamble (which LR schedule variant, is there a model table) may need an unknown value too.
-  for (const check of [configRules(run), lrRules(run.model.LLM), modelShapeRules(run.meshtrain)])
+  for (const check of [
+    configRules(run),
+    lrRules(run.model.LLM),
+    sparseLoCoRules(run.model.LLM),
+    modelShapeRules(run.meshtrain),
+  ])
     whenKnown(() => check(issues));
   return issues;
 }

@@ -2,6 +2,12 @@
 // live in sanity.ts; defaults and the rounds_per_epoch conversion in normalize.ts, where they can be reported.
 // Every table is strict: an unknown key is an error, so a typo never silently falls back to a default.
 import { z } from 'zod';
+import {
+  MAX_COMPRESSION_CHUNK,
+  MAX_INNER_STEPS,
+  MAX_QUANTIZATION_BITS,
+  SPARSE_DOMAINS,
+} from './sparseloco.ts';
 import { PRESET_NAMES } from './types.ts';
 
 const utf8 = new TextEncoder();
@@ -126,6 +132,21 @@ const optimizer = z.union([
       compression_topk: u16.min(1),
       compression_chunk: u16.min(1),
       quantize_1bit: z.boolean(),
+    }),
+    // meshtrain's second optimizer (docs/protocol.md "SparseLoCo rounds"); every key is optional, defaults in
+    // sparseloco.ts. Ranges here; the rules relating keys (topk ≤ chunk², lr·weight_decay ≤ 1) in sanity.ts.
+    SparseLoCo: z.strictObject({
+      inner_steps: int(1, MAX_INNER_STEPS).optional(),
+      betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).optional(),
+      eps: positive.optional(),
+      weight_decay: rate.optional(),
+      clip_grad_norm: rate.optional(),
+      error_decay: z.number().min(0).max(1).optional(),
+      compression_topk: u32.min(1).optional(),
+      compression_chunk: int(1, MAX_COMPRESSION_CHUNK).optional(),
+      quantization_bits: int(1, MAX_QUANTIZATION_BITS).optional(),
+      domain: z.enum(SPARSE_DOMAINS).optional(),
+      outer_lr: positive.optional(),
     }),
     AdamW: z.strictObject({
       betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]),

@@ -7,8 +7,13 @@ export function formatRate(x: number): string {
   return x.toExponential().replace('e+', 'e');
 }
 
-function optimizerSummary(o: Optimizer): string {
+/** The optimizer in a few words, e.g. `SparseLoCo H=10 chunk 64 top-64 2-bit raw`. */
+export function optimizerSummary(o: Optimizer): string {
   if ('AdamW' in o) return `AdamW betas ${o.AdamW.betas.join('/')}`;
+  if ('SparseLoCo' in o) {
+    const s = o.SparseLoCo;
+    return `SparseLoCo H=${s.inner_steps} chunk ${s.compression_chunk} top-${s.compression_topk} ${s.quantization_bits}-bit ${s.domain}`;
+  }
   const d = o.Distro;
   return `DisTrO chunk ${d.compression_chunk} top-${d.compression_topk} ${d.quantize_1bit ? '1-bit' : 'full values'}`;
 }

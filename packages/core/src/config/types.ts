@@ -103,8 +103,38 @@ export interface AdamWOptimizer {
   clip_grad_norm?: number;
 }
 
+/**
+ * meshtrain's SparseLoCo (docs/protocol.md "SparseLoCo rounds"): every round each trainer takes
+ * `inner_steps` local AdamW steps from the shared parameters, adds the pseudo-gradient to its error-feedback
+ * buffer and sends the top-k of every chunk of it quantised to `quantization_bits`; every replica applies the
+ * same exact outer step. After parsing every key is set (config/sparseloco.ts holds the defaults).
+ */
+export interface SparseLoCoOptimizer {
+  /** H: inner AdamW steps per round, each on `global_batch_size` sequences of the run. */
+  inner_steps: number;
+  /** Inner AdamW's (β1, β2). */
+  betas: [number, number];
+  eps: number;
+  /** Inner AdamW's decoupled weight decay (the outer step has none). */
+  weight_decay: number;
+  /** Clip each inner step's gradients to this global L2 norm; 0 = off. */
+  clip_grad_norm: number;
+  /** β of the error-feedback buffer: ef ← β·ef + Δ. */
+  error_decay: number;
+  /** Entries sent per chunk (at most the chunk's entry count, chunk²). */
+  compression_topk: number;
+  compression_chunk: number;
+  /** Bits per sent entry, 1..8: a sign bit and a level of a per-chunk table of 2^(bits−1) magnitudes. */
+  quantization_bits: number;
+  /** Top-k over the chunk's raw entries or over its DCT-II coefficients. */
+  domain: 'raw' | 'dct';
+  /** The outer step's learning rate: θ ← θ − outer_lr · aggregate. */
+  outer_lr: number;
+}
+
 /** Psyche's `"Dummy"` optimizer is rejected at parse time, as Psyche's `Model::check` rejects it. */
-export type Optimizer = { Distro: DistroOptimizer } | { AdamW: AdamWOptimizer };
+export type Optimizer =
+  { Distro: DistroOptimizer } | { SparseLoCo: SparseLoCoOptimizer } | { AdamW: AdamWOptimizer };
 
 export interface LlmModel {
   architecture: Architecture;

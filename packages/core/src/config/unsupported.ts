@@ -48,7 +48,7 @@ export function unsupportedFeatures(run: RunConfig, doc: RunConfigDocument): Con
   if ('AdamW' in llm.optimizer)
     out.push({
       path: 'model.LLM.optimizer.AdamW',
-      reason: 'AdamW is not supported for distributed runs: peers exchange DisTrO results only',
+      reason: 'AdamW is not supported for distributed runs: peers exchange DisTrO or SparseLoCo results only',
     });
 
   const m = run.meshtrain;

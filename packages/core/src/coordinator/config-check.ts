@@ -2,6 +2,7 @@
 // of a TOML file (docs/protocol.md "Run configuration"); this guards `createCoordinator` and `update_config`
 // against configs that would make the machine stall or divide by zero. Unlike Psyche there is no 256-client
 // cap: `max_clients` is the limit.
+import { MAX_INNER_STEPS } from '../config/sparseloco.ts';
 import type { CoordinatorConfig } from './config.ts';
 
 const POSITIVE_INTEGERS = [
@@ -41,8 +42,15 @@ export function checkCoordinatorConfig(config: CoordinatorConfig): string[] {
     if (!Number.isSafeInteger(v) || v < 0)
       errors.push(`config.${key}: must be a non-negative integer (got ${String(v)})`);
   }
+  const h = config.inner_steps;
+  if (h !== undefined && (!Number.isSafeInteger(h) || h < 1 || h > MAX_INNER_STEPS))
+    errors.push(`config.inner_steps: must be an integer in 1..${MAX_INNER_STEPS} (got ${String(h)})`);
   if (errors.length > 0) return errors;
   const c = config;
+  if (c.global_batch_size_end * (c.inner_steps ?? 1) > 0xffff_ffff)
+    errors.push(
+      `config.global_batch_size_end × inner_steps must fit in u32 (${c.global_batch_size_end} × ${c.inner_steps})`,
+    );
   if (c.verification_percent > 100)
     errors.push(`config.verification_percent: must be <= 100 (got ${c.verification_percent})`);
   if (c.min_clients > c.init_min_clients)

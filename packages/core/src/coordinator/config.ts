@@ -33,6 +33,11 @@ export interface CoordinatorConfig {
    */
   max_seq_len: number;
   cold_start_warmup_steps: number;
+  /**
+   * SparseLoCo's inner steps per round (`[model.LLM.optimizer.SparseLoCo] inner_steps`): a round's batch is
+   * this many times the ramped global batch (docs/protocol.md "SparseLoCo rounds"). Absent for DisTrO runs.
+   */
+  inner_steps?: number;
 }
 
 export const DEFAULT_LIMITS = {

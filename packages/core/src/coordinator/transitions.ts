@@ -2,7 +2,7 @@
 // from Psyche marked "FIX (Psyche)". Every function returns a new state; arrays are copied only when they
 // change.
 import { effectiveWitnessCount } from '../selection/committee.ts';
-import { globalBatchSize } from '../selection/batch-size.ts';
+import { roundBatchSize } from '../selection/batch-size.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorEffect } from './events.ts';
 import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
@@ -123,7 +123,7 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
   const freshTrainers = trainers - took.taken.length;
   const round: Round = {
     ...open,
-    batch_size: training && freshTrainers > 0 ? globalBatchSize(config, dataIndex) : 0,
+    batch_size: training && freshTrainers > 0 ? roundBatchSize(config, dataIndex) : 0,
     retries: took.taken,
   };
   // Blooms are read for one round after they are submitted (consensus of round h-1's batches during round

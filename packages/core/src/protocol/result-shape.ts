@@ -1,14 +1,15 @@
 // What a valid result looks like for a run: one tensor per model parameter, in the variable order, each cut
 // into chunks as the optimizer cuts that parameter, with exactly `compression_topk` entries per chunk and the
-// value kind the run quantises to. The wire decoder already refuses what cannot be spelled (indices out of
-// range or repeated in a chunk, padding bits, non-finite values); this checks a decoded result against the
-// model, so that the host refuses anything the apply step could not use — or that would weigh more than an
-// honest result (a "dense" result with every coefficient, another xshape, f32 values in a 1-bit run) — before
-// it is stored, announced or witnessed. Clients run the same check on what reaches them from peers.
+// value kind (for SparseLoCo also the code width) the run quantises to. The wire decoder already refuses
+// what cannot be spelled (indices out of range or repeated in a chunk, padding bits, non-finite values);
+// this checks a decoded result against the model, so that the host refuses anything the apply step could
+// not use — or that would weigh more than an honest result (a "dense" result with every coefficient,
+// another xshape, f32 values in a 1-bit run) — before it is stored, announced or witnessed. Clients run the
+// same check on what reaches them from peers.
 //
 // The layout rules (variable order, chunk per dimension, encoded shape) are protocol, not optimizer detail:
 // the i-th tensor of every result is the i-th parameter, and every peer must cut it the same way.
-import type { DistroOptimizer } from '../config/types.ts';
+import type { DistroOptimizer, Optimizer } from '../config/types.ts';
 import { chunkSizeOf, encodedDistroResultSize, type DistroResult } from '../wire/distro-result.ts';
 import { RESULT_ENVELOPE_BYTES } from '../wire/commitment.ts';
 import type { TrainingResult } from '../wire/training-result.ts';
@@ -67,25 +68,56 @@ export interface ResultSpec {
   /** In variable order. */
   tensors: readonly TensorSpec[];
   valueKind: DistroResult['values']['kind'];
+  /** Bits per code of 'quant' values (SparseLoCo's quantization_bits); absent for the other kinds. */
+  bits?: number;
   /** Bytes of gradient fingerprint every result carries: FINGERPRINT_BITS / 8 when the run verifies, else 0. */
   fingerprintBytes: number;
 }
 
+type ParamShapes = ReadonlyArray<{ name: string; shape: readonly number[] }>;
+
+function tensorSpecs(params: ParamShapes, chunk: number, topk: number): TensorSpec[] {
+  const byName = new Map(params.map((p) => [p.name, p.shape]));
+  return variableOrder(byName.keys()).map((name) => {
+    const { xshape, totalk } = encodedShape(byName.get(name) as readonly number[], chunk);
+    return { name, xshape, totalk, k: Math.min(Math.max(topk, 1), totalk) };
+  });
+}
+
+const fingerprintBytesOf = (verification_percent: number): number =>
+  verification_percent > 0 ? FINGERPRINT_BITS / 8 : 0;
+
 /** The result spec of a DisTrO run over parameters `{name, shape}` (any order). */
 export function resultSpecOf(
-  params: ReadonlyArray<{ name: string; shape: readonly number[] }>,
+  params: ParamShapes,
   distro: Pick<DistroOptimizer, 'compression_chunk' | 'compression_topk' | 'quantize_1bit'>,
   verification_percent = 0,
 ): ResultSpec {
-  const byName = new Map(params.map((p) => [p.name, p.shape]));
-  const tensors = variableOrder(byName.keys()).map((name) => {
-    const { xshape, totalk } = encodedShape(byName.get(name) as readonly number[], distro.compression_chunk);
-    return { name, xshape, totalk, k: Math.min(Math.max(distro.compression_topk, 1), totalk) };
-  });
   return {
-    tensors,
+    tensors: tensorSpecs(params, distro.compression_chunk, distro.compression_topk),
     valueKind: distro.quantize_1bit ? 'sign' : 'f32',
-    fingerprintBytes: verification_percent > 0 ? FINGERPRINT_BITS / 8 : 0,
+    fingerprintBytes: fingerprintBytesOf(verification_percent),
+  };
+}
+
+/**
+ * The result spec of a run with either optimizer: DisTrO's (resultSpecOf), or SparseLoCo's — n-bit quantised
+ * values (valueKind 2) with exactly the run's `quantization_bits`, top-k of its chunks. Null for an optimizer
+ * whose peers exchange no results (AdamW).
+ */
+export function runResultSpec(
+  params: ParamShapes,
+  optimizer: Optimizer,
+  verification_percent = 0,
+): ResultSpec | null {
+  if ('Distro' in optimizer) return resultSpecOf(params, optimizer.Distro, verification_percent);
+  if (!('SparseLoCo' in optimizer)) return null;
+  const s = optimizer.SparseLoCo;
+  return {
+    tensors: tensorSpecs(params, s.compression_chunk, s.compression_topk),
+    valueKind: 'quant',
+    bits: s.quantization_bits,
+    fingerprintBytes: fingerprintBytesOf(verification_percent),
   };
 }
 
@@ -98,7 +130,8 @@ export function maxSignedResultBytes(spec: ResultSpec): number {
   const RUN_ID = 1 + 64;
   const VARINTS = 9 * 5; // step, batch start and end, nonce, tensor count
   let size = HEADER + RESULT_ENVELOPE_BYTES + RUN_ID + VARINTS + 9 + spec.fingerprintBytes;
-  for (const t of spec.tensors) size += encodedDistroResultSize(t.xshape, t.k, spec.valueKind, 8);
+  for (const t of spec.tensors)
+    size += encodedDistroResultSize(t.xshape, t.k, spec.valueKind, spec.bits ?? 8);
   return size;
 }
 
@@ -127,6 +160,9 @@ export function checkResultShape(result: TrainingResult, spec: ResultSpec): Prot
       return bad(`${at}: ${got.indices.length / chunks} entries per chunk, expected exactly ${want.k}`);
     if (got.values.kind !== spec.valueKind)
       return bad(`${at}: ${got.values.kind} values, the run sends ${spec.valueKind}`);
+    // A code's width is the run's: a result with wider codes would claim finer values than every other one.
+    if (got.values.kind === 'quant' && got.values.bits !== spec.bits)
+      return bad(`${at}: ${got.values.bits}-bit codes, the run sends ${spec.bits ?? '?'}-bit`);
   }
   return null;
 }

@@ -1,2 +1,3 @@
 export * from './lr.ts';
 export * from './cold-start.ts';
+export * from './inner-steps.ts';

@@ -4,6 +4,11 @@ export interface BatchRampConfig {
   global_batch_size_end: number;
   global_batch_size_warmup_tokens: number;
   max_seq_len: number;
+  /**
+   * SparseLoCo's H: a round trains this many inner steps of the ramped batch each (docs/protocol.md
+   * "SparseLoCo rounds"); absent for DisTrO, one step per round.
+   */
+  inner_steps?: number;
 }
 
 /** Batch size of a round that starts at sample index `dataIndex`. */
@@ -18,11 +23,19 @@ export function globalBatchSize(config: BatchRampConfig, dataIndex: number): num
 }
 
 /**
+ * Sequences a round starting at `dataIndex` reads: the ramped batch once per inner step (H × it for a
+ * SparseLoCo run, the batch itself for DisTrO).
+ */
+export function roundBatchSize(config: BatchRampConfig, dataIndex: number): number {
+  return globalBatchSize(config, dataIndex) * (config.inner_steps ?? 1);
+}
+
+/**
  * The data index training step `step` (1-based) starts at, if every step before it consumed a full ramped
  * batch: Psyche's get_data_index_for_step, used to restart a run from a step.
  */
 export function dataIndexForStep(config: BatchRampConfig, step: number): number {
   let index = 0;
-  for (let s = 1; s < step; s++) index += globalBatchSize(config, index);
+  for (let s = 1; s < step; s++) index += roundBatchSize(config, index);
   return index;
 }

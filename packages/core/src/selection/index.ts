@@ -4,3 +4,4 @@ export * from './swap-or-not.ts';
 export * from './committee.ts';
 export * from './data-assignment.ts';
 export * from './batch-size.ts';
+export * from './inner-batches.ts';

@@ -1,0 +1,54 @@
+// `[model.LLM.optimizer.SparseLoCo]`: its bounds, and the values of keys a run leaves out — in one place, so
+// tuning them (issue: measured defaults) is a change here and nowhere else. docs/protocol.md "SparseLoCo
+// rounds" says what each key does; packages/distro/README.md "SparseLoCo" how.
+import type { Optimizer, SparseLoCoOptimizer } from './types.ts';
+
+/** Where top-k selects: the chunk's entries themselves, or its DCT-II coefficients. */
+export const SPARSE_DOMAINS = ['raw', 'dct'] as const;
+
+/** A round carries at most this many inner steps (H × global_batch_size sequences each). */
+export const MAX_INNER_STEPS = 1024;
+/** The backends' largest chunk side (it keeps the exact decode's integer bounds provable). */
+export const MAX_COMPRESSION_CHUNK = 256;
+/** A code is 1 sign bit and up to 7 level bits (core's wire, valueKind 2). */
+export const MAX_QUANTIZATION_BITS = 8;
+
+/**
+ * What an omitted key means. Starting values after SparseLoCo (Sarfi et al. 2025) at chunk 64: H = 10
+ * inner AdamW steps (β = 0.9/0.95, weight decay 0.1, clip 1), error feedback decaying by 0.95, the top 64
+ * of each 64 × 64 chunk (1.6 %) at 2 bits, raw entries, outer lr 1. To be replaced by measured values.
+ */
+export const SPARSELOCO_DEFAULTS: Readonly<SparseLoCoOptimizer> = Object.freeze({
+  inner_steps: 10,
+  betas: [0.9, 0.95] as [number, number],
+  eps: 1e-8,
+  weight_decay: 0.1,
+  clip_grad_norm: 1,
+  error_decay: 0.95,
+  compression_topk: 64,
+  compression_chunk: 64,
+  quantization_bits: 2,
+  domain: 'raw',
+  outer_lr: 1,
+});
+
+/** The table with every omitted key at its default, and the names of the keys that were defaulted. */
+export function withSparseLoCoDefaults(table: Partial<SparseLoCoOptimizer>): {
+  optimizer: SparseLoCoOptimizer;
+  defaulted: (keyof SparseLoCoOptimizer)[];
+} {
+  const defaulted: (keyof SparseLoCoOptimizer)[] = [];
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(SPARSELOCO_DEFAULTS) as (keyof SparseLoCoOptimizer)[]) {
+    const given = table[key];
+    if (given === undefined) defaulted.push(key);
+    const v = given ?? SPARSELOCO_DEFAULTS[key];
+    out[key] = Array.isArray(v) ? [...(v as number[])] : v;
+  }
+  return { optimizer: out as unknown as SparseLoCoOptimizer, defaulted };
+}
+
+/** Inner steps per round of a run's optimizer: H for SparseLoCo, 1 for DisTrO (one gradient step per round). */
+export function innerStepsOf(optimizer: Optimizer): number {
+  return 'SparseLoCo' in optimizer ? optimizer.SparseLoCo.inner_steps : 1;
+}
