@@ -37,8 +37,13 @@ import { IdentityLimits } from './identity-limits.ts';
 import { nativeEd25519Verify } from './native-ed25519.ts';
 import { RunHost } from './run-host.ts';
 import type { Clock, CommittedTransition } from './run-host.ts';
+import { SlicedQueue } from './sliced-queue.ts';
 import type { RelayStore } from './store.ts';
 
+/** The longest the relay works through queued frames and sends before it lets timers and I/O run. */
+const SLICE_MS = 5;
+/** Sessions a broadcast sends to per queued job (a few hundred microseconds of socket writes). */
+const FAN_OUT_CHUNK = 64;
 /** Transitions per StateDelta frame: a burst beyond this goes out as several frames. */
 const DELTA_FRAME_TRANSITIONS = 4096;
 /** Recent delta frames kept per run to answer a client's gap (older gaps get a snapshot). */
@@ -204,6 +209,13 @@ export class Relay {
   /** performance.now() of the last snapshot a session's ResyncRequest got. */
   private readonly resyncedAt = new WeakMap<SessionHandle, number>();
   private readonly feeds = new Map<string, RunFeed>();
+  /**
+   * Inbound frames (every session's) and broadcast sends, in arrival order, worked through in slices so a
+   * burst never holds the thread for long (sliced-queue.ts).
+   */
+  readonly work = new SlicedQueue(SLICE_MS, (e) =>
+    this.log.warn(`queued work failed: ${(e as Error).stack ?? String(e)}`),
+  );
   /** Observers for metrics: frame bytes in/out and reported losses. Replace the functions to observe. */
   readonly hooks: {
     bytesIn: (n: number) => void;
@@ -560,11 +572,10 @@ export class Relay {
       if (feed.pending.length > 0) this.sendDeltas(host, feed);
       if (feed.waiting.size > 0) {
         const frame = host.snapshotFrame();
-        for (const s of feed.waiting) {
-          s.send(frame);
-          this.sentSeq.set(s, host.seq);
-        }
+        const to = [...feed.waiting];
         feed.waiting.clear();
+        for (const s of to) this.sentSeq.set(s, host.seq);
+        this.fanOut(frame, to);
       }
     } catch (e) {
       // A timer callback: an exception here would end the process. The next change broadcasts again.
@@ -604,13 +615,25 @@ export class Relay {
       feed.ringBytes += frame.length;
       while (feed.ring.length > RING_FRAMES || feed.ringBytes > RING_BYTES)
         feed.ringBytes -= feed.ring.shift()!.frame.length;
+      const targets: SessionHandle[] = [];
       for (const s of sessions) {
         const at = this.sentSeq.get(s);
         if (at === undefined || at >= to) continue;
-        s.send(frame);
+        targets.push(s);
         this.sentSeq.set(s, to);
       }
+      this.fanOut(frame, targets);
       from = to;
+    }
+  }
+
+  /** Sends `frame` to `targets` through the work queue, a chunk per job (after everything queued before). */
+  private fanOut(frame: Uint8Array, targets: readonly SessionHandle[]): void {
+    for (let i = 0; i < targets.length; i += FAN_OUT_CHUNK) {
+      const chunk = targets.slice(i, i + FAN_OUT_CHUNK);
+      this.work.push(() => {
+        for (const s of chunk) s.send(frame);
+      });
     }
   }
 

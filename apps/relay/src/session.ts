@@ -44,6 +44,9 @@ export interface Transport {
   joined?(): void;
   /** The peer's address (what per-address limits count); '' when unknown. */
   readonly address?: string;
+  /** Stop / start reading from the peer (its frames wait in the relay's work queue meanwhile). */
+  pause?(): void;
+  resume?(): void;
 }
 
 /** WebSocket close codes (PROTOCOL.md). */
@@ -67,6 +70,10 @@ function powAllowanceMs(bits: number): number {
 
 /** How often an active session refreshes its client's last_seen in relay.db. */
 const SEEN_WRITE_MS = 60_000;
+
+/** Frames of one connection waiting in the relay's work queue before it stops reading from it, and resumes. */
+const MAX_QUEUED_FRAMES = 32;
+const RESUME_QUEUED_FRAMES = 8;
 
 /** Consecutive bad frames that close the connection. */
 export const MAX_BAD_FRAMES_IN_A_ROW = 3;
@@ -101,6 +108,9 @@ export class CoordinatorSession implements SessionHandle {
   private host: RunHost | undefined;
   private id = '';
   private frameNo = 0;
+  /** Frames received and not yet processed (they wait in relay.work). */
+  private queued = 0;
+  private paused = false;
   /** When this session last wrote its client's last_seen (its Join did). */
   private seenWrittenAt = 0;
   private badInRow = 0;
@@ -204,8 +214,29 @@ export class CoordinatorSession implements SessionHandle {
     this.send(encodeControlError({ requestId, code, message: text }, this.relay.limits));
   }
 
-  /** One WebSocket message: `string` for text frames, bytes for binary ones. */
+  /**
+   * One WebSocket message: `string` for text frames, bytes for binary ones. Queued in the relay's work queue
+   * (processed in arrival order, in slices); a connection with MAX_QUEUED_FRAMES waiting is not read from
+   * until they are down to RESUME_QUEUED_FRAMES.
+   */
   onMessage(data: string | ArrayBuffer | Uint8Array): void {
+    if (this.closed) return;
+    this.queued++;
+    if (this.queued >= MAX_QUEUED_FRAMES && !this.paused) {
+      this.paused = true;
+      this.transport.pause?.();
+    }
+    this.relay.work.push(() => {
+      this.queued--;
+      if (this.paused && this.queued <= RESUME_QUEUED_FRAMES) {
+        this.paused = false;
+        this.transport.resume?.();
+      }
+      this.process(data);
+    });
+  }
+
+  private process(data: string | ArrayBuffer | Uint8Array): void {
     if (this.closed) return;
     this.frameNo++;
     const requestId = this.frameNo > U32_MAX ? 0 : this.frameNo;

@@ -21,6 +21,7 @@ const CUT_GRACE_MS = 1000;
 interface RawSocket {
   bufferedAmount?: number;
   pause?(): void;
+  resume?(): void;
   terminate?(): void;
 }
 
@@ -87,6 +88,8 @@ export function wsRoutes(relay: Relay): Hono {
               if (incoming) slotOf.get(incoming)?.();
             },
             address: socket?.remoteAddress ?? '',
+            pause: () => raw?.pause?.(),
+            resume: () => raw?.resume?.(),
           });
           session.open();
         },
