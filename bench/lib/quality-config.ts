@@ -26,6 +26,8 @@ export interface QualityFlags {
   chunk: number | null;
   /** Bits per sent value: 1 (signs, the run's) or 32 (float coefficients). */
   bits: 1 | 32 | null;
+  /** The run's verification_percent (a verified run's trainers skip DisTrO's lookahead); null: the run's. */
+  verificationPercent: number | null;
   adamwLr: number;
   /**
    * AdamW's data: 'run' (the network run's global batches, the fair comparison) and/or 'shuffled'
@@ -41,7 +43,7 @@ export interface QualityFlags {
 }
 
 export const USAGE = `npm run -s bench:quality -- [--json] [--method adamw,distro] [--preset tiny] [--peers 4] [--steps 300]
-  [--lr 1e-3,3e-3] [--topk 8,32] [--chunk 64] [--bits 1|32] [--adamw-lr 1e-3] [--adamw-order run,shuffled]
+  [--lr 1e-3,3e-3] [--topk 8,32] [--chunk 64] [--bits 1|32] [--verification-percent P] [--adamw-lr 1e-3] [--adamw-order run,shuffled]
   [--batch-size 64] [--seq-len 128] [--eval-every 50] [--eval-batches 8] [--progress-every 10] [--threads 2] [--data DIR]
 
 Held-out loss of what each method trains from the embedded default run's settings, at equal tokens and data
@@ -83,6 +85,7 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
       chunk: { type: 'string' },
       bits: { type: 'string' },
       'adamw-lr': { type: 'string' },
+      'verification-percent': { type: 'string' },
       'adamw-order': { type: 'string' },
       'eval-every': { type: 'string' },
       'eval-batches': { type: 'string' },
@@ -112,6 +115,10 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
     topk: list('topk', values.topk, int(1)),
     chunk: values.chunk === undefined ? null : num('chunk', values.chunk, 0, int(2)),
     bits: bits as 1 | 32 | null,
+    verificationPercent:
+      values['verification-percent'] === undefined
+        ? null
+        : num('verification-percent', values['verification-percent'], 0, (x) => x >= 0 && x <= 100),
     adamwLr: num('adamw-lr', values['adamw-lr'], 1e-3, (x) => x > 0),
     adamwOrders: adamwOrders as QualityFlags['adamwOrders'],
     evalEvery: num('eval-every', values['eval-every'], 50, int(1)),
@@ -131,6 +138,7 @@ export function baseRunFor(f: QualityFlags): RunConfig {
   const run = structuredClone(defaultRun());
   run.meshtrain.preset = f.preset;
   run.config.total_steps = f.steps;
+  if (f.verificationPercent !== null) run.config.verification_percent = f.verificationPercent;
   run.config.global_batch_size_start = f.batchSize;
   run.config.global_batch_size_end = f.batchSize;
   run.meshtrain.micro_batch_size = Math.min(run.meshtrain.micro_batch_size, f.batchSize);

@@ -137,6 +137,8 @@ function runSettings(run: RunConfig, peers: number): Record<string, unknown> {
     global_batch: run.config.global_batch_size_end,
     seq_len: run.model.LLM.max_seq_len,
     micro_batch: run.meshtrain.micro_batch_size,
+    // A verified run (> 0) trains at the shared parameters, without DisTrO's lookahead.
+    verification_percent: run.config.verification_percent,
     lr_schedule: describeSchedule(run),
   };
 }

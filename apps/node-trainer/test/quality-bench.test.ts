@@ -111,6 +111,12 @@ describe('bench:quality accounting', () => {
     expect(short.config.total_steps).toBe(12);
     expect(short.model.LLM.lr_schedule).toMatchObject({ Cosine: { total_steps: 12, warmup_steps: 12 } });
     expect(() => parseQualityFlags(['--bits', '2'])).toThrow(/--bits/);
+    const unverified = baseRunFor(parseQualityFlags(['--verification-percent', '0']));
+    expect(unverified.config.verification_percent).toBe(0);
+    expect({ ...unverified.config, verification_percent: 7 }).toEqual({
+      ...baseRunFor(flags).config,
+      verification_percent: 7,
+    });
   });
 
   it('virtual time fires timers in order and ticks the coordinator once per second', async () => {
