@@ -5,9 +5,9 @@
 // everyone; the leave's delta to everyone). The run stays in WaitingForMembers (its init_min_clients is above
 // N). Join puzzle off (--join-pow-bits 0). Prints one JSON object on stdout.
 //
-// Usage: npm run -s bench:relay-joins -- [--clients 800] [--processes 4]
+// Usage: npm run -s bench:relay-joins -- [--clients 800] [--processes 4] [--relay-priority P] (as bench:relay)
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnRelay } from '../apps/relay/test/helpers/relay-process.ts';
 import {
@@ -29,6 +29,7 @@ const flag = (name: string, dflt: number): number => {
 };
 const N = flag('clients', 800);
 const PROCESSES = flag('processes', 4);
+const PRIORITY = flag('relay-priority', 0);
 const log = (m: string): void => void process.stderr.write(`bench:relay-joins: ${m}\n`);
 
 const dir = mkdtempSync(join(tmpdir(), 'meshtrain-bench-joins-'));
@@ -46,6 +47,7 @@ const relay = await spawnRelay([
   '--max-identities-per-address',
   String(N + 100),
 ]);
+if (PRIORITY !== 0) setPriority(relay.child.pid!, PRIORITY);
 const bytesOut = (s: Scrape) => metric(s, 'meshtrain_bytes_out_total');
 const members = (s: Scrape) => metric(s, `meshtrain_clients{run="${RUN_ID}",state="Waiting"}`);
 
@@ -114,6 +116,7 @@ process.stdout.write(
     clients: N,
     processes: PROCESSES,
     join_pow_bits: 0,
+    relay_priority: PRIORITY,
     burst: {
       seconds: burstSeconds,
       relay_sent_mb: (bytesOut(afterBurst) - bytesOut(before)) / MB,

@@ -8,6 +8,7 @@ import {
   type CoordinatorState,
 } from '@meshtrain/core';
 import { MetricsRegistry, RelayMetrics, metricsRoutes } from '../src/metrics/index.ts';
+import { monitorEventLoop } from '../src/metrics/event-loop.ts';
 
 interface Sample {
   name: string;
@@ -36,7 +37,7 @@ function parseExposition(text: string): Parsed {
       );
       continue;
     }
-    m = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge)$/.exec(line);
+    m = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$/.exec(line);
     if (m) {
       if (out.type.has(m[1]!)) throw new Error(`second TYPE for ${m[1]}`);
       out.type.set(m[1]!, m[2]!);
@@ -45,7 +46,9 @@ function parseExposition(text: string): Parsed {
     m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m) throw new Error(`unparsable line: ${line}`);
     const name = m[1]!;
-    if (!out.type.has(name)) throw new Error(`sample ${name} before its TYPE line`);
+    const family = /^(.*)_(bucket|sum|count)$/.exec(name)?.[1];
+    const histogram = family !== undefined && out.type.get(family) === 'histogram';
+    if (!out.type.has(name) && !histogram) throw new Error(`sample ${name} before its TYPE line`);
     const labels: Record<string, string> = {};
     let rest = m[2] ?? '';
     while (rest.length > 0) {
@@ -98,6 +101,45 @@ describe('registry', () => {
     expect(() => g.set({ other: '1' }, 1)).toThrow();
     expect(() => r.gauge('g', 'again')).toThrow();
     expect(() => r.counter('c_total', 'x').inc({}, -1)).toThrow();
+  });
+});
+
+describe('histograms', () => {
+  it('render cumulative buckets, sum and count that parse back', () => {
+    const r = new MetricsRegistry();
+    const h = r.histogram('x_seconds', 'a histogram', [0.01, 0.1, 1]);
+    for (const v of [0.005, 0.01, 0.05, 0.5, 3]) h.observe(v);
+    const p = parseExposition(r.render());
+    expect(p.type.get('x_seconds')).toBe('histogram');
+    expect(find(p, 'x_seconds_bucket', { le: '0.01' })).toBe(2);
+    expect(find(p, 'x_seconds_bucket', { le: '0.1' })).toBe(3);
+    expect(find(p, 'x_seconds_bucket', { le: '1' })).toBe(4);
+    expect(find(p, 'x_seconds_bucket', { le: '+Inf' })).toBe(5);
+    expect(find(p, 'x_seconds_count')).toBe(5);
+    expect(find(p, 'x_seconds_sum')).toBeCloseTo(3.565, 9);
+    expect(() => r.histogram('y', 'x', [1, 0.5])).toThrow();
+  });
+
+  it("the relay's event-loop lag is sampled while it blocks, and its own CPU share recorded beside it", async () => {
+    const r = new MetricsRegistry();
+    monitorEventLoop(r);
+    await new Promise((res) => setTimeout(res, 50));
+    // Busy for 120 ms of this thread's CPU time (more wall time on a loaded machine): the next sample is at
+    // least that late, and at least ~110 ms of it is the thread's own work.
+    const cpu = () => {
+      const u = process.threadCpuUsage();
+      return (u.user + u.system) / 1000;
+    };
+    const spin = cpu() + 120;
+    while (cpu() < spin) {
+      // spin
+    }
+    await new Promise((res) => setTimeout(res, 30));
+    const p = parseExposition(r.render());
+    const late = (name: string) =>
+      (find(p, `${name}_count`) ?? 0) - (find(p, `${name}_bucket`, { le: '0.075' }) ?? 0);
+    expect(late('meshtrain_event_loop_delay_seconds')).toBeGreaterThanOrEqual(1);
+    expect(late('meshtrain_event_loop_busy_delay_seconds')).toBeGreaterThanOrEqual(1);
   });
 });
 
