@@ -9,7 +9,8 @@
 //
 // Started by bench/relay.ts with fork(): argv[2] is the JSON of BenchClientConfig; it reports with
 // process.send ({type: 'stats', …} every second) and obeys {type: 'leave'} and {type: 'join', count}.
-import { createHash } from 'node:crypto';
+import { createHash, createPrivateKey, sign as nodeSign } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import {
   applyStateDelta,
   BloomFilter,
@@ -25,6 +26,8 @@ import {
   encodeWarmupWitness,
   encodeWitness,
   encodeWireEvent,
+  domainTag,
+  resultCommitment,
   hexToBytes,
   identityFromSeed,
   participantItem,
@@ -34,7 +37,6 @@ import {
   roundSelection,
   sha256Concat,
   signJoin,
-  signResult,
   unhealthyTrainers,
   verificationTasks,
   bytesToHex,
@@ -89,6 +91,8 @@ if (!spec) throw new Error('the run has no DisTrO model spec');
 interface Session {
   n: number;
   id: Identity;
+  /** The same key for OpenSSL: the bench's clients sign natively so their CPU does not crowd the relay's. */
+  key: KeyObject;
   hex: string;
   ws: WebSocket | null;
   sent: number;
@@ -259,6 +263,11 @@ function addSessions(count: number, from: number): void {
     const s: Session = {
       n,
       id,
+      key: createPrivateKey({
+        key: Buffer.concat([PKCS8_ED25519, id.secretKey]),
+        format: 'der',
+        type: 'pkcs8',
+      }),
       hex: bytesToHex(id.publicKey),
       ws: null,
       sent: 0,
@@ -275,6 +284,20 @@ function addSessions(count: number, from: number): void {
     joinQueue.push(s);
   }
   pumpJoins();
+}
+
+/** PKCS#8 DER prefix of an Ed25519 private key (RFC 8410); the 32-byte seed follows. */
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+const RESULT_SIGNATURE_TAG = domainTag('meshtrain/v1/result-signature');
+
+/**
+ * core's signResult, with the signature made by OpenSSL (Ed25519 is deterministic: the same bytes). The relay
+ * verifies every one, so a difference would show up as refusals in the bench's output.
+ */
+function signResultNative(x: Session, result: TrainingResult) {
+  const commitment = resultCommitment(result);
+  const message = Buffer.concat([RESULT_SIGNATURE_TAG, commitment]);
+  return { from: x.id.publicKey, commitment, signature: new Uint8Array(nodeSign(null, message, x.key)) };
 }
 
 /** A training result that fits the run's model (core's checkResultShape), distinct per trainer and batch. */
@@ -414,7 +437,7 @@ function act(): void {
       x.results.add(round.step);
       const a = assignments[slot]!;
       const result = resultFor(round.step, a.batch, x.n);
-      const envelope = signResult(x.id.secretKey, result);
+      const envelope = signResultNative(x, result);
       send(x, 'signedResult', encodeSignedResult({ envelope, result }));
     }
     // A witness reports once this round's trainers have published (or it has waited long enough), with blooms

@@ -9,7 +9,6 @@ import {
   acceptedCommitments,
   admitParamHash,
   bytesToHex,
-  canonicalStateBytes,
   compactTransition,
   encodeStateSnapshot,
   encodeWireEvent,
@@ -124,6 +123,8 @@ export class RunHost {
   private snapshotCache: { seq: number; paramHash: SnapshotParamHash | undefined; frame: Uint8Array } | null =
     null;
   private hashCache: { seq: number; hash: Uint8Array } | null = null;
+  /** The canonical JSON of the state at one seq (a snapshot write and the state hash of a phase change share it). */
+  private jsonCache: { seq: number; text: string } | null = null;
 
   constructor(opts: {
     row: RunRow;
@@ -227,6 +228,7 @@ export class RunHost {
     const label = { ...eventLabel(t.event), ...(r.error ? { error: r.error.code } : {}) };
     const at = this.clock();
     const snapshot = this.sinceSnapshot + 1 >= SNAPSHOT_EVERY || phaseChange(r.effects);
+    const json = snapshot ? JSON.stringify(r.state) : null;
     // If the write fails (disk full, I/O error) the exception propagates and the in-memory state stays
     // where the database is: never broadcast a state that a restart would not find.
     this.store.transaction(() => {
@@ -236,13 +238,14 @@ export class RunHost {
         JSON.stringify(label),
         JSON.stringify(r.effects),
       );
-      if (snapshot) this.store.writeSnapshot(this.runId, seq, JSON.stringify(r.state), at);
+      if (json !== null) this.store.writeSnapshot(this.runId, seq, json, at);
       this.recordEffects(prev, r.state, r.effects, t.now);
       extra?.(r);
     });
     this.seq = seq;
     this.state = r.state;
     this.sinceSnapshot = snapshot ? 0 : this.sinceSnapshot + 1;
+    if (json !== null) this.jsonCache = { seq, text: json };
     this.onChange(this, { seq, wire, effects: r.effects });
   }
 
@@ -331,7 +334,9 @@ export class RunHost {
   stateHash(): Uint8Array {
     const c = this.hashCache;
     if (c && c.seq === this.seq) return c.hash;
-    const hash = new Uint8Array(createHash('sha256').update(canonicalStateBytes(this.state)).digest());
+    const json = this.jsonCache?.seq === this.seq ? this.jsonCache.text : JSON.stringify(this.state);
+    // Node hashes a string as its UTF-8 bytes: core's canonicalStateBytes.
+    const hash = new Uint8Array(createHash('sha256').update(json, 'utf8').digest());
     this.hashCache = { seq: this.seq, hash };
     return hash;
   }
