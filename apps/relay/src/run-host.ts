@@ -17,7 +17,7 @@ import {
   maxSignedResultBytes,
   parseRunConfig,
   paramHashVerdict,
-  resultSpecOf,
+  runResultSpec,
   roundAtHeight,
   tick,
   usesEntropy,
@@ -62,15 +62,19 @@ export interface CommittedTransition {
 }
 
 /**
- * What a DisTrO result must look like for this run's model (core's resultSpecOf), or null when the run's TOML
- * does not describe a model this relay can build (such runs are refused at creation; older rows may exist).
+ * What a result must look like for this run's model and optimizer (core's runResultSpec: DisTrO's signs or
+ * SparseLoCo's n-bit values of the run's width), or null when the run's TOML does not describe a model this
+ * relay can build or an optimizer whose peers exchange results (such runs are refused at creation; older rows
+ * may exist).
  */
 export function resultSpecForToml(toml: string): ResultSpec | null {
   try {
     const run = parseRunConfig(toml).config;
-    const opt = run.model.LLM.optimizer;
-    if (!('Distro' in opt)) return null;
-    return resultSpecOf(parameterSpecs(modelConfigForRun(run)), opt.Distro, run.config.verification_percent);
+    return runResultSpec(
+      parameterSpecs(modelConfigForRun(run)),
+      run.model.LLM.optimizer,
+      run.config.verification_percent,
+    );
   } catch {
     return null;
   }
