@@ -64,16 +64,22 @@ export interface DataSource {
 export interface CoordinatorLink {
   /** This client's Ed25519 public key, lowercase hex: its coordinator id. */
   readonly clientId: string;
-  /** Every coordinator state the relay sends (StateSnapshot), in order. */
+  /**
+   * Every coordinator state, in order: the relay's StateSnapshot, then one state per StateDelta frame (the
+   * link replays the deltas; listeners get whole states either way).
+   */
   onState(listener: (state: CoordinatorState) => void): void;
-  /** Announcements of stored results (relay forwards one per SignedResult). */
+  /**
+   * Announcements of stored results, where the host sends them (the in-process hub does; the relay does not:
+   * its state names every admitted commitment, which clients fetch by).
+   */
   onAnnounce(listener: (announce: Announce) => void): void;
   /** SignedResult frames the relay forwards (the guaranteed delivery path); optional. */
   onResult?(listener: (signedResultFrame: Uint8Array) => void): void;
   /**
-   * A SignedResult frame (core's encoding) and the trainer's Announce for it. The relay stores the frame and
-   * forwards the Announce to every other client: announces carry the commitment every peer needs to decide
-   * which result was accepted, even when it cannot fetch the payload (the relay cannot sign one itself).
+   * A SignedResult frame (core's encoding) and the trainer's Announce for it. The host stores the frame and
+   * records the result in the coordinator, whose state then names its commitment to every peer; the relay
+   * link sends the frame alone (the announce is for peers and for hosts that forward announces).
    */
   submitResult(signedResultFrame: Uint8Array, announce: Announce): Promise<void>;
   /** A round witness submission (blooms of the previous round's results). */
