@@ -46,10 +46,10 @@ async function makeDataset(dir: string): Promise<Uint8Array[]> {
 }
 
 const runs: Record<string, DataLocation> = {
-  r1: { Relay: { dataset: 'toy', token_size_in_bytes: 'TwoBytes' } },
-  wide: { Relay: { dataset: 'toy', token_size_in_bytes: 'FourBytes' } },
-  missing: { Relay: { dataset: 'nope', token_size_in_bytes: 'TwoBytes' } },
-  evil: { Relay: { dataset: '../toy', token_size_in_bytes: 'TwoBytes' } },
+  r1: { Relay: { dataset: 'toy', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
+  wide: { Relay: { dataset: 'toy', token_size_in_bytes: 'FourBytes', shuffle: 'DontShuffle' } },
+  missing: { Relay: { dataset: 'nope', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
+  evil: { Relay: { dataset: '../toy', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
   local: { Local: '/etc' },
 };
 
@@ -217,7 +217,7 @@ describe('brown', () => {
     const brownApp = dataRoutes({
       store,
       runData: () => ({
-        location: { Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes' } },
+        location: { Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
         seqLen: 128,
       }),
     });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../src/coordinator/config.ts';
@@ -7,12 +8,15 @@ import {
   parseRunConfig,
   RunConfigError,
   runLrSchedule,
+  stringifyRunConfig,
   type ConfigIssue,
 } from '../src/config/index.ts';
 import { learningRate } from '../src/schedule/index.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
 const BOOK = fixture('psyche-book-example.toml');
+/** The default run's shuffle seed, as its comment says: SHA-256("meshtrain default run"). */
+const DEFAULT_SEED = [...createHash('sha256').update('meshtrain default run').digest()];
 
 function issues(toml: string): ConfigIssue[] {
   try {
@@ -355,7 +359,8 @@ describe('unsupported features parse and are reported', () => {
       expect(parsed.unsupported[0]?.reason.length).toBeGreaterThan(10);
     });
 
-  const relay = '[model.LLM.data_location.Relay]\ndataset = "brown"\ntoken_size_in_bytes = "TwoBytes"\n';
+  // The default run's whole Relay table: its lines up to the blank line.
+  const relay = /\[model\.LLM\.data_location\.Relay\]\n(?:.+\n)*/.exec(DEFAULT_RUN_TOML)![0];
   const dataCases: [string, string][] = [
     ['[model.LLM.data_location]\nServer = "host:1234"\n', 'model.LLM.data_location.Server'],
     ['[model.LLM.data_location]\nLocal = "/data"\n', 'model.LLM.data_location.Local'],
@@ -400,9 +405,61 @@ describe('unsupported features parse and are reported', () => {
   it('Relay data without token_size_in_bytes defaults to TwoBytes, with a note', () => {
     const parsed = parseRunConfig(defaultWith('token_size_in_bytes = "TwoBytes"\n', ''));
     expect(parsed.config.model.LLM.data_location).toEqual({
-      Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes' },
+      Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes', shuffle: { Seeded: DEFAULT_SEED } },
     });
     expect(parsed.notes.map((n) => n.path)).toEqual(['model.LLM.data_location.Relay.token_size_in_bytes']);
+  });
+});
+
+describe('[model.LLM.data_location.Relay] shuffle', () => {
+  const shuffleLine = /^shuffle = .*\n/m.exec(DEFAULT_RUN_TOML)![0];
+  const withShuffle = (line: string) => defaultWith(shuffleLine, line);
+
+  it('the default run reads its data in a seeded order', () => {
+    expect(parseRunConfig(DEFAULT_RUN_TOML).config.model.LLM.data_location).toEqual({
+      Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes', shuffle: { Seeded: DEFAULT_SEED } },
+    });
+    expect(DEFAULT_SEED).toHaveLength(32);
+  });
+
+  it("absent means DontShuffle (Psyche's meaning: existing run files keep their order), with a note", () => {
+    const parsed = parseRunConfig(withShuffle(''));
+    expect(parsed.config.model.LLM.data_location).toEqual({
+      Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' },
+    });
+    expect(parsed.notes.map((n) => n.path)).toEqual(['model.LLM.data_location.Relay.shuffle']);
+    expect(parsed.unsupported).toEqual([]);
+  });
+
+  it('takes "DontShuffle" and { Seeded = [32 bytes] } as Http does, and writes them back', () => {
+    const seed = Array.from({ length: 32 }, (_, i) => (i * 37) % 256);
+    for (const [line, want] of [
+      ['shuffle = "DontShuffle"\n', 'DontShuffle'],
+      [`shuffle = { Seeded = [${seed.join(', ')}] }\n`, { Seeded: seed }],
+    ] as const) {
+      const parsed = parseRunConfig(withShuffle(line));
+      expect(parsed.notes).toEqual([]);
+      const loc = parsed.config.model.LLM.data_location as { Relay: { shuffle: unknown } };
+      expect(loc.Relay.shuffle).toEqual(want);
+      expect(parseRunConfig(stringifyRunConfig(parsed.config)).config).toEqual(parsed.config);
+    }
+  });
+
+  it('refuses a seed that is not 32 bytes, and an unknown variant, at the key', () => {
+    const short = Array.from({ length: 31 }, () => 1).join(', ');
+    for (const line of [
+      `shuffle = { Seeded = [${short}] }\n`,
+      `shuffle = { Seeded = [${Array.from({ length: 31 }, () => 1).join(', ')}, 256] }\n`,
+      'shuffle = "Shuffle"\n',
+      'shuffle = { Random = 1 }\n',
+    ]) {
+      const paths = issues(withShuffle(line)).map((i) => i.path);
+      expect(paths.length, line).toBeGreaterThan(0);
+      expect(
+        paths.every((p) => p.startsWith('model.LLM.data_location.Relay.shuffle')),
+        `${line}: ${paths.join(', ')}`,
+      ).toBe(true);
+    }
   });
 });
 

@@ -37,6 +37,9 @@ checkpoint = "Ephemeral"
 [model.LLM.data_location.Relay]
 dataset = "brown"
 token_size_in_bytes = "TwoBytes"
+# The training split in a seeded order, a new permutation each pass (docs/protocol.md "Batch size and data
+# index"); the seed is SHA-256("meshtrain default run"). Without it the run reads the corpus in document order.
+shuffle = { Seeded = [122, 238, 214, 186, 245, 128, 172, 47, 151, 38, 52, 52, 16, 86, 19, 13, 141, 14, 237, 127, 226, 21, 204, 89, 247, 176, 141, 38, 117, 82, 0, 195] }
 
 [model.LLM.lr_schedule.Cosine]
 base_lr = 1.0e-3

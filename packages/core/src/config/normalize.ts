@@ -67,8 +67,17 @@ function dataLocationOf(
         path: 'model.LLM.data_location.Relay.token_size_in_bytes',
         reason: 'not set; using TwoBytes',
       });
+    if (relay.shuffle === undefined)
+      notes.push({
+        path: 'model.LLM.data_location.Relay.shuffle',
+        reason: 'not set; using DontShuffle (the training split in corpus order)',
+      });
     return {
-      Relay: { dataset: relay.dataset, token_size_in_bytes: relay.token_size_in_bytes ?? 'TwoBytes' },
+      Relay: {
+        dataset: relay.dataset,
+        token_size_in_bytes: relay.token_size_in_bytes ?? 'TwoBytes',
+        shuffle: relay.shuffle ?? 'DontShuffle',
+      },
     };
   }
   return d;

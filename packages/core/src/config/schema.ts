@@ -103,7 +103,11 @@ const dataLocation = z.union([
     Http: z.strictObject({ location: httpLocation, token_size_in_bytes: tokenSize, shuffle }),
     WeightedHttp: text(URL_STRING_BYTES),
     Preprocessed: text(URL_STRING_BYTES),
-    Relay: z.strictObject({ dataset: datasetName, token_size_in_bytes: tokenSize.optional() }),
+    Relay: z.strictObject({
+      dataset: datasetName,
+      token_size_in_bytes: tokenSize.optional(),
+      shuffle: shuffle.optional(),
+    }),
   }),
 ]);
 

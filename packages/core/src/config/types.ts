@@ -49,6 +49,11 @@ export interface HttpDataLocation {
 export interface RelayDataLocation {
   dataset: string;
   token_size_in_bytes: TokenSize;
+  /**
+   * The order the run reads the training split in, as Http's: DontShuffle (corpus order, the default when the
+   * key is absent) or a 32-byte seed for a seeded permutation per pass (@meshtrain/model's sample-order.ts).
+   */
+  shuffle: Shuffle;
 }
 
 export type DataLocation =
