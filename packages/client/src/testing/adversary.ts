@@ -189,7 +189,8 @@ export function adversary(
       // A made-up hash for the real epoch end, and one for an epoch and step the run never reached.
       const fake = Uint8Array.from(hash, (b) => b ^ 0x5a);
       await link.reportParamHash(epoch + 5, step + 1_000_000, fake).catch(() => {});
-      await link.reportParamHash(epoch, step, fake);
+      // A poisoner ignores being told its replica diverged (the majority's hash differs): it goes on to upload.
+      await link.reportParamHash(epoch, step, fake).catch(() => {});
     },
   };
 
