@@ -2,7 +2,8 @@
 import { CliError } from '../command.ts';
 import type { DeviceRequest } from '../backend/device.ts';
 import { defaultIdentityPath } from '../identity/index.ts';
-import { parseFlags } from '../options/index.ts';
+import { intFlag, parseFlags } from '../options/index.ts';
+import { ADVERSARY_USAGE, adversaryFlag, type AdversaryName } from './adversary.ts';
 
 export const TRAIN_USAGE =
   '--relay URL --run-id ID [--device auto|cuda|webgpu|cpu] [--gpu-memory 6G] [--data-shard PATH] ' +
@@ -16,7 +17,8 @@ export const TRAIN_USAGE =
   '  --log json         one JSON object per event on stdout instead of the status line\n' +
   '  --eval-samples N   held-out samples per evaluation (default 16; 0 disables)\n' +
   '  --no-p2p           results and checkpoints through the relay only (no libp2p node)\n' +
-  '  --p2p-host H       interface the libp2p node listens on (default 0.0.0.0)';
+  '  --p2p-host H       interface the libp2p node listens on (default 0.0.0.0)' +
+  ADVERSARY_USAGE;
 
 export interface TrainOptions {
   relay: string;
@@ -30,6 +32,10 @@ export interface TrainOptions {
   evalSamples: number;
   p2p: boolean;
   p2pHost?: string;
+  /** TEST ONLY (local-testnet): behave as this attacker (adversary.ts). */
+  adversary?: AdversaryName;
+  /** With `adversary: 'sybil'`: identities to join. */
+  sybils: number;
 }
 
 export function parseTrainOptions(argv: string[]): TrainOptions {
@@ -44,6 +50,9 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     'eval-samples': { type: 'string' },
     'no-p2p': { type: 'boolean' },
     'p2p-host': { type: 'string' },
+    adversary: { type: 'string' },
+    sybils: { type: 'string' },
+    'i-know': { type: 'boolean' },
   });
   if (!values.relay) throw new CliError('--relay URL is required');
   if (!values['run-id']) throw new CliError('--run-id ID is required');
@@ -55,6 +64,9 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     throw new CliError(`--device: auto, cuda, webgpu or cpu, got '${device}'`);
   const evalSamples = values['eval-samples'] === undefined ? 16 : Number(values['eval-samples']);
   if (!Number.isInteger(evalSamples) || evalSamples < 0) throw new CliError('--eval-samples: an integer ≥ 0');
+  const adversary = adversaryFlag(values.adversary, values.relay, Boolean(values['i-know']));
+  if (values.sybils !== undefined && adversary !== 'sybil')
+    throw new CliError('--sybils only goes with --adversary sybil');
   return {
     relay: values.relay,
     runId: values['run-id'],
@@ -66,6 +78,8 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     evalSamples,
     p2p: !values['no-p2p'],
     ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
+    ...(adversary ? { adversary } : {}),
+    sybils: intFlag('sybils', values.sybils, 50, 1),
   };
 }
 

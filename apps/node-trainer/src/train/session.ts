@@ -10,12 +10,15 @@ import type { OrtTrainingBackend } from '../backend/ort-backend.ts';
 import type { LoadedIdentity } from '../identity/index.ts';
 import { peerFirstCheckpoints, startNodeMesh, type MeshNetwork } from '../net/p2p.ts';
 import { createTrainer } from '../net/trainer.ts';
+import { asAdversary } from './adversary.ts';
 import { Evaluator } from './evaluation.ts';
 import type { Output, TrainOptions } from './options.ts';
 import { fetchRun, loadIdentity, microBatchRows, openData, pickDevice } from './setup.ts';
+import { runSybils } from './sybil.ts';
 
 /** Trains until the run finishes (or a signal stops it); resolves to the exit code. */
 export async function train(o: TrainOptions, io: Output): Promise<number> {
+  if (o.adversary === 'sybil') return runSybils(o, o.sybils, io);
   const identity = await loadIdentity(o.identityPath);
   const { run, p2p } = await fetchRun(o.relay, o.runId);
   const device = await pickDevice(o, io);
@@ -42,14 +45,15 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
     sizes: parameterSizes(model),
     log: io.say,
   });
+  const honest = { link, data, checkpoints };
+  // Narrowed: a sybil (not a client) returned above.
+  const parts = o.adversary ? await asAdversary(o.adversary, identity.secretKey, honest, io) : honest;
   const evaluator = new Evaluator(io, evalTokens, seqLen);
   const { client, backend } = createTrainer({
     run,
     runId: o.runId,
     secretKey: identity.secretKey,
-    link,
-    data,
-    checkpoints,
+    ...parts,
     device,
     maxRows,
     ...(network ? { peers: network } : {}),
