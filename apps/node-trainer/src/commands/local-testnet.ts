@@ -1,21 +1,56 @@
 // node-trainer local-testnet: a relay and N trainers on loopback (child processes), optionally killing K
-// random trainers every SEC seconds; stdout ends with one JSON object summarising the run.
+// random trainers every SEC seconds, optionally with adversaries; stdout ends with one JSON object
+// summarising the run.
 import { CliError, type Command } from '../command.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
-import { runTestnet } from '../testnet/index.ts';
+import { parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
+import { runTestnet, type TestnetResult } from '../testnet/index.ts';
+import { ADVERSARY_NAMES } from '../train/adversary.ts';
+
+const USAGE =
+  '--num-clients N [--steps S] [--random-kill-num K] [--random-kill-interval SEC] [--preset micro|tiny] ' +
+  '[--adversary KIND[:N]]... [--json]\n\n' +
+  '  --num-clients N            trainers (child processes running `node-trainer train`)\n' +
+  "  --steps S                  the run's total_steps (default 40)\n" +
+  '  --random-kill-num K        trainers to SIGKILL every interval, then restart (default 0)\n' +
+  '  --random-kill-interval SEC seconds between kills (default 20)\n' +
+  '  --preset P                 micro (default) or tiny\n' +
+  '  --adversary KIND[:N]       N more trainers (default 1) that attack the run as KIND (repeatable):\n' +
+  `                             ${ADVERSARY_NAMES.join(', ')};\n` +
+  '                             sybil:N is one process joining N identities (default 50)\n' +
+  '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
+  '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
+  "  --verification-percent P   the run's verification_percent (default 25)\n" +
+  "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
+  '  --timeout SEC              give up after this long (default 1800)\n' +
+  '  --keep                     keep the temp directory (logs, relay database)\n' +
+  '  --json                     progress on stderr only; stdout is the JSON object';
+
+function adversaries(values: string[] | undefined): AdversarySpec[] {
+  return (values ?? []).map((v) => {
+    const spec = parseAdversarySpec(v);
+    if (typeof spec === 'string') throw new CliError(`--adversary: ${spec}`);
+    return spec;
+  });
+}
+
+function oneLine(r: TestnetResult, numClients: number): string {
+  const base =
+    `local-testnet: ${r.completed ? 'completed' : 'DID NOT complete'} ${r.steps_completed} steps with ${numClients} trainers in ${r.seconds}s; ` +
+    `held-out loss ${r.loss_first?.toFixed(4) ?? '?'} → ${r.loss_last?.toFixed(4) ?? '?'}; ` +
+    `${r.param_hash_mismatches} hash mismatches, ${r.quorum_failures} quorum failures; ` +
+    `${r.bytes_sent_per_step} B per result (${r.ratio_vs_fp32}× smaller than fp32)`;
+  if (r.adversaries.length === 0) return base;
+  return (
+    `${base}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
+    `${r.cheaters_ejected} ejected, ${r.cheater_results_applied} of their results still applied, ` +
+    `${r.honest_dropped} honest trainers dropped`
+  );
+}
 
 const command: Command = {
   summary: 'run a relay and N trainers on loopback (optionally killing some) and summarise the run as JSON',
-  usage:
-    '--num-clients N [--steps S] [--random-kill-num K] [--random-kill-interval SEC] [--preset micro|tiny] [--json]\n\n' +
-    '  --num-clients N            trainers (child processes running `node-trainer train`)\n' +
-    "  --steps S                  the run's total_steps (default 40)\n" +
-    '  --random-kill-num K        trainers to SIGKILL every interval, then restart (default 0)\n' +
-    '  --random-kill-interval SEC seconds between kills (default 20)\n' +
-    '  --preset P                 micro (default) or tiny\n' +
-    '  --timeout SEC              give up after this long (default 1800)\n' +
-    '  --keep                     keep the temp directory (logs, relay database)\n' +
-    '  --json                     progress on stderr only; stdout is the JSON object',
+  usage: USAGE,
   async run(argv) {
     const { values } = parseFlags(argv, {
       'num-clients': { type: 'string' },
@@ -23,6 +58,11 @@ const command: Command = {
       'random-kill-num': { type: 'string' },
       'random-kill-interval': { type: 'string' },
       preset: { type: 'string' },
+      adversary: { type: 'string', multiple: true },
+      'late-joiners': { type: 'string' },
+      'epoch-time': { type: 'string' },
+      'verification-percent': { type: 'string' },
+      'join-pow-bits': { type: 'string' },
       timeout: { type: 'string' },
       seed: { type: 'string' },
       keep: { type: 'boolean' },
@@ -36,7 +76,8 @@ const command: Command = {
     const randomKillNum = intFlag('random-kill-num', values['random-kill-num'], 0, 0);
     if (randomKillNum >= numClients && randomKillNum > 0)
       throw new CliError('--random-kill-num must leave at least one trainer alive');
-    const json = Boolean(values.json);
+    const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
+    if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
     const result = await runTestnet({
       numClients,
       steps: intFlag('steps', values.steps, 40, 1),
@@ -46,20 +87,19 @@ const command: Command = {
       timeoutSeconds: intFlag('timeout', values.timeout, 1800, 10),
       seed: intFlag('seed', values.seed, 1, 0),
       keep: Boolean(values.keep),
+      adversaries: adversaries(values.adversary),
+      lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
+      ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
+      verificationPercent,
+      joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
       log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
     }).catch((e: unknown) => {
       throw new CliError(`local-testnet: ${(e as Error).message}`, 1);
     });
-    if (!json) {
-      console.log(
-        `local-testnet: ${result.completed ? 'completed' : 'DID NOT complete'} ${result.steps_completed} steps with ${numClients} trainers in ${result.seconds}s; ` +
-          `held-out loss ${result.loss_first?.toFixed(4) ?? '?'} → ${result.loss_last?.toFixed(4) ?? '?'}; ` +
-          `${result.param_hash_mismatches} hash mismatches, ${result.quorum_failures} quorum failures; ` +
-          `${result.bytes_sent_per_step} B per result (${result.ratio_vs_fp32}× smaller than fp32)`,
-      );
-    }
+    if (!values.json) console.log(oneLine(result, numClients));
     console.log(JSON.stringify(result));
-    return result.completed && result.param_hash_mismatches === 0 ? 0 : 1;
+    const ok = result.completed && result.param_hash_mismatches === 0 && result.honest_dropped === 0;
+    return ok ? 0 : 1;
   },
 };
 

@@ -1,17 +1,18 @@
 // What the relay's round history says about the data (pure: rows in, numbers out). Rows are those of
 // GET /api/runs/:id: one per coordinator round, with the result core accepted for each batch.
 
-/** A row of the relay's round history (GET /api/runs/:id, newest first, at most 50). */
-export interface RoundHistoryRow {
-  step: number;
-  epoch: number;
-  height: number;
-  data_index: number;
-  training: boolean;
-  quorum_reached: boolean | null;
-  accepted:
-    { batch: { start: number; end: number }; commitment: string | null; client?: string | null }[] | null;
-}
+import type { AcceptedBatch, RoundRow } from '@meshtrain/client/relay-api';
+
+/**
+ * The fields of the relay's round history rows (RoundRow of GET /api/runs/:id, newest first, at most 50) that
+ * the accounting reads: the API's own field types, so a change there fails here; a subset, so tests build rows.
+ */
+export type RoundHistoryRow = Pick<
+  RoundRow,
+  'step' | 'epoch' | 'height' | 'data_index' | 'training' | 'quorum_reached'
+> & {
+  accepted: (Pick<AcceptedBatch, 'batch' | 'commitment'> & Partial<Pick<AcceptedBatch, 'client'>>)[] | null;
+};
 
 export interface DataAccounting {
   /** Batches the coordinator handed out again because no witness quorum attested their first result. */
@@ -61,4 +62,41 @@ export function dataAccounting(rows: readonly RoundHistoryRow[]): DataAccounting
   let twice = 0;
   for (const n of count.values()) if (n > 1) twice++;
   return { batches_retried: retried, batches_lost: lost, samples_applied_twice: twice };
+}
+
+export interface CheaterAccounting {
+  /** Adversaries' results core accepted in rounds that peers applied. */
+  accepted: number;
+  /** Of those, the ones still applied at the end (not removed by a confirmed cheat's replay). */
+  applied: number;
+}
+
+/**
+ * What the adversaries' results finally did to the model. Core accepts a result of round h for everyone to
+ * apply at the start of round h+2 unless its trainer is a confirmed cheat by then (queries.excludedClients);
+ * a cheat confirmed later is removed from every round of its epoch that was applied before, by a replay from
+ * the epoch's start (queries.replayExclusions) — which happens when the round before the confirmation is
+ * applied, so only for a confirmation at height ≤ the epoch's last height − 1 (its last two rounds are never
+ * applied). So an adversary's accepted result in an applied round stays applied unless the same identity was
+ * confirmed a cheat in that epoch early enough. An adversary ejected for something else (equivocation) is not
+ * a confirmed cheat: its results admitted before the ejection stay accepted.
+ */
+export function cheaterAccounting(
+  rows: readonly RoundHistoryRow[],
+  adversaries: ReadonlySet<string>,
+  cheats: readonly { epoch: number; id: string; height: number }[],
+): CheaterAccounting {
+  const lastHeight = new Map<number, number>();
+  for (const r of rows) lastHeight.set(r.epoch, Math.max(lastHeight.get(r.epoch) ?? -1, r.height));
+  const removed = (epoch: number, id: string) =>
+    cheats.some((c) => c.epoch === epoch && c.id === id && c.height <= (lastHeight.get(epoch) ?? 0) - 1);
+  let accepted = 0;
+  let applied = 0;
+  for (const r of appliedRounds(rows))
+    for (const a of r.accepted ?? []) {
+      if (a.commitment === null || !a.client || !adversaries.has(a.client)) continue;
+      accepted++;
+      if (!removed(r.epoch, a.client)) applied++;
+    }
+  return { accepted, applied };
 }

@@ -1,4 +1,4 @@
-// --random-kill-num K --random-kill-interval SEC: every SEC seconds, SIGKILL K random live trainers, wait a
+// --random-kill-num K --random-kill-interval SEC: every SEC seconds, SIGKILL K random live honest trainers, wait a
 // second, restart them with the same identity. Seeded, so a testnet run can be repeated.
 import type { Trainer, TrainerPool } from './processes.ts';
 
@@ -7,6 +7,8 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 export interface Chaos {
   kills: number;
   restarts: number;
+  /** Indices of the trainers it killed. */
+  killed: Set<number>;
   /** Stops after the current kill or wait; resolves when the loop has ended. */
   stop(): Promise<void>;
 }
@@ -21,9 +23,9 @@ export function startChaos(
     rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0;
     return rng / 2 ** 32;
   };
-  const chaos: Chaos = { kills: 0, restarts: 0, stop: async () => {} };
+  const chaos: Chaos = { kills: 0, restarts: 0, killed: new Set(), stop: async () => {} };
   const pick = (): Trainer[] => {
-    const alive = pool.trainers.filter((t) => t.child && t.child.exitCode === null);
+    const alive = pool.trainers.filter((t) => t.role === 'honest' && t.child && t.child.exitCode === null);
     const victims: Trainer[] = [];
     while (victims.length < Math.min(o.randomKillNum, alive.length)) {
       const v = alive[Math.floor(random() * alive.length)] as Trainer;
@@ -41,6 +43,7 @@ export function startChaos(
         o.log(`chaos: killing trainer ${v.index} (SIGKILL)`);
         v.child?.kill('SIGKILL');
         chaos.kills++;
+        chaos.killed.add(v.index);
         await v.exited;
       }
       await sleep(1000);

@@ -1,24 +1,30 @@
 // A local testnet, like Psyche's: one relay and N `node-trainer train` processes on loopback, optionally
-// killing K random trainers every SEC seconds (SIGKILL, then a restart with the same identity). Everything
-// is a real child process talking over real sockets; this module only launches, watches and summarises:
-// processes.ts starts the relay and the trainers, chaos.ts kills and restarts, summary.ts reads the
-// trainers' events and the relay's API into the JSON summary.
+// killing K random trainers every SEC seconds (SIGKILL, then a restart with the same identity), optionally
+// with adversaries (`train --adversary KIND`) among them. Everything is a real child process talking over
+// real sockets; this module only launches, watches and summarises: launch.ts decides who starts when,
+// processes.ts starts them, chaos.ts kills and restarts, watch.ts follows the relay's API, summary.ts reads
+// the trainers' events and the relay's answers into the JSON summary.
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fetchCheckpointSummary } from '@meshtrain/client/relay-api';
 import type { PresetName } from '@meshtrain/model';
+import type { AdversarySpec } from './adversaries.ts';
 import { startChaos } from './chaos.ts';
+import { extraClients, launchAll, plan } from './launch.ts';
 import { launchRelay, relayBin, TrainerPool } from './processes.ts';
 import { testnetToml } from './run-toml.ts';
-import { summarize, type RunDetail, type TestnetResult } from './summary.ts';
+import { honestHashes, summarize, type RunDetail, type TestnetResult } from './summary.ts';
+import { RunWatcher } from './watch.ts';
 
 export { dataAccounting } from './accounting.ts';
 export { testnetToml } from './run-toml.ts';
 export type { TestnetResult } from './summary.ts';
 
 export interface TestnetOptions {
+  /** Honest trainers started at once. */
   numClients: number;
   /** The run's total_steps (coordinator rounds, drain rounds included, as in Psyche). */
   steps: number;
@@ -31,6 +37,19 @@ export interface TestnetOptions {
   /** Give up after this many seconds. */
   timeoutSeconds: number;
   seed: number;
+  /** Adversary processes (`--adversary KIND[:N]`). */
+  adversaries?: AdversarySpec[];
+  /** Honest trainers started once the run trains: they join the next epoch from a checkpoint. */
+  lateJoiners?: number;
+  /** Seconds per epoch (default: see testnetToml). */
+  epochTime?: number;
+  /** The run's verification_percent (default 25). */
+  verificationPercent?: number;
+  /**
+   * The relay's join puzzle (default 8 bits: every process of the testnet shares this machine's cores, and
+   * at the relay's own default a loaded machine can take longer than the join timeout to solve it).
+   */
+  joinPowBits?: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -40,76 +59,90 @@ async function prepare(o: TestnetOptions): Promise<{ dir: string; configPath: st
   const dir = await mkdtemp(join(tmpdir(), 'meshtrain-testnet-'));
   await mkdir(join(dir, 'logs'), { recursive: true });
   const configPath = join(dir, 'run.toml');
-  await writeFile(configPath, testnetToml(o));
+  await writeFile(configPath, testnetToml({ ...o, extraClients: extraClients(o.adversaries ?? []) }));
   if (!existsSync(relayBin())) throw new Error(`relay not found at ${relayBin()} (set MESHTRAIN_RELAY_BIN)`);
   return { dir, configPath };
 }
 
-/** Writes trainer i's identity (a fixed seed per index, so runs repeat) and starts it. */
-async function addTrainer(pool: TrainerPool, dir: string, i: number): Promise<void> {
-  const identity = join(dir, `trainer-${i}.key`);
-  await writeFile(identity, `${(i + 1).toString(16).padStart(2, '0').repeat(32)}\n`, { mode: 0o600 });
-  pool.add(i, identity);
+/** Until the run finishes, the deadline passes, or (without chaos) every honest trainer exited. */
+function watchRun(o: TestnetOptions, watcher: RunWatcher, pool: TrainerPool, deadline: number) {
+  const honest = pool.trainers.filter((t) => t.role === 'honest');
+  return watcher.until(
+    (w) =>
+      w.runState === 'Finished' ||
+      (o.randomKillNum === 0 && honest.every((t) => t.child !== null && t.child.exitCode !== null)),
+    deadline,
+  );
 }
 
-/** Polls the relay until the run finishes, the deadline passes, or (without chaos) every trainer exited. */
-async function watchRun(
-  o: TestnetOptions,
-  api: string,
-  pool: TrainerPool,
-  deadline: number,
-): Promise<{ runState: string; progressStep: number }> {
-  let runState = 'unknown';
-  let progressStep = 0;
-  for (;;) {
-    await sleep(1000);
+/** The relay's stored checkpoint of every epoch end, against the honest trainers' hash there. */
+async function checkCheckpoints(
+  relayUrl: string,
+  detail: RunDetail,
+  honest: Map<number, string>,
+): Promise<{ stored: number; dishonest: number }> {
+  let stored = 0;
+  let dishonest = 0;
+  for (const end of detail.param_hashes ?? []) {
+    const want = honest.get(end.step) ?? end.majority;
     try {
-      const r = (await (await fetch(api)).json()) as { run: { run_state: string; step: number } };
-      runState = r.run.run_state;
-      progressStep = r.run.step;
+      const ck = await fetchCheckpointSummary(relayUrl, 'testnet', end.step);
+      if (!ck || ck.rolledBackFrom !== undefined || ck.step !== end.step) continue;
+      stored++;
+      if (ck.paramHash !== want) dishonest++;
     } catch {
-      // The relay is busy or restarting; ask again.
+      // No answer: nothing to check.
     }
-    if (runState === 'Finished' || Date.now() > deadline) break;
-    if (pool.trainers.every((t) => t.child?.exitCode !== null) && o.randomKillNum === 0) break;
   }
-  return { runState, progressStep };
-}
-
-async function fetchDetail(api: string): Promise<RunDetail> {
-  try {
-    return (await (await fetch(api)).json()) as RunDetail;
-  } catch {
-    return {}; // Summarise from the trainers alone.
-  }
+  return { stored, dishonest };
 }
 
 export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const started = Date.now();
+  const deadline = started + o.timeoutSeconds * 1000;
   const { dir, configPath } = await prepare(o);
   const children = new Set<ChildProcess>();
   try {
-    const relay = await launchRelay(dir, configPath, children);
+    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8);
     o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
     const pool = new TrainerPool({ dir, url: relay.url, children, log: o.log });
-    for (let i = 0; i < o.numClients; i++) await addTrainer(pool, dir, i);
+    const watcher = new RunWatcher(relay.url, 'testnet');
+    const planned = plan({
+      numClients: o.numClients,
+      lateJoiners: o.lateJoiners ?? 0,
+      adversaries: o.adversaries ?? [],
+    });
+    await launchAll(planned, { dir, pool, watcher, deadline, log: o.log });
     const chaos = startChaos(o, pool);
-    const api = `${relay.url}/api/runs/testnet`;
-    const end = await watchRun(o, api, pool, started + o.timeoutSeconds * 1000);
+    await watchRun(o, watcher, pool, deadline);
+    const end = { runState: watcher.runState, progressStep: watcher.progressStep };
     const chaosDone = chaos.stop();
     // Trainers exit by themselves once the run is Finished; give them a moment to write their last events.
-    await Promise.race([pool.allExited(), sleep(15_000)]);
-    const detail = await fetchDetail(api);
+    const honest = pool.trainers.filter((t) => t.role === 'honest');
+    await Promise.race([Promise.all(honest.map((t) => t.exited)), sleep(15_000)]);
+    await watcher.poll();
+    const detail: RunDetail = watcher.latest ?? {};
+    const hashes = honestHashes(pool.events.filter((x) => honest.some((t) => t.index === x.trainer)));
+    const checkpoints = await checkCheckpoints(relay.url, detail, hashes.byStep);
     for (const c of children) c.kill('SIGTERM');
     await Promise.race([chaosDone, sleep(100)]);
     await sleep(500);
     for (const c of children) c.kill('SIGKILL');
     relay.log.end();
     const result = summarize({
-      o,
+      o: { ...o, adversaries: o.adversaries ?? [], lateJoiners: o.lateJoiners ?? 0 },
       ...end,
+      trainers: pool.trainers,
       events: pool.events,
       detail,
+      rows: watcher.history(),
+      cheats: watcher.cheats,
+      dropped: watcher.dropped,
+      ejected: watcher.ejected,
+      seen: watcher.seen,
+      uploaders: watcher.uploaders,
+      killed: chaos.killed,
+      checkpoints,
       kills: chaos.kills,
       restarts: chaos.restarts,
       started,

@@ -1,7 +1,7 @@
 // The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` processes, each
 // logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child is in
 // `children` while it runs, so the caller can always end them all.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,6 +16,15 @@ export function relayBin(): string {
   return fileURLToPath(new URL('../../../relay/bin/meshtrain-relay.mjs', import.meta.url));
 }
 
+/** Whether the relay's `run` takes `flag` (a relay older than its join puzzle has none to set). */
+function relayTakes(flag: string): Promise<boolean> {
+  return new Promise((resolve) =>
+    execFile(process.execPath, [relayBin(), 'run', '--help'], (_err, stdout) =>
+      resolve(String(stdout).includes(flag)),
+    ),
+  );
+}
+
 export interface RelayProcess {
   url: string;
   log: WriteStream;
@@ -26,6 +35,7 @@ export async function launchRelay(
   dir: string,
   configPath: string,
   children: Set<ChildProcess>,
+  joinPowBits: number,
 ): Promise<RelayProcess> {
   const relay = spawn(
     process.execPath,
@@ -40,6 +50,7 @@ export async function launchRelay(
       join(dir, 'relay'),
       '--grace-ms',
       '2000',
+      ...((await relayTakes('--join-pow-bits')) ? ['--join-pow-bits', String(joinPowBits)] : []),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -69,10 +80,23 @@ export interface TrainerEvent {
   [k: string]: unknown;
 }
 
-export interface Trainer {
+export interface TrainerSpec {
   index: number;
+  /** Log file name, e.g. `trainer-0` or `adversary-3-dense`. */
+  name: string;
+  /** Prefix of its progress lines, e.g. `trainer 0` or `adversary 3 (dense)`. */
+  label: string;
   /** Path of its identity file. */
   identity: string;
+  /** Honest trainers (late joiners included) or an adversary (`train --adversary KIND`). */
+  role: 'honest' | 'adversary';
+  /** Extra `train` arguments (the adversary's). */
+  args: string[];
+  /** The coordinator ids it joins as (many for the sybil process). */
+  ids: string[];
+}
+
+export interface Trainer extends TrainerSpec {
   child: ChildProcess | null;
   restarts: number;
   exited: Promise<void>;
@@ -94,9 +118,9 @@ export class TrainerPool {
     this.log = o.log;
   }
 
-  /** Adds a trainer with this identity file and starts it. */
-  add(index: number, identity: string): Trainer {
-    const t: Trainer = { index, identity, child: null, restarts: 0, exited: Promise.resolve() };
+  /** Adds a trainer and starts it. */
+  add(spec: TrainerSpec): Trainer {
+    const t: Trainer = { ...spec, child: null, restarts: 0, exited: Promise.resolve() };
     this.trainers.push(t);
     this.start(t);
     return t;
@@ -121,12 +145,13 @@ export class TrainerPool {
         'json',
         '--p2p-host',
         '127.0.0.1',
+        ...t.args,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.children.add(child);
     t.child = child;
-    const log = createWriteStream(join(this.dir, 'logs', `trainer-${t.index}.log`), { flags: 'a' });
+    const log = createWriteStream(join(this.dir, 'logs', `${t.name}.log`), { flags: 'a' });
     child.stderr?.pipe(log);
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
       log.write(`${line}\n`);
@@ -153,11 +178,13 @@ export class TrainerPool {
       return; // Not a JSON line: already in the log file.
     }
     this.events.push({ trainer: t.index, e });
-    const say = (s: string) => this.log(`trainer ${t.index}: ${s}`);
+    const say = (s: string) => this.log(`${t.label}: ${s}`);
     if (e.type === 'trained') say(`step ${String(e.step)} loss ${Number(e.loss).toFixed(4)}`);
     else if (e.type === 'eval')
       say(`held-out loss ${Number(e.val_loss).toFixed(4)} at step ${String(e.step)}`);
     else if (e.type === 'paramHash') say(`epoch ${String(e.epoch)} hash ${String(e.hash).slice(0, 16)}…`);
+    else if (e.type === 'sybils')
+      say(`${String(e.joined)} of ${String(e.wanted)} sybil identities joined, ${String(e.refused)} refused`);
     else if (e.type === 'resync' || e.type === 'error')
       say(`${e.type}: ${String(e.reason ?? e.message).split('\n')[0]}`);
     else if (e.type === 'model' && e.source === 'checkpoint')

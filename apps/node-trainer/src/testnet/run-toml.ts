@@ -16,6 +16,8 @@ export interface ShortRunValues {
   preset: PresetName;
   seed: number;
   microBatchSize: number;
+  /** Share of results two other clients re-check (docs/protocol.md "Verification of work"); default 0. */
+  verificationPercent?: number;
 }
 
 export function shortRunToml(v: ShortRunValues): string {
@@ -30,7 +32,7 @@ round_witness_time = 1
 waiting_for_members_extra_time = 2
 min_clients = 1
 init_min_clients = ${v.initMinClients}
-verification_percent = 0
+verification_percent = ${v.verificationPercent ?? 0}
 witness_nodes = 0
 global_batch_size_start = ${v.batch}
 global_batch_size_end = ${v.batch}
@@ -77,6 +79,12 @@ export interface TestnetRunValues {
   randomKillNum: number;
   randomKillInterval: number;
   seed: number;
+  /** Trainers besides the N honest ones that must be in the first epoch (adversary processes). */
+  extraClients?: number;
+  /** Seconds per epoch; default: one epoch for the whole run, or two kill intervals with kills. */
+  epochTime?: number;
+  /** Default 25: cheats are caught within a few rounds of a short run. */
+  verificationPercent?: number;
 }
 
 /** The testnet's run: Psyche keys with short timers, the micro or tiny preset on the Brown corpus. */
@@ -84,9 +92,10 @@ export function testnetToml(o: TestnetRunValues): string {
   const cfg = PRESETS[o.preset];
   const seqLen = Math.min(64, cfg.max_position_embeddings);
   const perClient = 4;
-  const batch = perClient * o.numClients;
+  const clients = o.numClients + (o.extraClients ?? 0);
+  const batch = perClient * clients;
   // Killed trainers come back at the next epoch, so with kills an epoch lasts about two kill intervals.
-  const epochTime = o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000;
+  const epochTime = o.epochTime ?? (o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000);
   // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
   const warmupTime = Math.min(60, epochTime - 10);
   return shortRunToml({
@@ -94,7 +103,7 @@ export function testnetToml(o: TestnetRunValues): string {
     warmupTime,
     epochTime,
     maxRoundTrainTime: 20,
-    initMinClients: o.numClients,
+    initMinClients: clients,
     batch,
     steps: o.steps,
     seqLen,
@@ -102,5 +111,6 @@ export function testnetToml(o: TestnetRunValues): string {
     preset: o.preset,
     seed: o.seed,
     microBatchSize: perClient,
+    verificationPercent: o.verificationPercent ?? 25,
   });
 }

@@ -1,8 +1,16 @@
 // The testnet's JSON summary, from the trainers' JSON event lines (losses, result sizes, per-epoch parameter
 // hashes, held-out evaluations) and the relay's HTTP API (round history with witness quorum, agreed hashes).
+import type { ParamHashReport, RunSummary } from '@meshtrain/client/relay-api';
 import { parameterCount, PRESETS, type PresetName } from '@meshtrain/model';
-import { dataAccounting, type DataAccounting, type RoundHistoryRow } from './accounting.ts';
-import type { TrainerEvent } from './processes.ts';
+import {
+  cheaterAccounting,
+  dataAccounting,
+  type DataAccounting,
+  type RoundHistoryRow,
+} from './accounting.ts';
+import type { AdversarySpec } from './adversaries.ts';
+import type { TrainerEvent, TrainerSpec } from './processes.ts';
+import type { ObservedCheat } from './watch.ts';
 
 export interface TestnetResult extends DataAccounting {
   completed: boolean;
@@ -34,18 +42,45 @@ export interface TestnetResult extends DataAccounting {
   errors: number;
   seconds: number;
   logs: string | null;
+  // --- adversaries (--adversary KIND[:N]); the fields above count the honest trainers only -----------------
+  adversaries: AdversarySpec[];
+  /** Honest trainers started once the run trained (--late-joiners): they join the next epoch. */
+  late_joiners: number;
+  /** Identities the adversaries joined as (the sybil process's many included) and how many became members. */
+  adversary_identities: number;
+  adversaries_joined: number;
+  /** Adversary identities the coordinator ejected (the relay's state: `ejected`, permanent). */
+  cheaters_ejected: number;
+  /** Adversary identities ever Dropped or Ejected from an epoch. */
+  adversaries_dropped: number;
+  /** Epoch ends whose designated checkpoint uploader (the first voter) was an adversary. */
+  adversary_designated_uploads: number;
+  /** Adversaries' results core accepted in rounds peers applied (accounting.ts cheaterAccounting). */
+  cheater_results_accepted: number;
+  /**
+   * Of those, the ones still in the model at the end: not removed by the replay that follows a confirmed
+   * cheat (verification of work). An adversary ejected otherwise (equivocation) keeps what was accepted
+   * before; so does a cheat nobody's verification sampled. Must be 0 for the kinds verification catches.
+   */
+  cheater_results_applied: number;
+  /** Honest trainers that were ever Dropped or Ejected (one chaos killed counts only if Ejected). */
+  honest_dropped: number;
+  /** Adversaries' parameter-hash reports that differ from the agreed hash (not counted above). */
+  adversary_hash_mismatches: number;
+  /** Refusal codes (and HTTP statuses, `http_409`) in the adversaries' error and warning events. */
+  adversary_refusals: Record<string, number>;
+  /** Whether the relay's advertised parameter hash is the honest trainers' hash of that epoch; null: none. */
+  advertised_hash_honest: boolean | null;
+  /** Checkpoints the relay stored for the run's epoch ends, and how many differ from the honest hash. */
+  checkpoints_stored: number;
+  checkpoints_dishonest: number;
 }
 
-/** What GET /api/runs/:id says at the end (the parts the summary reads). */
+/** What GET /api/runs/:id says at the end (the parts the summary reads, typed as the API's). */
 export interface RunDetail {
+  run?: Pick<RunSummary, 'param_hash'>;
   rounds?: RoundHistoryRow[];
-  param_hashes?: {
-    epoch: number;
-    step: number;
-    majority: string | null;
-    reports: number;
-    mismatched: string[];
-  }[];
+  param_hashes?: Pick<ParamHashReport, 'epoch' | 'step' | 'majority' | 'reports' | 'mismatched'>[];
 }
 
 export type Events = readonly { trainer: number; e: TrainerEvent }[];
@@ -58,6 +93,7 @@ export type Events = readonly { trainer: number; e: TrainerEvent }[];
 export function hashAgreement(
   events: Events,
   detail: RunDetail,
+  ids: ReadonlySet<string>,
 ): { epochs: number; reports: number; mismatches: number } {
   const hashes = new Map<number, Map<number, string>>();
   for (const x of events) {
@@ -76,7 +112,10 @@ export function hashAgreement(
     if (want !== null) mismatches += values.filter((h) => h !== want).length;
     else if (new Set(values).size > 1) mismatches += values.length;
   }
-  const relayMismatches = (detail.param_hashes ?? []).reduce((n, e) => n + e.mismatched.length, 0);
+  const relayMismatches = (detail.param_hashes ?? []).reduce(
+    (n, e) => n + e.mismatched.filter((id) => ids.has(id)).length,
+    0,
+  );
   return { epochs: hashes.size, reports, mismatches: Math.max(mismatches, relayMismatches) };
 }
 
@@ -111,26 +150,125 @@ function fromEvents(events: Events, params: number) {
   };
 }
 
+/** The honest trainers' parameter hash at each epoch end they reported (the most reported one). */
+export function honestHashes(events: Events): { byStep: Map<number, string>; byEpoch: Map<number, string> } {
+  const counts = new Map<number, Map<string, number>>();
+  const epochOf = new Map<number, number>();
+  for (const x of events) {
+    if (x.e.type !== 'paramHash') continue;
+    const step = Number(x.e.step);
+    const m = counts.get(step) ?? new Map<string, number>();
+    m.set(String(x.e.hash), (m.get(String(x.e.hash)) ?? 0) + 1);
+    counts.set(step, m);
+    epochOf.set(step, Number(x.e.epoch));
+  }
+  const byStep = new Map<number, string>();
+  const byEpoch = new Map<number, string>();
+  for (const [step, m] of counts) {
+    const top = [...m].sort((a, b) => b[1] - a[1])[0]![0];
+    byStep.set(step, top);
+    byEpoch.set(epochOf.get(step)!, top);
+  }
+  return { byStep, byEpoch };
+}
+
+/** Codes of the refusals an adversary's events mention (RelayRefusal codes, API error codes, HTTP statuses). */
+function refusalCodes(events: Events): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const x of events) {
+    if (x.e.type !== 'error' && x.e.type !== 'warning') continue;
+    const text = String(x.e.message ?? '');
+    // "RelayRefusal: bad_result: …" (WebSocket), "…: 409 param_hash_mismatch: …" or "HTTP 409 {"code":…}" (HTTP).
+    const codes = [
+      ...[...text.matchAll(/RelayRefusal: ([a-z_]+)/g)].map((m) => m[1]!),
+      ...[...text.matchAll(/"code":"([a-z_]+)"/g)].map((m) => m[1]!),
+      ...[...text.matchAll(/\b[45]\d\d ([a-z_]+):/g)].map((m) => m[1]!),
+      ...[...text.matchAll(/\b(?:HTTP )?([45]\d\d)\b(?= [a-z_{])/g)].map((m) => `http_${m[1]!}`),
+    ];
+    for (const c of new Set(codes)) out[c] = (out[c] ?? 0) + 1;
+  }
+  return out;
+}
+
 export interface SummaryInput {
-  o: { numClients: number; steps: number; preset: PresetName; keep: boolean };
+  o: {
+    numClients: number;
+    steps: number;
+    preset: PresetName;
+    keep: boolean;
+    adversaries: AdversarySpec[];
+    lateJoiners: number;
+  };
   runState: string;
   progressStep: number;
+  trainers: readonly TrainerSpec[];
   events: Events;
+  /** The relay's final answer for the run. */
   detail: RunDetail;
+  /** The round history merged across the whole run (watch.ts). */
+  rows: RoundHistoryRow[];
+  cheats: readonly ObservedCheat[];
+  /** Ids ever seen Dropped or Ejected, ejected at the end, and ever seen as members or epoch clients. */
+  dropped: ReadonlySet<string>;
+  ejected: ReadonlySet<string>;
+  seen: ReadonlySet<string>;
+  /** Epoch → its designated checkpoint uploader (watch.ts). */
+  uploaders: ReadonlyMap<number, string>;
+  /** Indices of the trainers chaos killed. */
+  killed: ReadonlySet<number>;
+  checkpoints: { stored: number; dishonest: number };
   kills: number;
   restarts: number;
   started: number;
   dir: string;
 }
 
+/** The adversary fields of the summary. */
+function adversarySummary(s: SummaryInput, adversaryEvents: Events) {
+  const honest = s.trainers.filter((t) => t.role === 'honest');
+  const adversaryIds = new Set(s.trainers.filter((t) => t.role === 'adversary').flatMap((t) => t.ids));
+  const cheaters = cheaterAccounting(s.rows, adversaryIds, s.cheats);
+  const lost = (t: TrainerSpec) =>
+    t.ids.some((id) => s.ejected.has(id) || (s.dropped.has(id) && !s.killed.has(t.index)));
+  const advertised = s.detail.run?.param_hash ?? null;
+  const honestHash = advertised ? honestHashes(s.events.filter((x) => isHonest(s, x.trainer))) : null;
+  return {
+    adversaries: s.o.adversaries,
+    late_joiners: s.o.lateJoiners,
+    adversary_identities: adversaryIds.size,
+    adversaries_joined: [...adversaryIds].filter((id) => s.seen.has(id)).length,
+    cheaters_ejected: [...adversaryIds].filter((id) => s.ejected.has(id)).length,
+    adversaries_dropped: [...adversaryIds].filter((id) => s.dropped.has(id)).length,
+    adversary_designated_uploads: [...s.uploaders.values()].filter((id) => adversaryIds.has(id)).length,
+    cheater_results_accepted: cheaters.accepted,
+    cheater_results_applied: cheaters.applied,
+    honest_dropped: honest.filter(lost).length,
+    adversary_hash_mismatches: hashAgreement(adversaryEvents, s.detail, adversaryIds).mismatches,
+    adversary_refusals: refusalCodes(adversaryEvents),
+    advertised_hash_honest:
+      advertised && honestHash ? honestHash.byEpoch.get(advertised.epoch) === advertised.hash : null,
+    checkpoints_stored: s.checkpoints.stored,
+    checkpoints_dishonest: s.checkpoints.dishonest,
+  };
+}
+
+function isHonest(s: SummaryInput, index: number): boolean {
+  return s.trainers.find((t) => t.index === index)?.role !== 'adversary';
+}
+
 export function summarize(s: SummaryInput): TestnetResult {
   const { o, detail } = s;
-  const rounds = detail.rounds ?? [];
+  const rounds = s.rows;
   const params = parameterCount(PRESETS[o.preset]);
-  const hashes = hashAgreement(s.events, detail);
-  const ev = fromEvents(s.events, params);
+  const honestEvents = s.events.filter((x) => isHonest(s, x.trainer));
+  const adversaryEvents = s.events.filter((x) => !isHonest(s, x.trainer));
+  const honestIds = new Set(s.trainers.filter((t) => t.role === 'honest').flatMap((t) => t.ids));
+  const hashes = hashAgreement(honestEvents, detail, honestIds);
+  const ev = fromEvents(honestEvents, params);
   return {
-    completed: s.runState === 'Finished' && s.progressStep - 1 >= o.steps,
+    // The coordinator finishes when an epoch ends at or past total_steps: total_steps + 2 after the drain
+    // rounds total_steps reached starts, or exactly total_steps when an epoch's time-out drain ends there.
+    completed: s.runState === 'Finished' && s.progressStep >= o.steps,
     run_state: s.runState,
     // Coordinator steps (rounds) up to total_steps; the two drain rounds after it only apply the last results.
     steps_completed: Math.min(o.steps, Math.max(0, s.progressStep - 1)),
@@ -159,5 +297,6 @@ export function summarize(s: SummaryInput): TestnetResult {
     errors: ev.errors,
     seconds: Math.round((Date.now() - s.started) / 1000),
     logs: o.keep ? s.dir : null,
+    ...adversarySummary(s, adversaryEvents),
   };
 }

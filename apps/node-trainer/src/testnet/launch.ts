@@ -1,0 +1,92 @@
+// Which processes a testnet starts, and in what order. Adversaries that must be the epoch's first voter
+// (no-upload, poison-checkpoint) join before anyone else; then the honest trainers and the other adversaries;
+// the sybil process only once all of those joined (every testnet process shares 127.0.0.1, and the relay
+// takes only so many identities from one address: sybils first would lock the honest trainers out, which is
+// the relay's limit working but not the attack the testnet shows); late joiners once the run trains, so they
+// come in at the next epoch with a checkpoint.
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { FIRST_VOTER_KINDS, idsOf, seedHex, type AdversarySpec } from './adversaries.ts';
+import type { TrainerPool, TrainerSpec } from './processes.ts';
+import type { RunWatcher } from './watch.ts';
+
+type Phase = 'first' | 'main' | 'sybil' | 'late';
+
+interface Planned extends TrainerSpec {
+  phase: Phase;
+}
+
+/** Every process of the testnet with its identity, role and launch phase. */
+export function plan(o: {
+  numClients: number;
+  lateJoiners: number;
+  adversaries: AdversarySpec[];
+}): Planned[] {
+  const out: Planned[] = [];
+  const honest = (index: number, late: boolean): Planned => ({
+    index,
+    name: `trainer-${index}`,
+    label: late ? `trainer ${index} (late)` : `trainer ${index}`,
+    identity: '',
+    role: 'honest',
+    args: [],
+    ids: idsOf(index),
+    phase: late ? 'late' : 'main',
+  });
+  for (let i = 0; i < o.numClients; i++) out.push(honest(i, false));
+  for (const a of o.adversaries) {
+    const copies = a.kind === 'sybil' ? 1 : a.count;
+    for (let k = 0; k < copies; k++) {
+      const index = out.length;
+      out.push({
+        index,
+        name: `adversary-${index}-${a.kind}`,
+        label: `adversary ${index} (${a.kind})`,
+        identity: '',
+        role: 'adversary',
+        args: ['--adversary', a.kind, ...(a.kind === 'sybil' ? ['--sybils', String(a.count)] : [])],
+        ids: idsOf(index, a.kind === 'sybil' ? a.count : 0),
+        phase: a.kind === 'sybil' ? 'sybil' : FIRST_VOTER_KINDS.includes(a.kind) ? 'first' : 'main',
+      });
+    }
+  }
+  for (let i = 0; i < o.lateJoiners; i++) out.push(honest(out.length, true));
+  return out;
+}
+
+/** Adversary processes that join the first epoch (the sybil process joins later, see above). */
+export function extraClients(adversaries: AdversarySpec[]): number {
+  return adversaries.filter((a) => a.kind !== 'sybil').reduce((n, a) => n + a.count, 0);
+}
+
+/** Starts the planned processes phase by phase; a phase that waits past `deadline` goes ahead anyway. */
+export async function launchAll(
+  planned: Planned[],
+  o: { dir: string; pool: TrainerPool; watcher: RunWatcher; deadline: number; log: (line: string) => void },
+): Promise<void> {
+  const start = async (phase: Phase) => {
+    for (const p of planned.filter((x) => x.phase === phase)) {
+      const identity = join(o.dir, `${p.name}.key`);
+      await writeFile(identity, `${seedHex(p.index)}\n`, { mode: 0o600 });
+      o.pool.add({ ...p, identity });
+    }
+  };
+  const joined = (phases: Phase[]) => (w: RunWatcher) =>
+    planned.filter((p) => phases.includes(p.phase)).every((p) => p.ids.every((id) => w.seen.has(id)));
+  const wait = async (what: string, done: (w: RunWatcher) => boolean) => {
+    if (!(await o.watcher.until(done, o.deadline))) o.log(`gave up waiting for ${what}`);
+  };
+  if (planned.some((p) => p.phase === 'first')) {
+    await start('first');
+    await wait('the first-voter adversaries to join', joined(['first']));
+  }
+  await start('main');
+  if (planned.some((p) => p.phase === 'sybil')) {
+    await wait('every trainer to join before the sybils', joined(['first', 'main']));
+    await start('sybil');
+  }
+  if (planned.some((p) => p.phase === 'late')) {
+    await wait('the run to train before the late joiners', (w) => w.runState === 'RoundTrain');
+    await start('late');
+  }
+}
