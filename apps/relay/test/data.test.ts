@@ -1,12 +1,15 @@
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ShardIndex, encodeTokens, readBatch, type DataManifest } from '@meshtrain/model';
+import { ShardIndex, encodeTokens, readBatch, seededOrder, type DataManifest } from '@meshtrain/model';
 import type { DataLocation } from '@meshtrain/core';
 import { DatasetStore, dataRoutes, parseRange } from '../src/data/index.ts';
 import type { Hono } from 'hono';
+import { createAdaptorServer } from '@hono/node-server';
+import { relayDataSource } from '@meshtrain/client';
 
 const SEQ = 8;
 let root: string;
@@ -45,8 +48,11 @@ async function makeDataset(dir: string): Promise<Uint8Array[]> {
   return files.map((f) => f.bytes);
 }
 
+const SEED = Array.from({ length: 32 }, (_, i) => (i * 29 + 3) % 256);
+
 const runs: Record<string, DataLocation> = {
   r1: { Relay: { dataset: 'toy', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
+  seeded: { Relay: { dataset: 'toy', token_size_in_bytes: 'TwoBytes', shuffle: { Seeded: SEED } } },
   wide: { Relay: { dataset: 'toy', token_size_in_bytes: 'FourBytes', shuffle: 'DontShuffle' } },
   missing: { Relay: { dataset: 'nope', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
   evil: { Relay: { dataset: '../toy', token_size_in_bytes: 'TwoBytes', shuffle: 'DontShuffle' } },
@@ -125,6 +131,96 @@ describe('manifest and samples', () => {
     expect(await status('/api/runs/evil/data/manifest')).toEqual([404, 'unknown_dataset']);
     expect(await status('/api/runs/local/data/manifest')).toEqual([409, 'unsupported_data_location']);
     expect(await status('/api/runs/wide/data/manifest')).toEqual([409, 'token_size_mismatch']);
+  });
+});
+
+describe('a seeded run', () => {
+  const row = SEQ + 1;
+  const order = seededOrder(6, Uint8Array.from(SEED));
+  /** What the shard reader holds for these training samples. */
+  const expected = (samples: number[]) => {
+    const index = new ShardIndex([shards[0]!.length, shards[1]!.length], { seqLen: SEQ, tokenBytes: 2 });
+    return [...readBatch(index, samples, (s, off, len) => shards[s]!.subarray(off, off + len))];
+  };
+  const samples = async (run: string, q: string) => {
+    const res = await get(`/api/runs/${run}/data/samples?${q}`);
+    expect(res.status, q).toBe(200);
+    return { body: [...new Int32Array(await res.arrayBuffer())], etag: res.headers.get('ETag') };
+  };
+
+  it('says so in the manifest, under a validator of its own', async () => {
+    const seeded = await get('/api/runs/seeded/data/manifest');
+    const corpus = await get('/api/runs/r1/data/manifest');
+    expect(((await seeded.json()) as { order: string }).order).toBe('seeded');
+    expect(((await corpus.json()) as { order: string }).order).toBe('corpus');
+    expect(seeded.headers.get('ETag')).not.toBe(corpus.headers.get('ETag'));
+  });
+
+  it('serves run ids through the permutation of their pass, gathered from both shards', async () => {
+    // Pass 0 in two requests: every sample once, not in corpus order.
+    const pass0 = [0, 1, 2, 3, 4, 5].map((i) => order.at(i));
+    expect([...pass0].sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(pass0).not.toEqual([0, 1, 2, 3, 4, 5]);
+    const a = await samples('seeded', 'start=0&end=3');
+    const b = await samples('seeded', 'start=4&end=5');
+    expect([...a.body, ...b.body]).toEqual(expected(pass0));
+    // The corpus-order run's ETag for the same range is not the seeded one's.
+    expect((await samples('r1', 'start=0&end=3')).etag).not.toBe(a.etag);
+  });
+
+  it('reads past the end of the split, each pass in a new order, across the wrap in one request', async () => {
+    const pass1 = [6, 7, 8, 9, 10, 11].map((i) => order.at(i));
+    expect([...pass1].sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(pass1).not.toEqual([0, 1, 2, 3, 4, 5].map((i) => order.at(i)));
+    // Ids 4..7: the last two of pass 0, the first two of pass 1.
+    const wrap = await samples('seeded', 'start=4&end=7');
+    expect(wrap.body.length).toBe(4 * row);
+    expect(wrap.body).toEqual(expected([4, 5, 6, 7].map((i) => order.at(i))));
+    // A pass a billion passes on, and the largest id the route takes (15 digits).
+    const far = 6_000_000_000;
+    expect((await samples('seeded', `start=${far}&end=${far + 3}`)).body).toEqual(
+      expected([0, 1, 2, 3].map((k) => order.at(far + k))),
+    );
+    const last = 999_999_999_999_999;
+    expect((await samples('seeded', `start=${last - 1}&end=${last}`)).body).toEqual(
+      expected([order.at(last - 1), order.at(last)]),
+    );
+  });
+
+  it("is read by the client's relayDataSource over HTTP: run ids in a seeded order, folded in corpus order", async () => {
+    const server = createAdaptorServer({ fetch: app.fetch });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      // 14 ids in requests of at most 3 (the route's cap is 4): passes 0, 1 and the start of 2.
+      const seeded = relayDataSource(url, 'seeded', { maxPerRequest: 3 });
+      expect(await seeded.order()).toBe('seeded');
+      const ids = Array.from({ length: 14 }, (_, i) => i);
+      expect([...(await seeded.samples(0, 13))]).toEqual(expected(ids.map((i) => order.at(i))));
+      const corpus = relayDataSource(url, 'r1');
+      expect(await corpus.order()).toBe('corpus');
+      expect([...(await corpus.samples(4, 9))]).toEqual(expected([4, 5, 0, 1, 2, 3]));
+      // The val split of a seeded run is corpus order, folded too.
+      const val = relayDataSource(url, 'seeded', { split: 'val' });
+      expect(await val.order()).toBe('corpus');
+      expect((await val.samples(1, 2)).length).toBe(2 * row);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('keeps the val split in corpus order, and the caps and errors', async () => {
+    expect((await samples('seeded', 'split=val&start=0&end=1')).body).toEqual(
+      (await samples('r1', 'split=val&start=0&end=1')).body,
+    );
+    const code = async (q: string) => {
+      const res = await get(`/api/runs/seeded/data/samples${q}`);
+      return [res.status, ((await res.json()) as { error: { code: string } }).error.code];
+    };
+    expect(await code('?split=val&start=0&end=2')).toEqual([400, 'sample_out_of_range']);
+    expect(await code('?start=6&end=10')).toEqual([400, 'too_many_samples']);
+    expect(await code('?start=9&end=8')).toEqual([400, 'bad_sample_range']);
+    expect(await code('?start=0&end=1000000000000000')).toEqual([400, 'bad_sample_range']);
   });
 });
 

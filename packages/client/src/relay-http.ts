@@ -2,13 +2,13 @@
 // checkpoints, over the typed requests of relay-api/. Isomorphic (global fetch).
 import { bytesToHex, hexToBytes, sha256, signCheckpointUpload } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
-import { foldedDataSource } from './data-fold.ts';
+import { orderedDataSource } from './data-fold.ts';
 import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
 import { readBody, relayApiErrorOf } from './relay-api/errors.ts';
 import { fetchDataManifest, fetchSamples } from './relay-api/data.ts';
 import { relayRoot, runPath } from './relay-api/request.ts';
 import { fetchCheckpointSummary } from './relay-api/runs.ts';
-import type { CheckpointSummary, DataManifestResponse, DataSplit } from './relay-api/types.ts';
+import type { CheckpointSummary, DataManifestResponse, DataOrder, DataSplit } from './relay-api/types.ts';
 
 export { fetchCheckpointSummary };
 export type { CheckpointSummary };
@@ -31,13 +31,16 @@ export type RelayDataSource = DataSource & {
   readonly split: DataSplit;
   /** The split's sample count from the relay's data manifest. */
   samplesInSplit(): Promise<number>;
+  /** The split's order: the manifest's for train, always corpus for val. */
+  order(): Promise<DataOrder>;
   manifest(): Promise<DataManifestResponse>;
 };
 
 /**
- * Samples of one split of the relay's data provider. Sample ids past the end of the split wrap around (id mod
- * count, see data-fold.ts), as a local shard does. Every reply is checked to hold exactly the samples asked
- * for, at the manifest's sample width.
+ * Samples of one split of the relay's data provider, by run sample id. In corpus order, ids past the end of
+ * the split wrap around (id mod count, see data-fold.ts), as a local shard does; in a seeded order the relay
+ * maps run ids itself (each pass its own permutation), so they go to it as they are. Every reply is checked to
+ * hold exactly the samples asked for, at the manifest's sample width.
  */
 export function relayDataSource(relayUrl: string, runId: string, o: RelayDataOptions = {}): RelayDataSource {
   const split = o.split ?? 'train';
@@ -60,15 +63,17 @@ export function relayDataSource(relayUrl: string, runId: string, o: RelayDataOpt
   };
   const perRequest = async (): Promise<number> =>
     Math.max(1, Math.min(o.maxPerRequest ?? 512, (await getManifest()).max_samples_per_request));
-  let folded: DataSource | null = null;
+  const order = async (): Promise<DataOrder> => (split === 'train' ? (await getManifest()).order : 'corpus');
+  let ordered: DataSource | null = null;
   const src: RelayDataSource = {
     bytes: 0,
     split,
     samplesInSplit,
+    order,
     manifest: getManifest,
     async samples(start: number, end: number): Promise<Int32Array> {
-      folded ??= foldedDataSource({ samples: range }, samplesInSplit, await perRequest());
-      return folded.samples(start, end);
+      ordered ??= orderedDataSource({ samples: range }, { samplesInSplit, order }, await perRequest());
+      return ordered.samples(start, end);
     },
   };
   return src;

@@ -9,8 +9,9 @@
 //     relay), since a run creator must not make the relay read arbitrary paths.
 // Samples are @meshtrain/model's (ShardIndex): sample j of a shard is tokens [j·S, j·S+S+1) with S =
 // max_seq_len, numbered across the split's shards in manifest order; consecutive samples overlap by one token.
+// Which sample a run's sample id reads (its order) is the routes' business, not the store's.
 import { createHash } from 'node:crypto';
-import { open, readFile, stat } from 'node:fs/promises';
+import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import {
   ShardIndex,
@@ -84,47 +85,76 @@ export class OpenDataset {
    * [(end-start+1), seqLen+1]. Reads one contiguous byte range per shard touched.
    */
   async readSamples(split: SplitName, start: number, end: number): Promise<Int32Array> {
+    return this.readSampleIds(
+      split,
+      Array.from({ length: end - start + 1 }, (_, k) => start + k),
+    );
+  }
+
+  /**
+   * Tokens of the samples `ids` of `split`, in the order given, as one row-major Int32Array
+   * [ids.length, seqLen+1]. Samples next to each other in a shard are read as one byte range, and each shard
+   * file is opened once: a request's cost is bounded by its sample count, whatever the split's size.
+   */
+  async readSampleIds(split: SplitName, ids: readonly number[]): Promise<Int32Array> {
     const { index, shards } = this.splits[split];
     const row = this.seqLen + 1;
     const tb = this.manifest.token_bytes;
-    const out = new Int32Array((end - start + 1) * row);
-    let i = start;
-    while (i <= end) {
-      const first = index.locate(i);
-      // The samples of this shard in [i, end]: shard-local indices are consecutive, so bytes are too.
-      const inShard = index.samplesPerShard[first.shard] as number;
-      const local = first.byteOffset / (this.seqLen * tb);
-      const last = Math.min(end, i + (inShard - 1 - local));
-      const count = last - i + 1;
-      const byteLength = ((count - 1) * this.seqLen + row) * tb;
-      const entry = shards[first.shard] as ShardEntry;
-      const bytes = await readRange(this.shardPath(entry), first.byteOffset, byteLength);
-      const tokens = decodeTokens(bytes, tb, this.manifest.vocab_size);
-      for (let k = 0; k < count; k++)
-        out.set(tokens.subarray(k * this.seqLen, k * this.seqLen + row), (i - start + k) * row);
-      i = last + 1;
+    const out = new Int32Array(ids.length * row);
+    const sorted = ids.map((id, at) => ({ id, at })).sort((a, b) => a.id - b.id);
+    const files = new Map<number, Promise<FileHandle>>();
+    try {
+      for (let s = 0; s < sorted.length;) {
+        const firstId = (sorted[s] as { id: number }).id;
+        const first = index.locate(firstId);
+        // The run of ids (repeats allowed) that stays consecutive and inside this shard: its bytes are one range.
+        const local = first.byteOffset / (this.seqLen * tb);
+        const shardLast = firstId - local + (index.samplesPerShard[first.shard] as number) - 1;
+        let e = s;
+        while (e + 1 < sorted.length) {
+          const next = (sorted[e + 1] as { id: number }).id;
+          if (next - (sorted[e] as { id: number }).id > 1 || next > shardLast) break;
+          e++;
+        }
+        const count = (sorted[e] as { id: number }).id - firstId + 1;
+        const byteLength = ((count - 1) * this.seqLen + row) * tb;
+        const path = this.shardPath(shards[first.shard] as ShardEntry);
+        let fh = files.get(first.shard);
+        if (fh === undefined) {
+          fh = openShard(path);
+          files.set(first.shard, fh);
+        }
+        const bytes = await readRange(await fh, path, first.byteOffset, byteLength);
+        const tokens = decodeTokens(bytes, tb, this.manifest.vocab_size);
+        for (let q = s; q <= e; q++) {
+          const { id, at } = sorted[q] as { id: number; at: number };
+          const from = (id - firstId) * this.seqLen;
+          out.set(tokens.subarray(from, from + row), at * row);
+        }
+        s = e + 1;
+      }
+    } finally {
+      for (const fh of files.values()) await fh.then((h) => h.close()).catch(() => undefined);
     }
     return out;
   }
 }
 
-async function readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
-  const fh = await open(path, 'r').catch(() => {
+function openShard(path: string): Promise<FileHandle> {
+  return open(path, 'r').catch(() => {
     throw new DatasetError('file_missing', `${path}: listed in the manifest but missing`);
   });
-  try {
-    const buf = new Uint8Array(length);
-    let done = 0;
-    while (done < length) {
-      const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
-      if (bytesRead === 0)
-        throw new DatasetError('file_truncated', `${path}: shorter than the manifest says`);
-      done += bytesRead;
-    }
-    return buf;
-  } finally {
-    await fh.close();
+}
+
+async function readRange(fh: FileHandle, path: string, offset: number, length: number): Promise<Uint8Array> {
+  const buf = new Uint8Array(length);
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
+    if (bytesRead === 0) throw new DatasetError('file_truncated', `${path}: shorter than the manifest says`);
+    done += bytesRead;
   }
+  return buf;
 }
 
 /**

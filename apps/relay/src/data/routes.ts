@@ -3,13 +3,19 @@
 //   GET /api/runs/:id/data/manifest
 //   GET /api/runs/:id/data/samples?start=S&end=E[&split=train|val]
 //       body: little-endian int32, (E−S+1)·(seq_len+1) values, sample after sample (see dataset-store.ts
-//       for what a sample is); headers X-Meshtrain-Seq-Len, X-Meshtrain-Samples.
+//       for what a sample is); headers X-Meshtrain-Seq-Len, X-Meshtrain-Samples. In a run whose data location
+//       has `shuffle = { Seeded = … }` (the manifest's `order: "seeded"`), S..E of the train split are the run's
+//       sample ids, past the split's end too: id i reads sample π_p(i mod n), p = ⌊i/n⌋ (@meshtrain/model's
+//       sample-order.ts), gathered from wherever those samples live. Otherwise, and always for val, S..E are
+//       samples of the split in corpus order and must lie inside it (clients fold run ids mod n).
 //   GET /api/runs/:id/data/shards/:name   (one Range per request: 206 / 416; ETag = "<sha256>")
 //
 // Mount: `app.route('/', dataRoutes({ store, runData }))` — paths are absolute so the composition layer
 // does not need to know our prefix. `runData(runId)` returns undefined for an unknown run (→ 404).
+import { createHash } from 'node:crypto';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
+import { sampleOrderFor, shuffleSeedOf } from '@meshtrain/model';
 import { DatasetError } from './errors.ts';
 import { apiError, etagMatches, serveFile } from './http.ts';
 import type { DatasetStore, OpenDataset, RunDataRef } from './dataset-store.ts';
@@ -36,13 +42,13 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
   const maxSamples = deps.maxSamplesPerRequest ?? DEFAULT_MAX_SAMPLES_PER_REQUEST;
   const maxBytes = deps.maxSampleBytes ?? DEFAULT_MAX_SAMPLE_BYTES;
 
-  /** The opened dataset of `:id`, or the error Response to send. */
-  const datasetOf = async (c: Context): Promise<OpenDataset | Response> => {
+  /** The opened dataset of `:id` with the run's data reference, or the error Response to send. */
+  const datasetOf = async (c: Context): Promise<{ ds: OpenDataset; ref: RunDataRef } | Response> => {
     const runId = c.req.param('id') ?? '';
     const ref = await deps.runData(runId);
     if (ref === undefined) return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
     try {
-      return await deps.store.open(ref);
+      return { ds: await deps.store.open(ref), ref };
     } catch (err) {
       if (err instanceof DatasetError) return apiError(c, err.status, err.code, err.message);
       throw err;
@@ -50,8 +56,9 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
   };
 
   app.get('/api/runs/:id/data/manifest', async (c) => {
-    const ds = await datasetOf(c);
-    if (ds instanceof Response) return ds;
+    const opened = await datasetOf(c);
+    if (opened instanceof Response) return opened;
+    const { ds, ref } = opened;
     const runId = c.req.param('id');
     const base = `/api/runs/${encodeURIComponent(runId)}/data/shards/`;
     const body: DataManifestResponse = {
@@ -63,6 +70,7 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
       vocab_size: ds.manifest.vocab_size,
       tokenizer: ds.manifest.tokenizer,
       samples: { train: ds.splits.train.index.sampleCount, val: ds.splits.val.index.sampleCount },
+      order: shuffleSeedOf(ref.location) === null ? 'corpus' : 'seeded',
       max_samples_per_request: Math.max(
         1,
         Math.min(maxSamples, Math.floor(maxBytes / ((ds.seqLen + 1) * 4))),
@@ -76,19 +84,22 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
       manifest: ds.manifest,
     };
     // The manifest can change only when the dataset is re-prepared; revalidate each time (cheap 304s).
-    const etag = `"${ds.fingerprint}-${ds.seqLen}"`;
+    const etag = `"${ds.fingerprint}-${ds.seqLen}-${orderTag(ref)}"`;
     const headers = { ETag: etag, 'Cache-Control': 'no-cache' };
     if (etagMatches(c.req.header('If-None-Match'), etag)) return c.body(null, 304, headers);
     return c.json(body, 200, headers);
   });
 
   app.get('/api/runs/:id/data/samples', async (c) => {
-    const ds = await datasetOf(c);
-    if (ds instanceof Response) return ds;
+    const opened = await datasetOf(c);
+    if (opened instanceof Response) return opened;
+    const { ds, ref } = opened;
     const split = c.req.query('split') ?? 'train';
     if (split !== 'train' && split !== 'val')
       return apiError(c, 400, 'bad_split', `split must be 'train' or 'val', got '${split}'`);
     const count = ds.splits[split].index.sampleCount;
+    // The val split is a fixed evaluation set: never reordered.
+    const seeded = split === 'train' && count > 0 && shuffleSeedOf(ref.location) !== null;
     const start = intParam(c.req.query('start'));
     const end = intParam(c.req.query('end'));
     if (start === undefined || end === undefined)
@@ -99,7 +110,7 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
         'start and end must be non-negative integers (sample ids, end inclusive)',
       );
     if (end < start) return apiError(c, 400, 'bad_sample_range', `end ${end} is before start ${start}`);
-    if (end >= count)
+    if (end >= count && !seeded)
       return apiError(
         c,
         400,
@@ -113,8 +124,8 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
       return apiError(c, 400, 'too_many_samples', `${n} samples requested, at most ${limit} per request`, {
         limit,
       });
-    // Samples are a pure function of (dataset bytes, seq_len, split, start, end): safe to cache by that.
-    const etag = `"${ds.fingerprint}-${ds.seqLen}-${split}-${start}-${end}"`;
+    // Samples are a pure function of (dataset bytes, seq_len, split, order, start, end): safe to cache by that.
+    const etag = `"${ds.fingerprint}-${ds.seqLen}-${split}-${split === 'train' ? orderTag(ref) : 'corpus'}-${start}-${end}"`;
     const headers: Record<string, string> = {
       ETag: etag,
       'Cache-Control': 'public, max-age=3600',
@@ -124,7 +135,14 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
     if (etagMatches(c.req.header('If-None-Match'), etag)) return c.body(null, 304, headers);
     let tokens: Int32Array;
     try {
-      tokens = await ds.readSamples(split, start, end);
+      if (seeded) {
+        // At most `limit` ids, each mapped in constant time and memory: no table of the split.
+        const order = sampleOrderFor(ref.location, count);
+        tokens = await ds.readSampleIds(
+          split,
+          Array.from({ length: n }, (_, k) => order.at(start + k)),
+        );
+      } else tokens = await ds.readSamples(split, start, end);
     } catch (err) {
       if (err instanceof DatasetError) return apiError(c, 500, err.code, err.message);
       return apiError(c, 500, 'bad_dataset', (err as Error).message);
@@ -139,8 +157,9 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
   });
 
   app.get('/api/runs/:id/data/shards/:name', async (c) => {
-    const ds = await datasetOf(c);
-    if (ds instanceof Response) return ds;
+    const opened = await datasetOf(c);
+    if (opened instanceof Response) return opened;
+    const { ds } = opened;
     // Only names listed in the manifest reach the disk, so `..`, slashes or encoded separators cannot.
     const name = c.req.param('name');
     const entry = ds.shard(name);
@@ -160,6 +179,13 @@ export function dataRoutes(deps: DataRoutesDeps): Hono {
   return app;
 }
 
+/** The run's order in ETags: a seeded order by a digest of its seed, so two seeds never share a validator. */
+function orderTag(ref: RunDataRef): string {
+  const seed = shuffleSeedOf(ref.location);
+  return seed === null ? 'corpus' : `seeded-${createHash('sha256').update(seed).digest('hex').slice(0, 16)}`;
+}
+
+/** Sample ids: at most 15 digits, so every id (and id / n) is an exact double. */
 function intParam(v: string | undefined): number | undefined {
   if (v === undefined || !/^\d{1,15}$/.test(v)) return undefined;
   return Number(v);

@@ -3,10 +3,11 @@
 // opens a new one, which rejoins the run at its next epoch.
 import {
   Client,
-  foldedDataSource,
+  orderedDataSource,
   peerFirstCheckpoints,
   relayCheckpoints,
   relayDataSource,
+  type DataSource,
 } from '@meshtrain/client';
 import { hexToBytes } from '@meshtrain/core';
 import type { CoordinatorState, RunConfig } from '@meshtrain/core';
@@ -92,8 +93,8 @@ function openCheckpoints(d: SessionDeps): CachedCheckpoints {
   );
 }
 
-/** The relay's training split behind this browser's data cache, and the cache folded into the split. */
-function openData(d: SessionDeps): { data: CachedDataSource; folded: ReturnType<typeof foldedDataSource> } {
+/** The relay's training split behind this browser's data cache, and the cache in the run's sample order. */
+function openData(d: SessionDeps): { data: CachedDataSource; ordered: DataSource } {
   const llm = d.config.model.LLM;
   // Blocks of about 64 KiB: whole blocks are downloaded, so they must stay small next to a client's batch.
   const rowBytes = (llm.max_seq_len + 1) * 4;
@@ -104,8 +105,9 @@ function openData(d: SessionDeps): { data: CachedDataSource; folded: ReturnType<
     samplesPerBlock: Math.max(1, Math.min(32, Math.floor(65536 / rowBytes))),
     log: (line) => d.reporter.log(line),
   });
-  // Later passes over the split read the blocks the first one cached.
-  return { data, folded: foldedDataSource(data, () => relayData.samplesInSplit()) };
+  // In corpus order, later passes over the split read the blocks the first one cached; a seeded order permutes
+  // each pass anew, so its blocks are keyed by run id (the relay maps those).
+  return { data, ordered: orderedDataSource(data, relayData) };
 }
 
 /**
@@ -126,7 +128,7 @@ export async function openRunSession(
     }
   });
   const checkpoints = openCheckpoints(d);
-  const { data, folded } = openData(d);
+  const { data, ordered } = openData(d);
   const client: Client = new Client({
     run: d.config,
     runId: d.run.runId,
@@ -134,7 +136,7 @@ export async function openRunSession(
     link,
     backend: d.backend,
     distro: d.distro,
-    data: folded,
+    data: ordered,
     initParams: () => initParameters(d.model, d.config.meshtrain.seed),
     checkpoints,
     ...(d.net ? { peers: d.net } : {}),

@@ -80,6 +80,10 @@ export function checkCheckpointSummary(v: unknown): string | null {
 export function checkDataManifest(v: unknown): string | null {
   return (
     fields(v, 'reply', { samples: 'object', sample_tokens: 'count', max_samples_per_request: 'count' }) ??
-    fields((v as { samples: unknown }).samples, 'samples', { train: 'count', val: 'count' })
+    fields((v as { samples: unknown }).samples, 'samples', { train: 'count', val: 'count' }) ??
+    // Clients fold run ids into the split or not by it: an order they do not know is an error, not a guess.
+    (['corpus', 'seeded'].includes((v as { order: unknown }).order as string)
+      ? null
+      : "reply.order is not 'corpus' or 'seeded'")
   );
 }

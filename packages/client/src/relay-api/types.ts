@@ -210,6 +210,15 @@ export interface CheckpointSummary {
 /** The two splits of a run's dataset. */
 export type DataSplit = 'train' | 'val';
 
+/**
+ * The order a run reads its train split in. `corpus`: a /samples range is samples of the split in corpus order,
+ * inside [0, n), and run sample id i is sample i mod n. `seeded` (the run's `shuffle = { Seeded = … }`): a
+ * /samples range of the train split is run sample ids, any non-negative integer, and the relay maps id i to
+ * sample π_p(i mod n), p = ⌊i/n⌋ — one permutation per pass (@meshtrain/model's sample-order.ts). The val
+ * split is always in corpus order.
+ */
+export type DataOrder = 'corpus' | 'seeded';
+
 /** GET /api/runs/:id/data/manifest. */
 export interface DataManifestResponse {
   run_id: string;
@@ -221,6 +230,8 @@ export interface DataManifestResponse {
   vocab_size: number;
   tokenizer: string;
   samples: Record<DataSplit, number>;
+  /** The train split's order (see DataOrder). */
+  order: DataOrder;
   max_samples_per_request: number;
   /** URL of each shard, by file name (relative to this relay). */
   shard_urls: Record<string, string>;
