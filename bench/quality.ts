@@ -46,7 +46,8 @@ async function main(): Promise<number> {
   const base = baseRunFor(flags);
   const model = modelConfigForRun(base);
   const dataDir = flags.data ?? (await ensureBrownDataset());
-  const data = await localDataSource(dataDir, flags.seqLen);
+  // The peers' data in the run's sample order; AdamW reads its batches through the same order (data.order).
+  const data = await localDataSource(dataDir, flags.seqLen, base.model.LLM.data_location);
   const heldOutRows = evalIndices(data.dataset.val, flags.evalBatches, flags.batchSize);
   if (heldOutRows.length === 0) throw new Error('the held-out split has fewer samples than one batch');
   const heldOut = heldOutRows.map((rows) => ({ tokens: data.dataset.val.batch(rows), rows: rows.length }));
@@ -68,6 +69,7 @@ async function main(): Promise<number> {
     dataDir,
     data,
     trainSamples: data.dataset.train.index.sampleCount,
+    sampleOrder: data.order,
     heldOut,
     first16,
     ort,
@@ -77,7 +79,7 @@ async function main(): Promise<number> {
   };
   log(
     `bench:quality ${flags.preset} (${ctx.parameters.toLocaleString('en-US')} params), ${flags.steps} steps × ` +
-      `${flags.batchSize}×${flags.seqLen} tokens, ${flags.peers} peers, held-out ${heldOutTokens.toLocaleString('en-US')} tokens; ` +
+      `${flags.batchSize}×${flags.seqLen} tokens (${data.order.kind} order), ${flags.peers} peers, held-out ${heldOutTokens.toLocaleString('en-US')} tokens; ` +
       `methods ${flags.methods.join(', ')}; load ${loadStart.map((x) => x.toFixed(2)).join(' ')}`,
   );
 
@@ -112,6 +114,7 @@ async function main(): Promise<number> {
       seq_len: flags.seqLen,
       tokens_per_step: flags.batchSize * flags.seqLen,
       dataset: data.dataset.manifest.source,
+      data_order: data.order.kind,
       held_out: {
         split: 'val',
         samples: heldOutRows.length * flags.batchSize,

@@ -2,7 +2,7 @@
 // AdamW, clipping and cosine schedule, its held-out evaluation). Fed the global batches a network run trains,
 // both methods see the same samples in the same order; with `shuffled` it is `node-trainer baseline` as is
 // (its own seeded shuffle of the training split), for comparison with that command's figures.
-import type { LlamaConfig, Parameters } from '@meshtrain/model';
+import type { LlamaConfig, Parameters, SampleOrder } from '@meshtrain/model';
 import {
   runBaseline,
   TRAIN_DEFAULTS,
@@ -10,11 +10,13 @@ import {
   type BaselineResult,
 } from '../../apps/node-trainer/src/commands/baseline.ts';
 import type { Progress } from '../../apps/node-trainer/src/progress/index.ts';
-import { foldIds } from './quality-accounting.ts';
 
 export type AdamWOrder =
-  /** Run sample ids of each step's global batch (folded onto the training split here). */
-  | { kind: 'batches'; batches: readonly (readonly number[])[]; trainSamples: number }
+  /**
+   * Run sample ids of each step's global batch, read through `order`: the same SampleOrder the peers' data
+   * source applies (corpus: id mod n; seeded: the pass's permutation), so AdamW sees exactly their samples.
+   */
+  | { kind: 'batches'; batches: readonly (readonly number[])[]; order: SampleOrder }
   /** node-trainer baseline's order: a permutation of the training split seeded by `seed` (also the init's). */
   | { kind: 'shuffled'; steps: number; batchSize: number };
 
@@ -56,7 +58,7 @@ export function batchOrderOf(order: Extract<AdamWOrder, { kind: 'batches' }>): (
   return (step) => {
     const ids = order.batches[step];
     if (!ids) throw new RangeError(`no batch for step ${step} (${order.batches.length} steps)`);
-    return foldIds(ids, order.trainSamples);
+    return ids.map((id) => order.order.at(id));
   };
 }
 

@@ -88,12 +88,6 @@ export function plannedBatches(ramp: BatchRampConfig, rounds: number): number[][
   return out;
 }
 
-/** Run sample ids → sample ids of a split of `n` samples (id mod n), as the run's data sources fold them. */
-export function foldIds(ids: readonly number[], n: number): number[] {
-  if (!(Number.isInteger(n) && n > 0)) throw new RangeError(`a split of ${n} samples`);
-  return ids.map((id) => id % n);
-}
-
 export function sameBatches(a: readonly (readonly number[])[], b: readonly (readonly number[])[]): boolean {
   return (
     a.length === b.length && a.every((x, i) => x.length === b[i]!.length && x.every((v, j) => v === b[i]![j]))

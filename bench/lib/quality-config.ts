@@ -34,6 +34,11 @@ export interface QualityFlags {
    * (node-trainer baseline unchanged: its own shuffle, seed 0, all `steps`).
    */
   adamwOrders: ('run' | 'shuffled')[];
+  /**
+   * The run's sample order (its data location's shuffle): 'corpus' (DontShuffle, the order the first figures
+   * were measured in) or 'seeded' (the default run's seed); null: the default run's own.
+   */
+  dataOrder: 'corpus' | 'seeded' | null;
   evalEvery: number;
   evalBatches: number;
   progressEvery: number;
@@ -44,13 +49,15 @@ export interface QualityFlags {
 
 export const USAGE = `npm run -s bench:quality -- [--json] [--method adamw,distro] [--preset tiny] [--peers 4] [--steps 300]
   [--lr 1e-3,3e-3] [--topk 8,32] [--chunk 64] [--bits 1|32] [--verification-percent P] [--adamw-lr 1e-3] [--adamw-order run,shuffled]
+  [--data-order corpus|seeded]
   [--batch-size 64] [--seq-len 128] [--eval-every 50] [--eval-batches 8] [--progress-every 10] [--threads 2] [--data DIR]
 
 Held-out loss of what each method trains from the embedded default run's settings, at equal tokens and data
 order, and what a peer sends. Network methods (distro) run N real clients on core's coordinator in this
 process; adamw is node-trainer baseline's single-process AdamW on the same global batches (--adamw-order
-shuffled: on baseline's own shuffled order instead, as \`node-trainer baseline\` trains). --lr and --topk
-take comma lists (one run per value). --json prints only the JSON result on stdout.`;
+shuffled: on baseline's own shuffled order instead, as \`node-trainer baseline\` trains). --data-order sets
+the run's sample order (default: the default run's, seeded). --lr and --topk take comma lists (one run per
+value). --json prints only the JSON result on stdout.`;
 
 export class UsageError extends Error {}
 
@@ -87,6 +94,7 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
       'adamw-lr': { type: 'string' },
       'verification-percent': { type: 'string' },
       'adamw-order': { type: 'string' },
+      'data-order': { type: 'string' },
       'eval-every': { type: 'string' },
       'eval-batches': { type: 'string' },
       'progress-every': { type: 'string' },
@@ -103,6 +111,9 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
   for (const x of adamwOrders)
     if (x !== 'run' && x !== 'shuffled') throw new UsageError(`--adamw-order: run or shuffled, got '${x}'`);
   if (bits !== null && bits !== 1 && bits !== 32) throw new UsageError('--bits: 1 or 32');
+  const dataOrder = values['data-order'] ?? null;
+  if (dataOrder !== null && dataOrder !== 'corpus' && dataOrder !== 'seeded')
+    throw new UsageError(`--data-order: corpus or seeded, got '${dataOrder}'`);
   return {
     json: Boolean(values.json),
     methods: (values.method ?? 'adamw,distro').split(',').map((s) => s.trim()),
@@ -121,6 +132,7 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
         : num('verification-percent', values['verification-percent'], 0, (x) => x >= 0 && x <= 100),
     adamwLr: num('adamw-lr', values['adamw-lr'], 1e-3, (x) => x > 0),
     adamwOrders: adamwOrders as QualityFlags['adamwOrders'],
+    dataOrder,
     evalEvery: num('eval-every', values['eval-every'], 50, int(1)),
     evalBatches: num('eval-batches', values['eval-batches'], 8, int(1)),
     progressEvery: num('progress-every', values['progress-every'], 10, int(1)),
@@ -143,10 +155,21 @@ export function baseRunFor(f: QualityFlags): RunConfig {
   run.config.global_batch_size_end = f.batchSize;
   run.meshtrain.micro_batch_size = Math.min(run.meshtrain.micro_batch_size, f.batchSize);
   run.model.LLM.max_seq_len = f.seqLen;
+  if (f.dataOrder !== null) setDataOrder(run, f.dataOrder);
   const table = Object.values(run.model.LLM.lr_schedule)[0] as { total_steps?: number; warmup_steps: number };
   if (table.total_steps !== undefined) table.total_steps = f.steps;
   table.warmup_steps = Math.min(table.warmup_steps, f.steps);
   return validated(run);
+}
+
+/** Sets the Relay data location's shuffle: DontShuffle for 'corpus'; 'seeded' needs the run's own seed. */
+function setDataOrder(run: RunConfig, order: 'corpus' | 'seeded'): void {
+  const loc = run.model.LLM.data_location;
+  if (typeof loc !== 'object' || !('Relay' in loc))
+    throw new UsageError('--data-order: the run has no Relay data');
+  if (order === 'corpus') loc.Relay.shuffle = 'DontShuffle';
+  else if (loc.Relay.shuffle === 'DontShuffle')
+    throw new UsageError('--data-order seeded: the default run has no shuffle seed to use');
 }
 
 /** `run` with its peak lr set to `lr`, the final lr scaled with it (the schedule's shape is kept). */

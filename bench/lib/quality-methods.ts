@@ -15,7 +15,7 @@ import { describeSchedule, validated, withPeakLr, type QualityFlags } from './qu
 import { runNetwork, type CurvePoint, type HeldOutBatch, type NetworkRunResult } from './network-run.ts';
 import type { DataSource } from '@meshtrain/client';
 import type { SharedOrt } from './shared-ort.ts';
-import type { LlamaConfig } from '@meshtrain/model';
+import { shuffleSeedOf, type LlamaConfig, type SampleOrder } from '@meshtrain/model';
 
 export interface MethodContext {
   flags: QualityFlags;
@@ -26,6 +26,8 @@ export interface MethodContext {
   dataDir: string;
   data: DataSource;
   trainSamples: number;
+  /** The run's sample order, as the peers' data source applies it (AdamW reads its batches through it). */
+  sampleOrder: SampleOrder;
   heldOut: readonly HeldOutBatch[];
   /** Held-out samples 0..15 in micro-batches, as \`node-trainer train\` evaluates by default. */
   first16: readonly HeldOutBatch[];
@@ -139,6 +141,7 @@ function runSettings(run: RunConfig, peers: number): Record<string, unknown> {
     micro_batch: run.meshtrain.micro_batch_size,
     // A verified run (> 0) trains at the shared parameters, without DisTrO's lookahead.
     verification_percent: run.config.verification_percent,
+    data_order: shuffleSeedOf(run.model.LLM.data_location) === null ? 'corpus' : 'seeded',
     lr_schedule: describeSchedule(run),
   };
 }
@@ -187,7 +190,7 @@ const adamw: QualityMethod = {
       const batches = ctx.recordedOrder ?? plannedBatches(ramp, base.config.total_steps - 1);
       const order: AdamWOrder =
         kind === 'run'
-          ? { kind: 'batches', batches, trainSamples: ctx.trainSamples }
+          ? { kind: 'batches', batches, order: ctx.sampleOrder }
           : { kind: 'shuffled', steps: flags.steps, batchSize: flags.batchSize };
       // node-trainer baseline's defaults as they are: seed 0 for the init and the shuffle.
       const seed = kind === 'run' ? base.meshtrain.seed : 0;
@@ -219,7 +222,9 @@ const adamw: QualityMethod = {
           seq_len: r.seq_len,
           init_seed: seed,
           data_order:
-            kind === 'run' ? "the network run's global batches" : "node-trainer baseline's shuffle (seed 0)",
+            kind === 'run'
+              ? `the network run's global batches (${ctx.sampleOrder.kind} order)`
+              : "node-trainer baseline's shuffle (seed 0)",
         },
         // Through the same evaluation as the network methods (runBaseline's own final eval reads the same set).
         held_out_loss: await ctx.ort.heldOutLoss(params, ctx.heldOut),

@@ -1,12 +1,17 @@
 // The pure parts of bench:quality (bench/lib): what a peer sent per token and against fp32 gradients, the
 // data order AdamW trains (exactly the union of what the peers trained, step by step, as core's assignment
-// hands it out), the default settings being the embedded default run, and the virtual clock.
+// hands it out, read through the peers' sample order), the default settings being the embedded default run,
+// and the virtual clock.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { assignBatches, DEFAULT_RUN_TOML, parseRunConfig, type BatchId } from '@meshtrain/core';
+import { ByteTokenizer, corpusOrder } from '@meshtrain/model';
+import { prepareShards } from '@meshtrain/model/node';
 import { describe, expect, it } from 'vitest';
 import { batchOrderOf } from '../../../bench/lib/adamw-run.ts';
 import {
   bytesPerToken,
-  foldIds,
   fp32Ratio,
   globalBatches,
   peerTraffic,
@@ -15,6 +20,7 @@ import {
 } from '../../../bench/lib/quality-accounting.ts';
 import { baseRunFor, parseQualityFlags, withPeakLr } from '../../../bench/lib/quality-config.ts';
 import { VirtualClock } from '../../../bench/lib/virtual-time.ts';
+import { localDataSource } from '../src/net/local-data.ts';
 
 const RAMP = {
   global_batch_size_start: 64,
@@ -71,16 +77,65 @@ describe('bench:quality accounting', () => {
     expect(order[2]).toEqual(Array.from({ length: 64 }, (_, i) => 128 + i));
 
     // What AdamW's train step is given at each step is that union, folded onto the split like the peers' data.
-    const adamw = batchOrderOf({ kind: 'batches', batches: order, trainSamples: 150 });
+    const split = corpusOrder(150);
+    const adamw = batchOrderOf({ kind: 'batches', batches: order, order: split });
     for (let s = 0; s < 5; s++) {
       const peers = trained
         .filter((t) => t.step === s + 1)
         .flatMap((t) => Array.from({ length: t.batch.end - t.batch.start + 1 }, (_, i) => t.batch.start + i));
-      expect([...adamw(s)].sort((x, y) => x - y)).toEqual(foldIds(peers, 150).sort((x, y) => x - y));
+      expect([...adamw(s)].sort((x, y) => x - y)).toEqual(peers.map((id) => id % 150).sort((x, y) => x - y));
     }
     expect(adamw(2).slice(0, 3)).toEqual([128, 129, 130]);
     expect(adamw(2)[30]).toBe(8); // sample 158 of the run is sample 8 of a 150-sample split
     expect(() => adamw(5)).toThrow(RangeError);
+  });
+
+  it("in the default run's seeded order, AdamW reads exactly the samples the peers' data source serves", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'meshtrain-quality-order-'));
+    try {
+      const docs = Array.from({ length: 12 }, (_, d) => {
+        const text = Array.from({ length: 400 }, (_, i) =>
+          String.fromCharCode(97 + ((i * 7 + d * 5) % 26)),
+        ).join('');
+        return { id: `d${d}`, bytes: text.length, load: () => text };
+      });
+      const dir = join(root, 'data');
+      await prepareShards(docs, dir, {
+        tokenizer: new ByteTokenizer(),
+        tokenBytes: 2,
+        valFraction: 0.2,
+        source: 'test',
+      });
+      const run = baseRunFor(parseQualityFlags(['--seq-len', '16', '--batch-size', '32', '--steps', '12']));
+      // What bench:quality builds: the peers' source in the run's order, AdamW through that same order.
+      const data = await localDataSource(dir, 16, run.model.LLM.data_location);
+      expect(data.order.kind).toBe('seeded');
+      const n = data.order.size;
+      const steps = Math.ceil((2 * n) / 32) + 1; // past the end of the split: into the second pass
+      const batches = plannedBatches(
+        { ...RAMP, global_batch_size_start: 32, global_batch_size_end: 32 },
+        steps,
+      );
+      const adamw = batchOrderOf({ kind: 'batches', batches, order: data.order });
+      for (let s = 0; s < steps; s++) {
+        const ids = batches[s]!;
+        const peers = await data.samples(ids[0]!, ids.at(-1)!);
+        expect([...data.dataset.train.batch(adamw(s))], `step ${s}`).toEqual([...peers]);
+      }
+      // Each pass reads every sample once, in an order that is neither the corpus's nor the last pass's.
+      const all = batches.flat();
+      const pass = (p: number) => all.filter((id) => Math.floor(id / n) === p).map((id) => data.order.at(id));
+      const first = pass(0);
+      expect([...first].sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, j) => j));
+      expect(first).not.toEqual(Array.from({ length: n }, (_, j) => j));
+      expect(pass(1).slice(0, 20)).not.toEqual(first.slice(0, 20));
+      // --data-order corpus reproduces the earlier figures' order.
+      const corpusRun = baseRunFor(parseQualityFlags(['--seq-len', '16', '--data-order', 'corpus']));
+      const corpus = await localDataSource(dir, 16, corpusRun.model.LLM.data_location);
+      expect([n + 3, 5].map((id) => corpus.order.at(id))).toEqual([3, 5]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('a retried batch changes the order, and the plan check says so', () => {
@@ -111,6 +166,12 @@ describe('bench:quality accounting', () => {
     expect(short.config.total_steps).toBe(12);
     expect(short.model.LLM.lr_schedule).toMatchObject({ Cosine: { total_steps: 12, warmup_steps: 12 } });
     expect(() => parseQualityFlags(['--bits', '2'])).toThrow(/--bits/);
+    expect(() => parseQualityFlags(['--data-order', 'random'])).toThrow(/--data-order/);
+    const relay = (f: string[]) =>
+      (baseRunFor(parseQualityFlags(f)).model.LLM.data_location as { Relay: { shuffle: unknown } }).Relay;
+    expect(relay([]).shuffle).toMatchObject({ Seeded: expect.any(Array) });
+    expect(relay(['--data-order', 'seeded'])).toEqual(relay([]));
+    expect(relay(['--data-order', 'corpus']).shuffle).toBe('DontShuffle');
     const unverified = baseRunFor(parseQualityFlags(['--verification-percent', '0']));
     expect(unverified.config.verification_percent).toBe(0);
     expect({ ...unverified.config, verification_percent: 7 }).toEqual({

@@ -25,7 +25,7 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   const model = modelConfigForRun(run);
   const maxRows = microBatchRows(o, run, model, io);
   const seqLen = run.model.LLM.max_seq_len;
-  const { data, evalTokens } = await openData(o, seqLen, io);
+  const { data, evalTokens } = await openData(o, seqLen, io, run.model.LLM.data_location);
   const link = new RelayLink({
     relayUrl: o.relay,
     runId: o.runId,

@@ -1,7 +1,7 @@
 // What `node-trainer train` gathers before it joins: the run's config from the relay, the identity, the device,
 // the micro-batch that fits the memory budget, and the data (with the held-out samples for evaluations).
 import { fetchRunConfig, RelayApiError, relayDataSource, type DataSource } from '@meshtrain/client';
-import type { RunConfig } from '@meshtrain/core';
+import type { DataLocation, RunConfig } from '@meshtrain/core';
 import { parameterCount, type LlamaConfig } from '@meshtrain/model';
 import { CliError } from '../command.ts';
 import { parseMemory, rowsForMemory, selectDevice, type DeviceChoice } from '../backend/device.ts';
@@ -78,9 +78,11 @@ export async function openData(
   o: TrainOptions,
   seqLen: number,
   io: Output,
+  /** The run's data location: a local shard reads it in the run's order, as the relay would serve it. */
+  location: DataLocation,
 ): Promise<{ data: DataSource; evalTokens: EvalTokens | null }> {
   if (o.dataShard) {
-    const local = await localDataSource(o.dataShard, seqLen);
+    const local = await localDataSource(o.dataShard, seqLen, location);
     const n = Math.min(o.evalSamples, local.dataset.val.index.sampleCount);
     const evalTokens =
       n > 0 ? { tokens: local.dataset.val.batch(Array.from({ length: n }, (_, i) => i)), rows: n } : null;
