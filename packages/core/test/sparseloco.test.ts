@@ -34,6 +34,7 @@ import {
   type Optimizer,
   type ResultSpec,
   type TrainingResult,
+  verificationPasses,
 } from '../src/index.ts';
 import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
@@ -342,5 +343,18 @@ describe('SparseLoCo result shape', () => {
       expect(frame.length).toBeLessThanOrEqual(maxSignedResultBytes(spec));
       expect(maxSignedResultBytes(spec)).toBeLessThan(frame.length + 200);
     }
+  });
+});
+
+describe('SparseLoCo verdicts', () => {
+  it("take the update check's own threshold (bench/sparseloco-verify.ts measured honest results ≥ 0.6)", () => {
+    const m = (updateAgreement: number, fingerprintAgreement = 1) => ({
+      fingerprintAgreement,
+      updateAgreement,
+    });
+    expect(verificationPasses(m(0.35), 'sparseloco')).toBe(true);
+    expect(verificationPasses(m(0.35), 'distro')).toBe(false);
+    expect(verificationPasses(m(0.25), 'sparseloco')).toBe(false);
+    expect(verificationPasses(m(0.9, 0.9), 'sparseloco')).toBe(false);
   });
 });

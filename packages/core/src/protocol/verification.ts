@@ -33,6 +33,11 @@ export const FINGERPRINT_COMPARED_SHARE = 0.5;
 export const MIN_FINGERPRINT_AGREEMENT = 0.95;
 /** Least magnitude-weighted sign agreement of the transmitted coefficients with the verifier's gradient. */
 export const MIN_UPDATE_AGREEMENT = 0.5;
+/**
+ * SparseLoCo: least magnitude-weighted sign agreement of the sent values with the verifier's gradient of the
+ * first inner step at the sent entries (docs/protocol.md "Verification of work" has the measurements).
+ */
+export const MIN_SPARSELOCO_UPDATE_AGREEMENT = 0.3;
 
 const FINGERPRINT_TAG = new TextEncoder().encode('meshtrain/fingerprint/v1');
 
@@ -83,7 +88,11 @@ export function fingerprintAgreement(fingerprint: Uint8Array, own: ArrayLike<num
   return agree / compared;
 }
 
-/** The verdict a verifier reports for its two measurements. */
-export function verificationPasses(m: { fingerprintAgreement: number; updateAgreement: number }): boolean {
-  return m.fingerprintAgreement >= MIN_FINGERPRINT_AGREEMENT && m.updateAgreement >= MIN_UPDATE_AGREEMENT;
+/** The verdict a verifier reports for its two measurements of a result of a run with `optimizer`. */
+export function verificationPasses(
+  m: { fingerprintAgreement: number; updateAgreement: number },
+  optimizer: 'distro' | 'sparseloco' = 'distro',
+): boolean {
+  const minUpdate = optimizer === 'sparseloco' ? MIN_SPARSELOCO_UPDATE_AGREEMENT : MIN_UPDATE_AGREEMENT;
+  return m.fingerprintAgreement >= MIN_FINGERPRINT_AGREEMENT && m.updateAgreement >= minUpdate;
 }
