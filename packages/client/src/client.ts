@@ -41,6 +41,7 @@ import { EpochProgress, isHealthyMember, type ClientContext } from './client/con
 import { CooldownPhase } from './client/cooldown.ts';
 import { POLL_INTERVAL_MS } from './client/defaults.ts';
 import { messageOf, ResyncNeeded } from './client/errors.ts';
+import { clientOptimizerOf } from './client/optimizer.ts';
 import { Replica } from './client/replica.ts';
 import { ResultFetcher } from './client/result-fetcher.ts';
 import { ResultsStore } from './client/results-store.ts';
@@ -85,13 +86,7 @@ export class Client {
   private readonly prefetchedAdmitted = new Map<number, Set<string>>();
 
   constructor(options: ClientOptions) {
-    const optimizer = options.run.model.LLM.optimizer;
-    if (!('Distro' in optimizer)) throw new Error('this client trains DisTrO runs only (optimizer.Distro)');
-    const distroConfig = optimizer.Distro;
-    if (options.distro.chunk !== distroConfig.compression_chunk)
-      throw new Error(
-        `DisTrO backend chunk ${options.distro.chunk} ≠ run compression_chunk ${distroConfig.compression_chunk}`,
-      );
+    const optimizer = clientOptimizerOf(options.run, options.distro);
     const now = options.now ?? (() => Date.now());
     const sleep = options.sleep ?? realSleep;
     const results = new ResultsStore();
@@ -109,12 +104,12 @@ export class Client {
     this.ctx = {
       o: options,
       id: options.link.clientId,
-      distroConfig,
+      optimizer,
       schedule: runLrSchedule(options.run),
       now,
       sleep,
       stats: this.stats,
-      replica: new Replica(options.distro),
+      replica: new Replica(options.distro, { momentum: optimizer.kind === 'distro' }),
       results,
       fetcher,
       meter: new ThroughputMeter(now()),

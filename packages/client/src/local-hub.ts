@@ -19,7 +19,7 @@ import {
   paramHashVerdict,
   ProtocolRefusal,
   publicKeyOf,
-  resultSpecOf,
+  runResultSpec,
   tick,
   trainingResultBytesOf,
   verdictEvent,
@@ -75,12 +75,11 @@ interface StoredResult extends SubmittedResult {
 }
 
 function specFor(run: RunConfig, parameters: LocalHubOptions['parameters']): ResultSpec | null {
-  const opt = run.model.LLM.optimizer;
-  if (!('Distro' in opt) || parameters === null) return null;
+  if (parameters === null) return null;
   try {
-    return resultSpecOf(
+    return runResultSpec(
       parameters ?? parameterSpecs(modelConfigForRun(run)),
-      opt.Distro,
+      run.model.LLM.optimizer,
       run.config.verification_percent,
     );
   } catch {

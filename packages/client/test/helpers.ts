@@ -10,21 +10,43 @@ import {
   type ParameterMap,
   type ResidentTrainingBackend,
   type TrainingBackend,
+  type TrainStepOutput,
 } from '../src/index.ts';
 import type { DistroTensor } from '@meshtrain/distro';
 import type { LocalHub, LocalHubOptions } from '../src/testing.ts';
 
-/** The embedded default run with `[config]` / schedule keys replaced. */
-export function testRun(
-  config: Record<string, number>,
-  extra: Record<string, string | number> = {},
-): RunConfig {
+/** The embedded default run's TOML with `[config]` / schedule keys replaced. */
+function testToml(config: Record<string, number>, extra: Record<string, string | number> = {}): string {
   let toml = DEFAULT_RUN_TOML;
   for (const [k, v] of Object.entries({ ...config, ...extra })) {
     const re = new RegExp(`^${k} = .*$`, 'm');
     if (!re.test(toml)) throw new Error(`no key ${k} in the default run`);
     toml = toml.replace(re, `${k} = ${typeof v === 'string' ? v : String(v)}`);
   }
+  return toml;
+}
+
+/** The embedded default run with `[config]` / schedule keys replaced. */
+export function testRun(
+  config: Record<string, number>,
+  extra: Record<string, string | number> = {},
+): RunConfig {
+  return parseRunConfig(testToml(config, extra)).config;
+}
+
+/**
+ * testRun with `[model.LLM.optimizer.SparseLoCo]` instead of the default DisTrO table: `table`'s keys (TOML
+ * values as written, e.g. `domain: '"dct"'`) on top of the defaults.
+ */
+export function sparseLoCoRun(
+  config: Record<string, number>,
+  table: Record<string, string | number> = {},
+): RunConfig {
+  const lines = Object.entries(table).map(([k, v]) => `${k} = ${String(v)}`);
+  const toml = testToml(config).replace(
+    /\[model\.LLM\.optimizer\.Distro\][^[]*/,
+    `[model.LLM.optimizer.SparseLoCo]\n${lines.join('\n')}\n\n`,
+  );
   return parseRunConfig(toml).config;
 }
 
@@ -51,8 +73,15 @@ export function toyInit(): ParameterMap {
   return out;
 }
 
-/** loss = ½·mean((p − t)²) with a target t derived from the tokens: gradients are (p − t)/n exactly. */
-export function toyBackend(): TrainingBackend & { steps: number } {
+/**
+ * loss = ½·mean((p − t)²) with a target t derived from the tokens: gradients are (p − t)/n exactly.
+ * `batchWeight` scales the part of each element's target that depends on the batch (3: another batch's
+ * gradient differs in sign almost everywhere; smaller: batches agree more, as a language model's do).
+ * `perRow`: each row is its own batch and the loss and gradients are their means, as a language model's
+ * are, so micro-batches of any size give the same gradient up to rounding (by default the target depends on
+ * the whole batch at once).
+ */
+export function toyBackend(batchWeight = 3, perRow = false): TrainingBackend & { steps: number } {
   let params: ParameterMap = new Map();
   const b = {
     description: 'toy quadratic (TypeScript)',
@@ -61,7 +90,8 @@ export function toyBackend(): TrainingBackend & { steps: number } {
     async loadParams(p: ParameterMap) {
       params = p;
     },
-    async trainStep(tokens: Int32Array, rows: number) {
+    async trainStep(tokens: Int32Array, rows: number): Promise<TrainStepOutput> {
+      if (perRow && rows > 1) return meanOverRows(tokens, rows, (row) => b.trainStep(row, 1));
       b.steps++;
       let sum = 0;
       for (const t of tokens) sum += t;
@@ -74,7 +104,7 @@ export function toyBackend(): TrainingBackend & { steps: number } {
         for (let j = 0; j < p.length; j++) {
           // Each element's target also depends on one token of the batch, so another batch's gradient
           // differs element by element (what verification's fingerprints tell apart).
-          const own = ((tokens[(j * 13 + name.length) % tokens.length] as number) / 255 - 0.5) * 3;
+          const own = ((tokens[(j * 13 + name.length) % tokens.length] as number) / 255 - 0.5) * batchWeight;
           const target = Math.sin(j + name.length) * 0.5 + bias + own;
           const d = (p[j] as number) - target;
           loss += 0.5 * d * d;
@@ -95,11 +125,33 @@ export function toyBackend(): TrainingBackend & { steps: number } {
  * gradients as tensors of `distro` (on a GPU backend, the stand-in for onnxruntime-web's GPU buffers). Host
  * `loadParams`/`trainStep` calls are counted so a test can assert the client never used them.
  */
+async function meanOverRows(
+  tokens: Int32Array,
+  rows: number,
+  step: (row: Int32Array) => Promise<TrainStepOutput>,
+): Promise<TrainStepOutput> {
+  const width = tokens.length / rows;
+  let loss = 0;
+  const grads: ParameterMap = new Map();
+  for (let r = 0; r < rows; r++) {
+    const out = await step(tokens.subarray(r * width, (r + 1) * width));
+    loss += out.loss / rows;
+    for (const [name, g] of out.grads) {
+      let acc = grads.get(name);
+      if (!acc) grads.set(name, (acc = new Float32Array(g.length)));
+      for (let j = 0; j < g.length; j++) acc[j]! += (g[j] as number) / rows;
+    }
+  }
+  return { loss, grads };
+}
+
 export function residentToyBackend(
   distro: DistroBackend,
   maxRows: number,
+  batchWeight?: number,
+  perRow = false,
 ): ResidentTrainingBackend & { hostCalls: number; residentSteps: number; released: number } {
-  const toy = toyBackend();
+  const toy = toyBackend(batchWeight, perRow);
   let params: ReadonlyMap<string, DistroTensor> = new Map();
   const b = {
     description: 'toy quadratic, resident on the DisTrO backend',

@@ -1,8 +1,9 @@
 // The apply step (docs/protocol.md "The two-round apply lag"): for each round, core's acceptedCommitments
 // names the result of every batch that a quorum of the next round's witnesses saw; those results, fetched and
-// checked, are applied in batch-id order with packages/distro's exact integer aggregate + apply, so every
-// replica stays bit-identical. A round that cannot be judged or an accepted result that cannot be had means
-// this replica would diverge: ResyncNeeded, never a silent skip.
+// checked, are applied in batch-id order with packages/distro's exact integer aggregate + apply (DisTrO) or
+// exact outer step (SparseLoCo, sparseloco-apply.ts), so every replica stays bit-identical. A round that
+// cannot be judged or an accepted result that cannot be had means this replica would diverge: ResyncNeeded,
+// never a silent skip.
 import {
   acceptedCommitments,
   bytesToHex,
@@ -10,12 +11,14 @@ import {
   roundAtHeight,
   verificationActive,
   type CoordinatorState,
+  type DistroResult,
   type Round,
 } from '@meshtrain/core';
-import { applyResults, type TensorResult } from '@meshtrain/distro';
+import { applyResults } from '@meshtrain/distro';
 import { fromWire } from '../convert.ts';
 import { learningRateAt, type AppliedRound, type ClientContext, type EpochProgress } from './context.ts';
 import { ResyncNeeded } from './errors.ts';
+import { applySparseLoCo } from './sparseloco-apply.ts';
 
 /** Applies rounds `epoch.appliedThrough`+1 .. `height`, each with the lr of the round `applying` them. */
 export async function applyThrough(
@@ -44,11 +47,18 @@ export async function applyThrough(
   }
 }
 
-function apply(ctx: ClientContext, results: TensorResult[][], lr: number): void {
-  applyResults(ctx.o.distro, ctx.replica.params, results, {
-    lr,
-    weightDecay: ctx.distroConfig.weight_decay ?? 0,
-  });
+/** One round's accepted results (as received, in batch-id order) applied to the replica's parameters. */
+function apply(ctx: ClientContext, results: DistroResult[][], lr: number): void {
+  const opt = ctx.optimizer;
+  ctx.replica.version++;
+  if (opt.kind === 'sparseloco')
+    return applySparseLoCo(ctx.o.distro, ctx.replica.params, results, opt.config);
+  applyResults(
+    ctx.o.distro,
+    ctx.replica.params,
+    results.map((r) => r.map(fromWire)),
+    { lr, weightDecay: opt.config.weight_decay ?? 0 },
+  );
 }
 
 /**
@@ -115,7 +125,7 @@ async function acceptedResults(
       throw new ResyncNeeded(
         `accepted commitment of step ${r.step} names a result for another batch or sender`,
       );
-    results.push({ clientIndex: a.client_index, tensors: result.tensors.map(fromWire) });
+    results.push({ clientIndex: a.client_index, tensors: result.tensors });
   }
   return { step: r.step, results, skipped: accepted.length - ordered.length };
 }

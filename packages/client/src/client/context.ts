@@ -2,12 +2,13 @@
 // fetcher, its counters, the clock, and the bookkeeping of the epoch it is in.
 import {
   coldStartFactor,
+  innerScheduleStep,
   learningRate,
   type CoordinatorState,
-  type DistroOptimizer,
+  type DistroResult,
   type LrSchedule,
 } from '@meshtrain/core';
-import type { TensorResult } from '@meshtrain/distro';
+import type { ClientOptimizer } from './optimizer.ts';
 import type { Replica } from './replica.ts';
 import type { ResultFetcher } from './result-fetcher.ts';
 import type { ResultsStore } from './results-store.ts';
@@ -18,7 +19,8 @@ export interface ClientContext {
   readonly o: ClientOptions;
   /** This client's coordinator id (hex public key). */
   readonly id: string;
-  readonly distroConfig: DistroOptimizer;
+  /** DisTrO or SparseLoCo, with the latter's private state. */
+  readonly optimizer: ClientOptimizer;
   readonly schedule: LrSchedule;
   readonly now: () => number;
   readonly sleep: (ms: number) => Promise<void>;
@@ -31,11 +33,14 @@ export interface ClientContext {
   setPhase(phase: ClientPhase, s: CoordinatorState | null): void;
 }
 
-/** One applied round: the lr it was applied with and each accepted result with its trainer's epoch index. */
+/**
+ * One applied round: the lr it was applied with and each accepted result (as received, either optimizer's)
+ * with its trainer's epoch index.
+ */
 export interface AppliedRound {
   height: number;
   lr: number;
-  results: { clientIndex: number; tensors: TensorResult[] }[];
+  results: { clientIndex: number; tensors: DistroResult[] }[];
 }
 
 /** Per-epoch progress: a fresh one per epoch (number and start step), so nothing of the last one lingers. */
@@ -73,6 +78,26 @@ export function learningRateAt(schedule: LrSchedule, step: number, s: Coordinato
     ? [s.epoch.start_step, s.epoch.start_step + s.config.cold_start_warmup_steps]
     : undefined;
   return learningRate(schedule, Math.max(0, step)) * coldStartFactor(step, window);
+}
+
+/**
+ * The learning rate of SparseLoCo's inner step `h` of round step `step`: the schedule counts inner steps
+ * (core's innerScheduleStep), the cold-start ramp counts rounds.
+ */
+export function innerLearningRateAt(
+  schedule: LrSchedule,
+  step: number,
+  h: number,
+  innerSteps: number,
+  s: CoordinatorState,
+): number {
+  const window: [number, number] | undefined = s.epoch.cold_start_epoch
+    ? [s.epoch.start_step, s.epoch.start_step + s.config.cold_start_warmup_steps]
+    : undefined;
+  return (
+    learningRate(schedule, Math.max(0, innerScheduleStep(step, h, innerSteps))) *
+    coldStartFactor(step, window)
+  );
 }
 
 /** This client's index in `epoch.clients`, or -1. */

@@ -1,5 +1,6 @@
-// A train step's gradients on the lookahead parameters, through the host (parameters read back, gradients
-// uploaded) or resident on the DisTrO backend's device (nothing the size of the model crosses to the host).
+// A train step's gradients at given parameter tensors (DisTrO's lookahead copy, SparseLoCo's local
+// parameters, or the shared ones for a verifier), through the host (parameters read back, gradients uploaded)
+// or resident on the DisTrO backend's device (nothing the size of the model crosses to the host).
 // Batches larger than the backend's maxRows run as micro-batches whose gradients are averaged by row count.
 import type { DistroBackend, DistroTensor } from '@meshtrain/distro';
 import type {
@@ -8,7 +9,7 @@ import type {
   ResidentTrainingBackend,
   TrainingBackend,
 } from '../interfaces.ts';
-import type { Replica } from './replica.ts';
+import { isResidentFor } from '../interfaces.ts';
 
 /** A train step's mean loss and gradients (DisTrO tensors), and how to free them once compressed. */
 export interface Gradients {
@@ -30,19 +31,35 @@ export function* microBatches(
   }
 }
 
-/** Gradients through host copies: the lookahead parameters are read back, the gradients uploaded. */
+/**
+ * The gradients at `params` (tensors of `d`, named `names` in the replica's order): resident on the device when
+ * the backend shares `d`'s device, else through host copies.
+ */
+export function gradientsAt(
+  d: DistroBackend,
+  backend: TrainingBackend,
+  names: readonly string[],
+  params: readonly DistroTensor[],
+  tokens: Int32Array,
+  rows: number,
+): Promise<Gradients> {
+  return isResidentFor(backend, d)
+    ? residentGradients(d, backend, names, params, tokens, rows)
+    : hostGradients(d, backend, names, params, tokens, rows);
+}
+
+/** Gradients through host copies: the parameters are read back, the gradients uploaded. */
 export async function hostGradients(
   d: DistroBackend,
   backend: TrainingBackend,
-  replica: Replica,
+  names: readonly string[],
+  params: readonly DistroTensor[],
   tokens: Int32Array,
   rows: number,
-  prevLr: number,
 ): Promise<Gradients> {
-  const look = replica.lookahead(prevLr);
   const host: ParameterMap = new Map();
-  for (let i = 0; i < replica.names.length; i++)
-    host.set(replica.names[i] as string, await d.read(look[i] as DistroTensor));
+  for (let i = 0; i < names.length; i++)
+    host.set(names[i] as string, await d.read(params[i] as DistroTensor));
   await backend.loadParams(host);
   // Micro-batches: gradients are means over their rows, so accumulate weighted by row count.
   let loss = 0;
@@ -50,7 +67,7 @@ export async function hostGradients(
   for (const { part, n } of microBatches(tokens, rows, backend.maxRows)) {
     const out = await backend.trainStep(part, n);
     loss += (out.loss * n) / rows;
-    for (const name of replica.names) {
+    for (const name of names) {
       const g = out.grads.get(name);
       if (!g) throw new Error(`backend returned no gradient for ${name}`);
       let acc = sums.get(name);
@@ -58,26 +75,24 @@ export async function hostGradients(
       for (let j = 0; j < g.length; j++) acc[j]! += (g[j] as number) * (n / rows);
     }
   }
-  const grads = replica.names.map((n, i) => d.tensor((replica.params[i] as DistroTensor).shape, sums.get(n)));
+  const grads = names.map((n, i) => d.tensor((params[i] as DistroTensor).shape, sums.get(n)));
   return { loss, grads, release: () => grads.forEach((g) => d.release(g)) };
 }
 
 /**
- * Gradients without host copies: the backend reads the lookahead parameters from the DisTrO tensors and
- * returns gradients as DisTrO tensors on the same device. One micro-batch hands its gradients over as they
- * are; several are summed on the device (weighted by rows, as above).
+ * Gradients without host copies: the backend reads the parameters from the DisTrO tensors and returns
+ * gradients as DisTrO tensors on the same device. One micro-batch hands its gradients over as they are;
+ * several are summed on the device (weighted by rows, as above).
  */
 export async function residentGradients(
   d: DistroBackend,
   backend: ResidentTrainingBackend,
-  replica: Replica,
+  names: readonly string[],
+  params: readonly DistroTensor[],
   tokens: Int32Array,
   rows: number,
-  prevLr: number,
 ): Promise<Gradients> {
-  const { names } = replica;
-  const look = replica.lookahead(prevLr);
-  await backend.loadParamTensors(new Map(names.map((n, i) => [n, look[i] as DistroTensor])));
+  await backend.loadParamTensors(new Map(names.map((n, i) => [n, params[i] as DistroTensor])));
   const pick = (out: ResidentStepOutput, name: string): DistroTensor => {
     const g = out.grads.get(name);
     if (!g) throw new Error(`backend returned no gradient for ${name}`);
@@ -92,7 +107,7 @@ export async function residentGradients(
       throw e;
     }
   }
-  const sums = replica.params.map((p) => d.tensor(p.shape));
+  const sums = params.map((p) => d.tensor(p.shape));
   const release = () => sums.forEach((g) => d.release(g));
   let loss = 0;
   try {

@@ -1,6 +1,7 @@
 // This client's replica of the run's model: the parameters, the DisTrO momentum ("delta"), a scratch copy for
 // the lookahead, and the unquantised own result of the last step (its residual is subtracted one step late).
-// Which step the parameters belong to decides whether the client may take part in an epoch.
+// A SparseLoCo replica has no momentum or scratch (its own state is client/sparseloco-state.ts). Which step
+// the parameters belong to decides whether the client may take part in an epoch.
 import { parameterHash, parameterOrder } from '@meshtrain/model';
 import type { DistroBackend, DistroTensor, TensorResult } from '@meshtrain/distro';
 import type { ParameterMap } from '../interfaces.ts';
@@ -23,11 +24,16 @@ export class Replica {
    * rebuilds from), or null when unknown.
    */
   epochStart: ParameterMap | null = null;
+  /** Counts every change of `params` (install, apply, restore): SparseLoCo checks none happens mid-round. */
+  version = 0;
   private readonly distro: DistroBackend;
+  private readonly momentum: boolean;
   private readonly shapes = new Map<string, number[]>();
 
-  constructor(distro: DistroBackend) {
+  /** `momentum`: keep DisTrO's delta and lookahead scratch (false for SparseLoCo: two model copies less). */
+  constructor(distro: DistroBackend, options: { momentum?: boolean } = {}) {
     this.distro = distro;
+    this.momentum = options.momentum ?? true;
   }
 
   /** Whether the parameters are those the epoch starting at `startStep` starts from. */
@@ -54,10 +60,12 @@ export class Replica {
       this.params.push(d.tensor(shape, Float32Array.from(p)));
       // Joiners get no optimizer state (docs/protocol.md "Joiners, checkpoints and cold start"): momentum
       // restarts at zero.
+      if (!this.momentum) continue;
       this.delta.push(d.tensor(shape));
       this.scratch.push(d.tensor(shape));
     }
     this.ownPrev = null;
+    this.version++;
     this.markEpochStart(step, hash, params);
     this.diverged = false;
   }
@@ -75,6 +83,7 @@ export class Replica {
     if (!start) return false;
     for (let i = 0; i < this.names.length; i++)
       this.distro.write(this.params[i] as DistroTensor, start.get(this.names[i] as string) as Float32Array);
+    this.version++;
     return true;
   }
 
@@ -103,6 +112,7 @@ export class Replica {
    * reads a copy and nothing has to be undone afterwards (the in-place undo is not exact in floating point).
    */
   lookahead(prevLr: number): DistroTensor[] {
+    if (!this.momentum) throw new Error('this replica keeps no DisTrO momentum (a SparseLoCo run)');
     for (let i = 0; i < this.names.length; i++)
       this.distro.signStep(
         this.scratch[i] as DistroTensor,

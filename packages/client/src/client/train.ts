@@ -2,7 +2,8 @@
 // on the lookahead parameters (the shared parameters in a verified run), takes the gradient fingerprint when
 // the run verifies, clips the gradients by global norm, folds them into the momentum after subtracting the
 // previous own result's residual and compresses it, then signs, commits and publishes the result. Weight
-// decay is not applied here: it is part of the exact apply every replica runs.
+// decay is not applied here: it is part of the exact apply every replica runs. A SparseLoCo run's round
+// (H inner steps, error feedback, n-bit top-k) is sparseloco-train.ts; signing and publishing are shared.
 import {
   encodeSignedResult,
   encodeTrainingResult,
@@ -12,17 +13,19 @@ import {
   signAnnounce,
   signResult,
   type CoordinatorState,
+  type DistroResult,
   type Round,
   type RoundAssignment,
   type TrainingResult,
 } from '@meshtrain/core';
 import { quantize1bit, type DistroTensor, type TensorResult } from '@meshtrain/distro';
 import { toWire } from '../convert.ts';
-import { isResidentFor } from '../interfaces.ts';
 import { learningRateAt, type ClientContext } from './context.ts';
 import { messageOf } from './errors.ts';
 import { fingerprintValues } from './fingerprint.ts';
-import { hostGradients, residentGradients } from './gradients.ts';
+import { gradientsAt } from './gradients.ts';
+import { distroConfigOf } from './optimizer.ts';
+import { trainSparseLoCoRound } from './sparseloco-train.ts';
 
 /** Added to the norm when clipping, as torch.nn.utils.clip_grad_norm_ does (Psyche clips with it). */
 const CLIP_EPSILON = 1e-6;
@@ -46,22 +49,53 @@ export class TrainPhase {
     const mine = assignments[slot];
     if (!mine) return;
     const { ctx } = this;
-    const d = ctx.o.distro;
     const started = ctx.now();
-    const lr = learningRateAt(ctx.schedule, round.step, s);
-    // A verified run trains at the round's shared parameters, which verifiers can reproduce; Psyche's
-    // lookahead (params − prev_lr·sign(delta)) depends on this client's private momentum
+    // A verified run trains at the round's shared parameters, which verifiers can reproduce
     // (docs/protocol.md "Verification of work").
     const verified = verificationActive(s);
+    const opt = ctx.optimizer;
+    const trained =
+      opt.kind === 'sparseloco'
+        ? await trainSparseLoCoRound(ctx, opt.config, opt.state, s, round, mine, slot, verified)
+        : await this.distroRound(s, round, mine, slot, verified);
+    const bytes = await this.publish(round, mine, trained.tensors, trained.fingerprint);
+    this.lastLoss = trained.loss;
+    ctx.emit({
+      type: 'trained',
+      epoch: s.progress.epoch,
+      step: round.step,
+      batch: mine.batch,
+      loss: trained.loss,
+      lr: trained.lr,
+      bytes,
+      seconds: (ctx.now() - started) / 1000,
+    });
+  }
+
+  /**
+   * DisTrO's round: one train step on the lookahead parameters (the shared ones in a verified run: Psyche's
+   * lookahead, params − prev_lr·sign(delta), depends on this client's private momentum), the fingerprint,
+   * then clip, residual, momentum, compress.
+   */
+  private async distroRound(
+    s: CoordinatorState,
+    round: Round,
+    mine: RoundAssignment,
+    slot: number,
+    verified: boolean,
+  ): Promise<{ loss: number; lr: number; tensors: DistroResult[]; fingerprint?: Uint8Array }> {
+    const { ctx } = this;
+    const d = ctx.o.distro;
+    const lr = learningRateAt(ctx.schedule, round.step, s);
     const prevLr = verified ? 0 : learningRateAt(ctx.schedule, round.step - 1, s);
     if (s.epoch.cold_start_epoch && round.height === 0) for (const t of ctx.replica.delta) d.scale(t, 0);
 
     const rows = mine.batch.end - mine.batch.start + 1;
     const tokens = await ctx.o.data.samples(mine.batch.start, mine.batch.end);
     const computeStarted = ctx.now();
-    const { loss, grads, release } = isResidentFor(ctx.o.backend, d)
-      ? await residentGradients(d, ctx.o.backend, ctx.replica, tokens, rows, prevLr)
-      : await hostGradients(d, ctx.o.backend, ctx.replica, tokens, rows, prevLr);
+    const { replica } = ctx;
+    const at = replica.lookahead(prevLr);
+    const { loss, grads, release } = await gradientsAt(d, ctx.o.backend, replica.names, at, tokens, rows);
     if (!Number.isFinite(loss)) {
       release();
       throw new Error(`step ${round.step}: loss is ${loss}`);
@@ -77,25 +111,15 @@ export class TrainPhase {
     }
     // Each row is seqLen + 1 ids: seqLen inputs, each predicting the next id.
     ctx.meter.recordTrainStep(tokens.length - rows, ctx.now() - computeStarted);
-    const bytes = await this.publish(round, mine, own, fingerprint);
-    this.lastLoss = loss;
-    ctx.emit({
-      type: 'trained',
-      epoch: s.progress.epoch,
-      step: round.step,
-      batch: mine.batch,
-      loss,
-      lr,
-      bytes,
-      seconds: (ctx.now() - started) / 1000,
-    });
+    const sent = distroConfigOf(ctx.optimizer).quantize_1bit ? own.map(quantize1bit) : own;
+    return { loss, lr, tensors: sent.map(toWire), ...(fingerprint ? { fingerprint } : {}) };
   }
 
   /** Clip, residual, momentum, compress: the result before quantisation, one TensorResult per parameter. */
   private async compress(grads: DistroTensor[], lr: number): Promise<TensorResult[]> {
     const { ctx } = this;
     const d = ctx.o.distro;
-    const cfg = ctx.distroConfig;
+    const cfg = distroConfigOf(ctx.optimizer);
     const clip = cfg.clip_grad_norm ?? 0;
     if (clip > 0) {
       let sq = 0;
@@ -121,18 +145,17 @@ export class TrainPhase {
   private async publish(
     round: Round,
     mine: RoundAssignment,
-    own: TensorResult[],
+    tensors: DistroResult[],
     fingerprint: Uint8Array | undefined,
   ): Promise<number> {
     const { ctx } = this;
-    const sent = ctx.distroConfig.quantize_1bit ? own.map(quantize1bit) : own;
     this.nonce++;
     const result: TrainingResult = {
       runId: ctx.o.runId,
       step: round.step,
       batch: { start: mine.batch.start, end: mine.batch.end },
       trainerNonce: this.nonce,
-      tensors: sent.map(toWire),
+      tensors,
       ...(fingerprint ? { fingerprint } : {}),
     };
     const envelope = signResult(ctx.o.secretKey, result);

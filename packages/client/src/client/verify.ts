@@ -4,6 +4,7 @@
 //  - fingerprint agreement: the result's gradient sign bits against its own gradient at the same positions,
 //  - update agreement: the result's transmitted coefficients against the DCT of its own gradient there,
 // and reports the verdict core's thresholds give. It judges only the admitted result (the one peers apply).
+// A SparseLoCo result is checked against the verifier's own rerun of its inner steps (sparseloco-verify.ts).
 import {
   fingerprintAgreement,
   roundAdmitted,
@@ -17,12 +18,12 @@ import {
 } from '@meshtrain/core';
 import type { DistroTensor } from '@meshtrain/distro';
 import { fromWire } from '../convert.ts';
-import { isResidentFor } from '../interfaces.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
 import { messageOf } from './errors.ts';
 import { fingerprintValues } from './fingerprint.ts';
-import { hostGradients, residentGradients } from './gradients.ts';
+import { gradientsAt } from './gradients.ts';
 import type { HeldResult } from './results-store.ts';
+import { measureSparseLoCo } from './sparseloco-verify.ts';
 
 export interface Measurements {
   fingerprintAgreement: number;
@@ -59,8 +60,8 @@ export class VerifyPhase {
       });
       return;
     }
-    const m = await this.measure(judged, task, held);
-    const pass = verificationPasses(m);
+    const m = await this.measure(s, judged, task, held);
+    const pass = verificationPasses(m, ctx.optimizer.kind);
     ctx.emit({ type: 'verified', step: judged.step, trainer: task.trainer.id, pass, ...m });
     await ctx.o.link
       .submitVerdict({
@@ -75,16 +76,27 @@ export class VerifyPhase {
       .catch((e: unknown) => ctx.emit({ type: 'warning', message: `verdict refused: ${messageOf(e)}` }));
   }
 
-  /** Recomputes the gradient on the trainer's batch at the current (shared) parameters and compares. */
-  async measure(judged: Round, task: VerificationTask, held: HeldResult): Promise<Measurements> {
+  /**
+   * Recomputes the gradient on the trainer's batch at the current (shared) parameters and compares (a
+   * SparseLoCo run: the trainer's inner steps, sparseloco-verify.ts).
+   */
+  async measure(
+    s: CoordinatorState,
+    judged: Round,
+    task: VerificationTask,
+    held: HeldResult,
+  ): Promise<Measurements> {
     const { ctx } = this;
+    const opt = ctx.optimizer;
+    if (opt.kind === 'sparseloco')
+      return measureSparseLoCo(ctx, opt.config, opt.state, s, judged, task, held);
     const d = ctx.o.distro;
     const { batch } = task.trainer;
     const rows = batch.end - batch.start + 1;
     const tokens = await ctx.o.data.samples(batch.start, batch.end);
-    const { grads, release } = isResidentFor(ctx.o.backend, d)
-      ? await residentGradients(d, ctx.o.backend, ctx.replica, tokens, rows, 0)
-      : await hostGradients(d, ctx.o.backend, ctx.replica, tokens, rows, 0);
+    const { replica } = ctx;
+    const at = replica.lookahead(0);
+    const { grads, release } = await gradientsAt(d, ctx.o.backend, replica.names, at, tokens, rows);
     try {
       const fp = held.result.fingerprint;
       const own = await fingerprintValues(d, grads, judged.random_seed, task.slot);

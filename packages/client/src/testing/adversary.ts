@@ -19,6 +19,7 @@ import {
   type TrainingResult,
   type WitnessMessage,
 } from '@meshtrain/core';
+import { packCodes, unpackCodes } from '@meshtrain/distro';
 import type { Checkpoint, CheckpointSource, CoordinatorLink, DataSource } from '../interfaces.ts';
 
 /** What an adversarial client does; see ADVERSARY_KINDS. */
@@ -59,6 +60,14 @@ function rng(seed: number): () => number {
 }
 
 function mapSigns(t: DistroResult, f: (negative: boolean, i: number) => boolean): DistroResult {
+  if (t.values.kind === 'quant') {
+    // SparseLoCo's n-bit codes: bit 0 of each code is its sign, the level bits stay.
+    const { bits } = t.values;
+    const codes = unpackCodes(t.values.codes, bits, t.indices.length).map(
+      (c, i) => (c & ~1) | (f((c & 1) === 1, i) ? 1 : 0),
+    );
+    return { ...t, values: { ...t.values, codes: packCodes(codes, bits) } };
+  }
   if (t.values.kind !== 'sign') return t;
   const count = t.values.count;
   const bits = new Uint8Array(t.values.bits.length);
@@ -69,7 +78,7 @@ function mapSigns(t: DistroResult, f: (negative: boolean, i: number) => boolean)
   return { ...t, values: { kind: 'sign', bits, count } };
 }
 
-/** Every coefficient index of every chunk (what a "dense" result would carry), with positive signs. */
+/** Every coefficient index of every chunk (what a "dense" result would carry), with positive signs (level 0). */
 function densify(t: DistroResult): DistroResult {
   let elements = 1;
   for (const d of t.xshape) elements *= d;
@@ -78,6 +87,10 @@ function densify(t: DistroResult): DistroResult {
   const indices =
     t.totalk <= 256 ? new Uint8Array(n) : t.totalk <= 65_536 ? new Uint16Array(n) : new Uint32Array(n);
   for (let i = 0; i < n; i++) indices[i] = i % t.totalk;
+  if (t.values.kind === 'quant') {
+    const { bits } = t.values;
+    return { ...t, indices, values: { ...t.values, codes: new Uint8Array(Math.ceil((n * bits) / 8)) } };
+  }
   return { ...t, indices, values: { kind: 'sign', bits: new Uint8Array(Math.ceil(n / 8)), count: n } };
 }
 
