@@ -193,4 +193,23 @@ describe('SparseLoCo', () => {
     },
     180_000,
   );
+
+  it('spans epochs and a re-sync: a starved replica reloads the checkpoint (fresh optimizer state) and ends identical', async () => {
+    const run = sparseLoCoRun({ ...BASE, epoch_time: 40, total_steps: 16, verification_percent: 0 }, TABLE);
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
+    peers = [1, 2, 3].map((b) => startPeer(hub, run, b, 300, { backend: toy() }));
+    const victim = peers[2]!;
+    await drive(hub, () => hub.state.progress.step >= 3);
+    hub.starve(victim.id);
+    await drive(hub, () => victim.events.some((e) => e.type === 'resync'));
+    hub.starve(victim.id, false);
+    await drive(hub, () => hub.state.run_state === 'Finished', 1200);
+    expect(hub.state.run_state).toBe('Finished');
+    expect(hub.log.paramHashes.size).toBeGreaterThan(1);
+    expect(victim.events.some((e) => e.type === 'model' && e.source === 'checkpoint')).toBe(true);
+    const ends = [...hub.log.paramHashes.values()];
+    for (const m of ends) expect(new Set(m.values()).size).toBe(1);
+    expect(ends.at(-1)!.has(victim.id)).toBe(true);
+    expect(new Set(await hashes(peers)).size).toBe(1);
+  }, 180_000);
 });
