@@ -1,5 +1,6 @@
 // Assembles a Client for node-trainer: the run's model shape, the ONNX Runtime backend on the chosen device,
-// DisTrO on the host (CPU reference; its apply is bit-identical to the WGSL one, so peers on GPUs agree).
+// DisTrO's backend on the host (CPU reference; DisTrO's apply and SparseLoCo's outer step are bit-identical
+// to the WGSL ones, so peers on GPUs agree).
 import {
   Client,
   type CheckpointSource,
@@ -8,7 +9,7 @@ import {
   type DataSource,
   type PeerNetwork,
 } from '@meshtrain/client';
-import type { RunConfig } from '@meshtrain/core';
+import { compressionChunkOf, type RunConfig } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { initParameters, modelConfigForRun, type LlamaConfig } from '@meshtrain/model';
 import { OrtTrainingBackend } from '../backend/ort-backend.ts';
@@ -34,8 +35,8 @@ export function createTrainer(o: TrainerOptions): {
   model: LlamaConfig;
 } {
   const model = modelConfigForRun(o.run);
-  const optimizer = o.run.model.LLM.optimizer;
-  if (!('Distro' in optimizer)) throw new Error('node-trainer trains DisTrO runs only');
+  const chunk = compressionChunkOf(o.run.model.LLM.optimizer);
+  if (chunk === null) throw new Error('node-trainer trains DisTrO and SparseLoCo runs only');
   const backend = new OrtTrainingBackend({
     config: model,
     seqLen: o.run.model.LLM.max_seq_len,
@@ -49,7 +50,7 @@ export function createTrainer(o: TrainerOptions): {
     secretKey: o.secretKey,
     link: o.link,
     backend,
-    distro: createCpuBackend({ chunk: optimizer.Distro.compression_chunk }),
+    distro: createCpuBackend({ chunk }),
     data: o.data,
     initParams: () => initParameters(model, o.run.meshtrain.seed),
     checkpoints: o.checkpoints,

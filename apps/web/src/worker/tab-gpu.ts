@@ -1,6 +1,6 @@
 // This tab's GPU as the trainer uses it: one GPUDevice, DisTrO's WGSL backend and onnxruntime-web's train
 // step on that same device, so parameters and gradients stay in GPU buffers between steps.
-import type { RunConfig } from '@meshtrain/core';
+import { compressionChunkOf, type RunConfig } from '@meshtrain/core';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import type { WebGpuDistroBackend } from '@meshtrain/distro';
 import type { LlamaConfig } from '@meshtrain/model';
@@ -32,7 +32,7 @@ export function adapterNameOf(probe: DeviceProbe): string {
   return [a.vendor, a.architecture, a.description].filter((s) => s !== '').join(' ') || 'unnamed adapter';
 }
 
-/** Opens the device and both backends for `config` (a DisTrO run: tabs train nothing else). */
+/** Opens the device and both backends for `config` (a DisTrO or SparseLoCo run: tabs train nothing else). */
 export async function openTabGpu(
   adapter: GPUAdapter,
   probe: DeviceProbe,
@@ -40,9 +40,9 @@ export async function openTabGpu(
   model: LlamaConfig,
   hooks: TabGpuHooks,
 ): Promise<TabGpu> {
-  const optimizer = config.model.LLM.optimizer;
-  if (!('Distro' in optimizer))
-    throw new Error('this run does not use DisTrO; browser tabs train DisTrO runs only');
+  const chunk = compressionChunkOf(config.model.LLM.optimizer);
+  if (chunk === null)
+    throw new Error('this run uses neither DisTrO nor SparseLoCo; browser tabs train those runs only');
   const adapterName = adapterNameOf(probe);
   const device = await createTrainingDevice(adapter);
   device.addEventListener('uncapturederror', (ev) =>
@@ -51,9 +51,10 @@ export async function openTabGpu(
   void device.lost.then((info) => {
     if (info.reason !== 'destroyed') hooks.onLost(info.message);
   });
-  // DisTrO on ORT's own device: parameters, momentum and gradients never leave the GPU between steps.
+  // DisTrO's WGSL on ORT's own device: parameters, optimizer state (DisTrO's momentum, or SparseLoCo's local
+  // parameters, error feedback and AdamW moments) and gradients never leave the GPU between steps.
   const distro = createWebGpuBackend(device, {
-    chunk: optimizer.Distro.compression_chunk,
+    chunk,
     description: adapterName,
   });
   const backend = new WebGpuTrainingBackend({

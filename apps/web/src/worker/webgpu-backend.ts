@@ -3,7 +3,8 @@
 // honours). One session per row count: graphs have static shapes.
 //
 // Training is resident: DisTrO's WGSL backend runs on the same GPUDevice, so the client hands over the
-// lookahead parameters as DisTrO tensors (fed to ORT with Tensor.fromGpuBuffer) and gets the gradients back
+// parameters to train at (DisTrO's lookahead, SparseLoCo's local parameters) as DisTrO tensors (fed to ORT
+// with Tensor.fromGpuBuffer) and gets the gradients back
 // as ORT's own output buffers wrapped as DisTrO tensors. Per step only the token ids go up and the loss and the
 // compressed result come down. Host-copy entry points remain for evaluation and "try the model".
 import * as ort from 'onnxruntime-web/webgpu';

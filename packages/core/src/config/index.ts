@@ -11,6 +11,7 @@ export {
   MAX_COMPRESSION_CHUNK,
   MAX_QUANTIZATION_BITS,
   innerStepsOf,
+  compressionChunkOf,
 } from './sparseloco.ts';
 export { coordinatorConfigOf, lrScheduleOf, runLrSchedule } from './run-config.ts';
 export { DEFAULT_RUN_TOML } from './default-run.ts';

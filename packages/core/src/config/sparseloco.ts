@@ -52,3 +52,10 @@ export function withSparseLoCoDefaults(table: Partial<SparseLoCoOptimizer>): {
 export function innerStepsOf(optimizer: Optimizer): number {
   return 'SparseLoCo' in optimizer ? optimizer.SparseLoCo.inner_steps : 1;
 }
+
+/** The chunk side both optimizers cut tensors by (the DisTrO backend's chunk); null for AdamW (no results). */
+export function compressionChunkOf(optimizer: Optimizer): number | null {
+  if ('Distro' in optimizer) return optimizer.Distro.compression_chunk;
+  if ('SparseLoCo' in optimizer) return optimizer.SparseLoCo.compression_chunk;
+  return null;
+}
