@@ -14,9 +14,11 @@
 //  - a poisoned checkpoint: the relay refuses the upload (409) and keeps advertising the honest hash;
 //  - sybils (one process, 50 identities): see the test.
 // (The summary's own fields count the honest trainers; the adversary_* and cheater_* fields the attackers.)
-// Each run takes about a minute on an idle 2-core machine (the first train step, an ORT session warm-up, is
-// most of its first round; a round that waits for a result that never comes lasts max_round_train_time, 20 s).
-// They run one after the other: four trainers and a relay already fill two cores.
+// Measured on this 2-core machine while others' work kept its load at 8-18: 65-115 s per run, 130 s for
+// no-upload and sybil (two or three epochs), 16 min for all 11. The floor is timers, not compute: the first
+// train step (an ORT warm-up) fills most of the first round, and a round that waits for a result that never
+// comes (an ejected or refused attacker's) lasts max_round_train_time, 20 s. They run one after the other:
+// four trainers and a relay already fill two cores.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';

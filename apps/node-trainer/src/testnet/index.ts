@@ -45,9 +45,11 @@ export interface TestnetOptions {
   epochTime?: number;
   /** The run's verification_percent (default 25). */
   verificationPercent?: number;
+  /** Train with SparseLoCo, this many inner steps per round (default: DisTrO). */
+  innerSteps?: number;
   /**
    * The relay's join puzzle (default 8 bits: every process of the testnet shares this machine's cores, and
-   * at the relay's own default a loaded machine can take longer than the join timeout to solve it).
+   * at the relay's own default of 20 a loaded machine took 30 s to solve one, past the relay's join timeout).
    */
   joinPowBits?: number;
 }

@@ -1,7 +1,7 @@
 // The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` processes, each
 // logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child is in
 // `children` while it runs, so the caller can always end them all.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -14,15 +14,6 @@ export function relayBin(): string {
   if (fromEnv) return fromEnv;
   // The workspace layout (apps/relay next to apps/node-trainer): the relay is a sibling app, not a dependency.
   return fileURLToPath(new URL('../../../relay/bin/meshtrain-relay.mjs', import.meta.url));
-}
-
-/** Whether the relay's `run` takes `flag` (a relay older than its join puzzle has none to set). */
-function relayTakes(flag: string): Promise<boolean> {
-  return new Promise((resolve) =>
-    execFile(process.execPath, [relayBin(), 'run', '--help'], (_err, stdout) =>
-      resolve(String(stdout).includes(flag)),
-    ),
-  );
 }
 
 export interface RelayProcess {
@@ -50,7 +41,8 @@ export async function launchRelay(
       join(dir, 'relay'),
       '--grace-ms',
       '2000',
-      ...((await relayTakes('--join-pow-bits')) ? ['--join-pow-bits', String(joinPowBits)] : []),
+      '--join-pow-bits',
+      String(joinPowBits),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
