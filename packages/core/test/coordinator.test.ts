@@ -5,6 +5,7 @@ import {
   acceptedCommitments,
   createCoordinator,
   currentRound,
+  excludedClients,
   retryQueue,
   roundAssignments,
   roundAtHeight,
@@ -339,7 +340,7 @@ describe('admitted results', () => {
   }
 
   it('records one commitment per assignment; a second, different one ejects the sender', () => {
-    const { d, a, hex, admit } = started();
+    const { d, r0, a, hex, admit } = started();
     const r = d.ok(admit(hex(1)));
     expect(r.effects).toContainEqual(expect.objectContaining({ type: 'ResultAdmitted', id: a.id }));
     expect(d.send(admit(hex(1))).error?.code).toBe('DuplicateResult');
@@ -347,6 +348,12 @@ describe('admitted results', () => {
     expect(eq.error?.code).toBe('Equivocation');
     expect(eq.effects).toContainEqual(expect.objectContaining({ type: 'ClientEjected', id: a.id }));
     expect(d.state.ejected).toContain(a.id);
+    // A confirmed cheat: points zeroed by the host, its results of the epoch excluded (the first one too).
+    expect(eq.effects).toContainEqual({ type: 'CheatConfirmed', id: a.id, step: r0.step });
+    const index = d.state.epoch.clients.findIndex((c) => c.id === a.id);
+    const height = currentRound(d.state)!.height;
+    expect(height).toBe(r0.height);
+    expect(excludedClients(d.state, height).has(index)).toBe(true);
   });
 
   it('refuses results for closed rounds, other batches and unknown senders', () => {

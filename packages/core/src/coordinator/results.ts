@@ -2,7 +2,7 @@
 // commitment per assignment of the round in progress; that record is what peers apply (queries.acceptedCommitments),
 // so a result the host refused can never be accepted, and a trainer cannot get two results for one batch
 // counted. A second, different commitment for the same assignment is equivocation: the host holds both
-// signed results as evidence, and the sender is ejected.
+// signed results as evidence, and the sender is ejected as a confirmed cheat.
 import { CoordinatorError } from './errors.ts';
 import { eject } from './membership.ts';
 import { resultRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
@@ -55,8 +55,17 @@ export function resultAdmitted(
   if (existing === r.commitment)
     return refuse(new CoordinatorError('DuplicateResult', 'this result was already admitted'));
   if (existing !== null) {
+    // Two signed results for one batch are proof on their own: a confirmed cheat like a failed verification,
+    // so its results of this epoch (the first one of this batch included) are excluded and replayed away.
     const reason = `equivocation: two results for batch ${r.batch.start}..${r.batch.end} of step ${r.step}`;
-    return { state: eject(state, r.id, reason, ctx), error: new CoordinatorError('Equivocation', reason) };
+    const cheats = [
+      ...(state.epoch.cheats ?? []),
+      { client_index: assignments[slot]!.client_index, height: round.height },
+    ];
+    const marked: CoordinatorState = { ...state, epoch: { ...state.epoch, cheats } };
+    const next = eject(marked, r.id, reason, ctx);
+    ctx.effects.push({ type: 'CheatConfirmed', id: r.id, step: r.step });
+    return { state: next, error: new CoordinatorError('Equivocation', reason) };
   }
   const next = assignments.map((_, i) => (i === slot ? r.commitment : (admitted[i] ?? null)));
   ctx.effects.push({ type: 'ResultAdmitted', step: r.step, id: r.id, commitment: r.commitment });
