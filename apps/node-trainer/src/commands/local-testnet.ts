@@ -21,6 +21,7 @@ const USAGE =
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
+  '  --inner-steps H            train with SparseLoCo, H inner AdamW steps per round (default: DisTrO)\n' +
   "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
   '  --timeout SEC              give up after this long (default 1800)\n' +
   '  --keep                     keep the temp directory (logs, relay database)\n' +
@@ -62,6 +63,7 @@ const command: Command = {
       'late-joiners': { type: 'string' },
       'epoch-time': { type: 'string' },
       'verification-percent': { type: 'string' },
+      'inner-steps': { type: 'string' },
       'join-pow-bits': { type: 'string' },
       timeout: { type: 'string' },
       seed: { type: 'string' },
@@ -91,6 +93,7 @@ const command: Command = {
       lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
       ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
       verificationPercent,
+      ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
       joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
       log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
     }).catch((e: unknown) => {

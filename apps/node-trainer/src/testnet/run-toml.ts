@@ -1,5 +1,6 @@
 // The run file of a short local run (local-testnet, the e2e scenarios): Psyche keys with short timers, the Brown
-// corpus served by the relay, DisTrO chunk 64 top-8 1-bit, a cosine schedule. Callers choose the sizes and timers.
+// corpus served by the relay, DisTrO chunk 64 top-8 1-bit (or SparseLoCo with H inner steps), a cosine
+// schedule. Callers choose the sizes and timers.
 import { PRESETS, type PresetName } from '@meshtrain/model';
 
 export interface ShortRunValues {
@@ -18,9 +19,28 @@ export interface ShortRunValues {
   microBatchSize: number;
   /** Share of results two other clients re-check (docs/protocol.md "Verification of work"); default 0. */
   verificationPercent?: number;
+  /**
+   * Train with SparseLoCo, this many inner steps per round (the schedule then counts inner steps:
+   * docs/protocol.md "SparseLoCo rounds"); absent: DisTrO.
+   */
+  innerSteps?: number;
+}
+
+/** The optimizer table: DisTrO's, or SparseLoCo's with its defaults but H. */
+function optimizerToml(innerSteps: number | undefined): string {
+  if (innerSteps === undefined)
+    return `[model.LLM.optimizer.Distro]
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_chunk = 64
+compression_topk = 8
+quantize_1bit = true`;
+  return `[model.LLM.optimizer.SparseLoCo]
+inner_steps = ${innerSteps}`;
 }
 
 export function shortRunToml(v: ShortRunValues): string {
+  const h = v.innerSteps ?? 1;
   return `run_id = "${v.runId}"
 
 [config]
@@ -52,17 +72,12 @@ token_size_in_bytes = "TwoBytes"
 
 [model.LLM.lr_schedule.Cosine]
 base_lr = 3.0e-3
-warmup_steps = ${v.lrWarmupSteps}
+warmup_steps = ${v.lrWarmupSteps * h}
 warmup_init_lr = 0.0
-total_steps = ${v.steps}
+total_steps = ${v.steps * h}
 final_lr = 3.0e-4
 
-[model.LLM.optimizer.Distro]
-clip_grad_norm = 1.0
-compression_decay = 0.999
-compression_chunk = 64
-compression_topk = 8
-quantize_1bit = true
+${optimizerToml(v.innerSteps)}
 
 [meshtrain]
 preset = "${v.preset}"
@@ -85,6 +100,8 @@ export interface TestnetRunValues {
   epochTime?: number;
   /** Default 25: cheats are caught within a few rounds of a short run. */
   verificationPercent?: number;
+  /** SparseLoCo with this many inner steps per round instead of DisTrO. */
+  innerSteps?: number;
 }
 
 /** The testnet's run: Psyche keys with short timers, the micro or tiny preset on the Brown corpus. */
@@ -112,5 +129,6 @@ export function testnetToml(o: TestnetRunValues): string {
     seed: o.seed,
     microBatchSize: perClient,
     verificationPercent: o.verificationPercent ?? 25,
+    ...(o.innerSteps === undefined ? {} : { innerSteps: o.innerSteps }),
   });
 }

@@ -128,7 +128,8 @@ function fromEvents(events: Events, params: number) {
     .sort(byStep);
   const trained = of('trained');
   const trainedSorted = [...trained].sort(byStep);
-  const bytes = trained.map((x) => Number(x.e.bytes));
+  // Per optimizer step: a SparseLoCo result covers innerSteps of them (an fp32 gradient is sent for each).
+  const bytes = trained.map((x) => Number(x.e.bytes) / Number(x.e.innerSteps ?? 1));
   const meanBytes = bytes.length ? bytes.reduce((a, b) => a + b, 0) / bytes.length : 0;
   const models = of('model').filter((x) => x.e.source === 'checkpoint');
   return {

@@ -6,7 +6,7 @@ import type { StatusReporter } from './status-reporter.ts';
 
 export interface ClientEventContext {
   reporter: StatusReporter;
-  /** Parameters of the run's model (fp32 gradient bytes per batch = 4 × this). */
+  /** Parameters of the run's model (fp32 gradient bytes per optimizer step = 4 × this). */
   parameterCount: number;
   /** The coordinator state the session saw last (null before the first). */
   lastState: () => CoordinatorState | null;
@@ -35,7 +35,8 @@ function onTrained(ctx: ClientEventContext, e: Extract<ClientEvent, { type: 'tra
   stats.batches++;
   stats.losses = [...stats.losses.slice(-499), { step: e.step, loss: e.loss }];
   stats.resultBytes += e.bytes;
-  stats.rawGradientBytes = ctx.parameterCount * 4 * stats.batches;
+  // An fp32 data-parallel peer sends one gradient per optimizer step; a SparseLoCo result covers several.
+  stats.rawGradientBytes += ctx.parameterCount * 4 * e.innerSteps;
   ctx.reporter.log(
     `trained step ${e.step}: loss ${e.loss.toFixed(4)}, result ${e.bytes} B, ${e.seconds.toFixed(1)} s`,
   );

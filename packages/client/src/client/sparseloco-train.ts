@@ -33,6 +33,8 @@ export interface SparseLoCoRound {
   tensors: DistroResult[];
   /** The first inner step's gradient fingerprint (verified runs). */
   fingerprint?: Uint8Array;
+  /** Inner steps taken: H, or the interval's sample count when that is smaller. */
+  innerSteps: number;
 }
 
 /** Trains `mine` of `round` as H inner steps and returns what to send. */
@@ -80,6 +82,7 @@ export async function trainSparseLoCoRound(
     loss: rows > 0 ? loss / rows : NaN,
     lr: innerLearningRateAt(ctx.schedule, round.step, 0, config.inner_steps, s),
     tensors: sent.map(quantToWire),
+    innerSteps: inner.length,
     ...(fingerprint ? { fingerprint } : {}),
   };
 }

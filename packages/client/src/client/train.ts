@@ -69,6 +69,7 @@ export class TrainPhase {
       lr: trained.lr,
       bytes,
       seconds: (ctx.now() - started) / 1000,
+      innerSteps: trained.innerSteps,
     });
   }
 
@@ -83,7 +84,13 @@ export class TrainPhase {
     mine: RoundAssignment,
     slot: number,
     verified: boolean,
-  ): Promise<{ loss: number; lr: number; tensors: DistroResult[]; fingerprint?: Uint8Array }> {
+  ): Promise<{
+    loss: number;
+    lr: number;
+    tensors: DistroResult[];
+    fingerprint?: Uint8Array;
+    innerSteps: number;
+  }> {
     const { ctx } = this;
     const d = ctx.o.distro;
     const lr = learningRateAt(ctx.schedule, round.step, s);
@@ -112,7 +119,7 @@ export class TrainPhase {
     // Each row is seqLen + 1 ids: seqLen inputs, each predicting the next id.
     ctx.meter.recordTrainStep(tokens.length - rows, ctx.now() - computeStarted);
     const sent = distroConfigOf(ctx.optimizer).quantize_1bit ? own.map(quantize1bit) : own;
-    return { loss, lr, tensors: sent.map(toWire), ...(fingerprint ? { fingerprint } : {}) };
+    return { loss, lr, tensors: sent.map(toWire), innerSteps: 1, ...(fingerprint ? { fingerprint } : {}) };
   }
 
   /** Clip, residual, momentum, compress: the result before quantisation, one TensorResult per parameter. */

@@ -34,6 +34,11 @@ export type ClientEvent =
       lr: number;
       bytes: number;
       seconds: number;
+      /**
+       * Optimizer steps the result covers: 1 for DisTrO, SparseLoCo's inner steps (H, fewer for an interval
+       * of fewer than H samples). An fp32 data-parallel peer would have sent one gradient per step.
+       */
+      innerSteps: number;
     }
   | { type: 'witness'; step: number; results: number }
   /** This client verified a sampled result of `step` (docs/protocol.md "Verification of work"). */
