@@ -4,7 +4,7 @@ import { output, parseTrainOptions, TRAIN_USAGE } from '../train/options.ts';
 import { train } from '../train/session.ts';
 
 const command: Command = {
-  summary: 'join a run on a relay and train (DisTrO over ONNX Runtime) until it finishes',
+  summary: 'join a run on a relay and train (DisTrO or SparseLoCo over ONNX Runtime) until it finishes',
   usage: TRAIN_USAGE,
   async run(argv) {
     const o = parseTrainOptions(argv);
