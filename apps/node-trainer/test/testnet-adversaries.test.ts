@@ -117,8 +117,10 @@ describe('local-testnet --adversary', () => {
   it(
     'no-upload: a standby voter uploads the checkpoint and the next epoch’s joiner starts from it',
     async () => {
-      // Epochs of 30 s (the shortest the run's timers allow) and enough steps for a second one on any machine:
-      // the late joiner comes in at the second epoch.
+      // Epochs of 30 s (the shortest the run's timers allow), and rounds of at least 3 s whatever the machine's
+      // speed (RoundWitness lasts round_witness_time): 24 steps take over 72 s, so there are at least two epoch
+      // ends on a fast machine too (at 1 s, an idle CI machine once finished all 24 steps in the first epoch).
+      // The late joiner comes in at the second epoch.
       const r = await testnet(
         '--adversary',
         'no-upload',
@@ -126,6 +128,8 @@ describe('local-testnet --adversary', () => {
         '1',
         '--epoch-time',
         '30',
+        '--round-witness-time',
+        '3',
         '--steps',
         '24',
       );
@@ -164,7 +168,17 @@ describe('local-testnet --adversary', () => {
   it(
     'sybil: the per-address cap admits a few of 50 identities; they cost one epoch and are all dropped',
     async () => {
-      const r = await testnet('--adversary', 'sybil:50', '--epoch-time', '30', '--steps', '24');
+      // Rounds of at least 3 s (see no-upload): the run cannot end inside the first epoch on a fast machine.
+      const r = await testnet(
+        '--adversary',
+        'sybil:50',
+        '--epoch-time',
+        '30',
+        '--round-witness-time',
+        '3',
+        '--steps',
+        '24',
+      );
       honestUnaffected(r);
       expect(r.adversary_identities).toBe(50);
       expect(r.adversaries_joined).toBeLessThanOrEqual(16 - 3);

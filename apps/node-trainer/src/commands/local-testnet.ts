@@ -20,6 +20,7 @@ const USAGE =
   '                             sybil:N is one process joining N identities (default 50)\n' +
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
+  '  --round-witness-time SEC   seconds every round waits in RoundWitness (default 1): a floor on round length\n' +
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
   '  --inner-steps H            train with SparseLoCo, H inner AdamW steps per round (default: DisTrO)\n' +
   "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
@@ -62,6 +63,7 @@ const command: Command = {
       adversary: { type: 'string', multiple: true },
       'late-joiners': { type: 'string' },
       'epoch-time': { type: 'string' },
+      'round-witness-time': { type: 'string' },
       'verification-percent': { type: 'string' },
       'inner-steps': { type: 'string' },
       'join-pow-bits': { type: 'string' },
@@ -92,6 +94,9 @@ const command: Command = {
       adversaries: adversaries(values.adversary),
       lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
       ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
+      ...(values['round-witness-time']
+        ? { roundWitnessTime: intFlag('round-witness-time', values['round-witness-time'], 1, 1) }
+        : {}),
       verificationPercent,
       ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
       joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),

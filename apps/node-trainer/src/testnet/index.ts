@@ -43,6 +43,8 @@ export interface TestnetOptions {
   lateJoiners?: number;
   /** Seconds per epoch (default: see testnetToml). */
   epochTime?: number;
+  /** Seconds per RoundWitness (default 1: see testnetToml). */
+  roundWitnessTime?: number;
   /** The run's verification_percent (default 25). */
   verificationPercent?: number;
   /** Train with SparseLoCo, this many inner steps per round (default: DisTrO). */

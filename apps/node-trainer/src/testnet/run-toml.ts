@@ -8,6 +8,8 @@ export interface ShortRunValues {
   warmupTime: number;
   epochTime: number;
   maxRoundTrainTime: number;
+  /** Seconds every round spends in RoundWitness (default 1). */
+  roundWitnessTime?: number;
   initMinClients: number;
   /** Global batch (sequences per step). */
   batch: number;
@@ -48,7 +50,7 @@ warmup_time = ${v.warmupTime}
 cooldown_time = 3
 epoch_time = ${v.epochTime}
 max_round_train_time = ${v.maxRoundTrainTime}
-round_witness_time = 1
+round_witness_time = ${v.roundWitnessTime ?? 1}
 waiting_for_members_extra_time = 2
 min_clients = 1
 init_min_clients = ${v.initMinClients}
@@ -98,6 +100,11 @@ export interface TestnetRunValues {
   extraClients?: number;
   /** Seconds per epoch; default: one epoch for the whole run, or two kill intervals with kills. */
   epochTime?: number;
+  /**
+   * Seconds each round stays in RoundWitness (default 1). It bounds a round's length from below whatever the
+   * machine's speed, so tests that need several epochs can rely on steps × this > the epochs' time.
+   */
+  roundWitnessTime?: number;
   /** Default 25: cheats are caught within a few rounds of a short run. */
   verificationPercent?: number;
   /** SparseLoCo with this many inner steps per round instead of DisTrO. */
@@ -120,6 +127,7 @@ export function testnetToml(o: TestnetRunValues): string {
     warmupTime,
     epochTime,
     maxRoundTrainTime: 20,
+    ...(o.roundWitnessTime === undefined ? {} : { roundWitnessTime: o.roundWitnessTime }),
     initMinClients: clients,
     batch,
     steps: o.steps,
