@@ -1,0 +1,169 @@
+// The relay link's replica of the coordinator state. The relay sends the run's state once after the Join
+// (StateSnapshot), then only the transitions it applies (StateDelta). The replica replays them with core's
+// `tick` (applyStateDelta) and hands on a full CoordinatorState per frame, as if the relay had sent it; now
+// and then a delta carries the relay's state hash, which the replica checks. A gap (a delta that starts past
+// its seq) or a replica that does not fit the deltas or hashes differently makes it ask for the missing
+// frames or a snapshot (ResyncRequest, which also reports a mismatch to the relay), and it drops deltas until
+// it has a state they apply to.
+import {
+  applyStateDelta,
+  bytesToHex,
+  canonicalStateBytes,
+  deltaEndSeq,
+  encodeResyncRequest,
+  stateHash,
+  type CoordinatorState,
+  type ResyncReason,
+  type StateDelta,
+  type StateSnapshot,
+} from '@meshtrain/core';
+import { RelayRefusal } from './relay-link-requests.ts';
+
+/** After the relay answered `resync_too_soon`, ask again this much later. */
+export const RESYNC_RETRY_MS = 2500;
+
+/** SHA-256 of the state's canonical bytes: WebCrypto where there is one (fast, native), else core's. */
+async function hashState(state: CoordinatorState): Promise<Uint8Array> {
+  const subtle = (globalThis.crypto as Crypto | undefined)?.subtle;
+  if (!subtle) return stateHash(state);
+  return new Uint8Array(
+    await subtle.digest('SHA-256', canonicalStateBytes(state) as Uint8Array<ArrayBuffer>),
+  );
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The counters the replica keeps (fields of RelayLink.stats). */
+export interface ReplicaStats {
+  /** StateSnapshot and StateDelta frames applied. */
+  snapshots: number;
+  deltas: number;
+  /** State hashes checked, and those that differed from the relay's. */
+  hashChecks: number;
+  hashMismatches: number;
+  /** ResyncRequests sent (gaps and mismatches). */
+  resyncs: number;
+}
+
+/** What the replica needs of its link. */
+export interface ReplicaHost {
+  readonly runId: string;
+  readonly stats: ReplicaStats;
+  log(line: string): void;
+  /** Hands a state on to the link's listeners. */
+  emit(state: CoordinatorState): void;
+  /** Sends a request frame on the current connection (rejects with RelayRefusal when refused). */
+  request(frame: Uint8Array): Promise<void>;
+  /** True once the link is closed: nothing more is asked. */
+  closed(): boolean;
+}
+
+export class StateReplica {
+  /** The latest majority parameter hash (hex) the relay reported, with its epoch. */
+  majorityHash: { epoch: number; hash: string } | null = null;
+  private seq = -1;
+  /** The state the deltas apply to (null until the first snapshot). */
+  private state: CoordinatorState | null = null;
+  /** The replica is known wrong: deltas are dropped until a snapshot replaces it. */
+  private diverged = false;
+  /** A ResyncRequest is out (or waits to be retried); no second one until it is answered. */
+  private resyncing = false;
+  /** Counts snapshots taken: a hash check that finishes after one is about a replica that is gone. */
+  private generation = 0;
+
+  private readonly host: ReplicaHost;
+
+  constructor(host: ReplicaHost) {
+    this.host = host;
+  }
+
+  /** A new connection gets a snapshot after its Join: nothing asked on the old one is still owed. */
+  onNewConnection(): void {
+    this.resyncing = false;
+  }
+
+  onSnapshot(s: StateSnapshot): void {
+    if (s.paramHash) this.majorityHash = { epoch: s.paramHash.epoch, hash: bytesToHex(s.paramHash.hash) };
+    // The relay's seq survives its restarts; an older snapshot is stale (unless this replica is known wrong).
+    if (s.seq < this.seq && !this.diverged) return;
+    this.host.stats.snapshots++;
+    this.generation++;
+    this.seq = s.seq;
+    this.state = s.state;
+    this.diverged = false;
+    this.resyncing = false;
+    this.host.emit(s.state);
+  }
+
+  onDelta(d: StateDelta): void {
+    if (d.paramHash) this.majorityHash = { epoch: d.paramHash.epoch, hash: bytesToHex(d.paramHash.hash) };
+    const state = this.state;
+    if (!state || this.diverged || deltaEndSeq(d) <= this.seq) return;
+    let out;
+    try {
+      out = applyStateDelta(state, this.seq, d);
+    } catch (e) {
+      // A transition that names what this replica does not have: it is not the relay's state.
+      this.host.log(`state delta does not fit this replica at seq ${this.seq}: ${(e as Error).message}`);
+      void this.reportMismatch(state, this.seq);
+      return;
+    }
+    if (out.gap) {
+      this.host.log(`state delta starts at seq ${d.fromSeq}, this replica is at ${this.seq}: resync`);
+      this.requestResync('gap');
+      return;
+    }
+    this.host.stats.deltas++;
+    this.state = out.state;
+    this.seq = out.seq;
+    this.resyncing = false;
+    this.host.emit(out.state);
+    if (d.stateHash) void this.checkHash(out.state, out.seq, d.stateHash);
+  }
+
+  private async checkHash(state: CoordinatorState, seq: number, expected: Uint8Array): Promise<void> {
+    const generation = this.generation;
+    const mine = await hashState(state);
+    this.host.stats.hashChecks++;
+    if (sameBytes(mine, expected)) return;
+    // The replica descends from the wrong state unless a snapshot replaced it meanwhile.
+    if (generation !== this.generation) return;
+    this.host.log(
+      `replayed state at seq ${seq} hashes to ${bytesToHex(mine).slice(0, 16)}…, not the relay's`,
+    );
+    this.host.stats.hashMismatches++;
+    this.diverged = true;
+    this.requestResync('mismatch', mine, seq);
+  }
+
+  private async reportMismatch(state: CoordinatorState, seq: number): Promise<void> {
+    this.host.stats.hashMismatches++;
+    this.diverged = true;
+    this.requestResync('mismatch', await hashState(state), seq);
+  }
+
+  /** Asks the relay for what this replica lacks; a mismatch report also tells the relay (it logs and counts it). */
+  private requestResync(reason: ResyncReason, hash?: Uint8Array, seq = this.seq): void {
+    if (this.resyncing || this.host.closed()) return;
+    this.resyncing = true;
+    this.host.stats.resyncs++;
+    const frame = encodeResyncRequest({
+      runId: this.host.runId,
+      seq,
+      reason,
+      ...(reason === 'mismatch' && hash ? { stateHash: hash } : {}),
+    });
+    this.host.request(frame).catch((e: unknown) => {
+      if (!(e instanceof RelayRefusal) || e.code !== 'resync_too_soon') {
+        this.resyncing = false;
+        return;
+      }
+      setTimeout(() => {
+        this.resyncing = false;
+        if (this.diverged && this.state) void this.reportMismatch(this.state, this.seq);
+      }, RESYNC_RETRY_MS);
+    });
+  }
+}
