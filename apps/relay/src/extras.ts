@@ -125,13 +125,15 @@ export function admitCheckpointUpload(relay: Relay, req: UploadRequest): UploadA
   };
 }
 
-/** Data, checkpoint and metrics routes, wired to `relay`. */
-export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes[] {
+/**
+ * The relay's metrics, fed by its hooks. Returns the registry's owner and what to run before each scrape;
+ * `changed` collects the runs whose coordinator gauges are stale.
+ */
+function wireMetrics(
+  relay: Relay,
+  changed: Set<string>,
+): { metrics: RelayMetrics; beforeScrape: () => void } {
   const metrics = new RelayMetrics();
-  // The gauges derive from whole states (O(clients) each): they are refreshed when scraped, for the runs that
-  // changed since, not after every transition (a burst of N joins would cost O(N²)).
-  const changed = new Set(relay.runList().map((h) => h.runId));
-  relay.changeListeners.add((host) => changed.add(host.runId));
   const observeChanged = () => {
     for (const id of changed) {
       const h = relay.run(id);
@@ -163,8 +165,15 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
   relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
   relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
   relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
-  // Replicas whose parameters diverged (docs/architecture.md "Numerics contract"): visible on /metrics, not
-  // only in the API.
+  wireParamHashMetrics(relay, metrics);
+  return { metrics, beforeScrape };
+}
+
+/**
+ * Replicas whose parameters diverged (docs/architecture.md "Numerics contract"): visible on /metrics, not
+ * only in the API.
+ */
+function wireParamHashMetrics(relay: Relay, metrics: RelayMetrics): void {
   const mismatches = metrics.registry.gauge(
     'meshtrain_param_hash_mismatches',
     "Clients whose parameter hash differs from the majority of the run's latest reported epoch.",
@@ -186,10 +195,13 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
     mismatches.set({ run: runId }, bad);
     reports.set({ run: runId }, n);
   };
+}
 
-  const datasets = new DatasetStore({ datasetsDir: join(dataDir, 'datasets') });
-  const checkpoints = new CheckpointStore({ dataDir });
-  // Every run starts from a stored checkpoint (seeded fresh weights at step 1) so joiners can download it.
+/**
+ * Every run starts from a stored checkpoint (seeded fresh weights at step 1) so joiners can download it:
+ * the runs there are now, and each run when it is created (or first changes after a restart).
+ */
+function seedInitialCheckpoints(relay: Relay, checkpoints: CheckpointStore, changed: Set<string>): void {
   const seed = (host: RunHost) => {
     const run = runConfigOf(host);
     if (!run) return;
@@ -210,6 +222,18 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
     changed.add(host.runId);
     seed(host);
   });
+}
+
+/** Data, checkpoint and metrics routes, wired to `relay`. */
+export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes[] {
+  // The gauges derive from whole states (O(clients) each): they are refreshed when scraped, for the runs that
+  // changed since, not after every transition (a burst of N joins would cost O(N²)).
+  const changed = new Set(relay.runList().map((h) => h.runId));
+  relay.changeListeners.add((host) => changed.add(host.runId));
+  const { metrics, beforeScrape } = wireMetrics(relay, changed);
+  const datasets = new DatasetStore({ datasetsDir: join(dataDir, 'datasets') });
+  const checkpoints = new CheckpointStore({ dataDir });
+  seedInitialCheckpoints(relay, checkpoints, changed);
 
   return [
     { path: '/', app: webRoutes() }, // the web app (apps/web/dist) when built; else `/` stays the status page

@@ -141,38 +141,40 @@ async function receive(
   return { bytes, sha256: hash.digest('hex') };
 }
 
-export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
-  const app = new Hono();
-
-  /** The requested checkpoint's meta (newest, or `?step=`), or the error Response to send. */
-  const metaOf = async (c: Context): Promise<(CheckpointMeta & { rolledBackFrom?: number }) | Response> => {
-    const runId = c.req.param('id') ?? '';
-    if (!(await deps.runExists(runId)))
-      return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
-    const stepQ = c.req.query('step');
-    if (stepQ !== undefined) {
-      const step = intOf(stepQ);
-      if (step === undefined) return apiError(c, 400, 'bad_request', 'step must be a non-negative integer');
-      const meta = await deps.store.meta(runId, step);
-      if (meta) return meta;
-      const steps = await deps.store.steps(runId);
-      const earlier = steps.filter((s) => s < step);
-      if (earlier.length > 0 && (await deps.rollbackFor?.(runId, step))) {
-        const fallback = await deps.store.meta(runId, Math.max(...earlier));
-        if (fallback) return { ...fallback, rolledBackFrom: step };
-      }
-      return apiError(c, 404, 'no_checkpoint', `run '${runId}' has no stored checkpoint for step ${step}`, {
-        steps,
-      });
-    }
+/** The requested checkpoint's meta (newest, or `?step=`), or the error Response to send. */
+async function metaOf(
+  c: Context,
+  deps: CheckpointRoutesDeps,
+): Promise<(CheckpointMeta & { rolledBackFrom?: number }) | Response> {
+  const runId = c.req.param('id') ?? '';
+  if (!(await deps.runExists(runId)))
+    return apiError(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
+  const stepQ = c.req.query('step');
+  if (stepQ === undefined)
     return (
       (await deps.store.latest(runId)) ??
       apiError(c, 404, 'no_checkpoint', `run '${runId}' has no checkpoint yet`)
     );
-  };
+  const step = intOf(stepQ);
+  if (step === undefined) return apiError(c, 400, 'bad_request', 'step must be a non-negative integer');
+  const meta = await deps.store.meta(runId, step);
+  if (meta) return meta;
+  const steps = await deps.store.steps(runId);
+  const earlier = steps.filter((s) => s < step);
+  if (earlier.length > 0 && (await deps.rollbackFor?.(runId, step))) {
+    const fallback = await deps.store.meta(runId, Math.max(...earlier));
+    if (fallback) return { ...fallback, rolledBackFrom: step };
+  }
+  return apiError(c, 404, 'no_checkpoint', `run '${runId}' has no stored checkpoint for step ${step}`, {
+    steps,
+  });
+}
+
+export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
+  const app = new Hono();
 
   app.get('/api/runs/:id/checkpoint', async (c) => {
-    const meta = await metaOf(c);
+    const meta = await metaOf(c, deps);
     if (meta instanceof Response) return meta;
     // The newest checkpoint changes every epoch: never cache this answer; the files are pinned by step.
     return c.json(summarize(meta, c.req.param('id'), meta.rolledBackFrom), 200, {
@@ -190,7 +192,7 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
         'unknown_file',
         `checkpoints have ${CHECKPOINT_FILES.join(', ')}; not '${file}'`,
       );
-    const meta = await metaOf(c);
+    const meta = await metaOf(c, deps);
     if (meta instanceof Response) return meta;
     const name = file as CheckpointFile;
     const runId = c.req.param('id');
@@ -211,103 +213,24 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
   const receiving = new Map<string, Set<string>>();
 
   app.post('/api/runs/:id/checkpoint', async (c) => {
-    const runId = c.req.param('id');
-    // Every refusal before the body is read closes the connection, so the body is never read (node-server
-    // drains at most a little of it).
-    const refuse = (
-      status: ContentfulStatusCode,
-      code: string,
-      message: string,
-      extra?: Record<string, unknown>,
-    ) => {
-      c.header('Connection', 'close');
-      return apiError(c, status, code, message, extra);
-    };
-    if (!(await deps.runExists(runId))) return refuse(404, 'unknown_run', `no run '${runId}' on this relay`);
-    const step = intOf(c.req.header(CHECKPOINT_HEADER_STEP));
-    const epoch = intOf(c.req.header(CHECKPOINT_HEADER_EPOCH));
-    if (step === undefined || epoch === undefined)
-      return refuse(
-        400,
-        'bad_request',
-        `${CHECKPOINT_HEADER_STEP} and ${CHECKPOINT_HEADER_EPOCH} must be non-negative integers`,
-      );
-    const declared = intOf(c.req.header('Content-Length'));
-    if (declared === undefined)
-      return refuse(
-        411,
-        'length_required',
-        'send Content-Length: the size decides whether the upload is read',
-      );
-    const admission = await deps.admitUpload({ runId, step, epoch, header: (name) => c.req.header(name) });
-    if (!admission.ok) return refuse(admission.status, admission.code, admission.message);
-    if (declared > admission.maxBytes)
-      return refuse(
-        413,
-        'payload_too_large',
-        `this run's model.safetensors is at most ${admission.maxBytes} bytes, not ${declared}`,
-      );
+    const admitted = await admitHeaders(c, deps);
+    if (admitted instanceof Response) return admitted;
+    const { runId, admission } = admitted;
     // Another voter's upload already stored the agreed parameters: nothing this body could add.
-    const existing = await deps.store.meta(runId, step);
+    const existing = await deps.store.meta(runId, admitted.step);
     if (existing !== undefined && existing.param_hash === admission.agreedHash) {
       c.header('Connection', 'close');
       return c.json(summarize(existing, runId), 200);
     }
     const uploading = receiving.get(runId) ?? new Set<string>();
     if (uploading.has(admission.uploader) || uploading.size >= MAX_UPLOADS_PER_RUN)
-      return refuse(429, 'busy', 'other uploads of this run are being received; retry shortly');
+      return refuseUnread(c, 429, 'busy', 'other uploads of this run are being received; retry shortly');
     uploading.add(admission.uploader);
     receiving.set(runId, uploading);
     let file: string | undefined;
     try {
       file = await deps.store.uploadPath();
-      let received: { bytes: number; sha256: string };
-      try {
-        received = await receive(c.req.raw.body, file, declared);
-      } catch (err) {
-        return apiError(c, 400, 'bad_request', `upload not received: ${(err as Error).message}`);
-      }
-      if (received.bytes !== declared)
-        return apiError(
-          c,
-          400,
-          'bad_request',
-          `received ${received.bytes} bytes, Content-Length said ${declared}`,
-        );
-      if (!admission.signs(received.sha256))
-        return apiError(
-          c,
-          401,
-          'unauthenticated',
-          'the upload signature does not verify for this run, step, epoch, body and timestamp',
-        );
-      let encoded: EncodedJob;
-      try {
-        encoded = await runCheckpointJob({ kind: 'decode', config: admission.config, file });
-      } catch (err) {
-        if (err instanceof BadCheckpointError)
-          return apiError(c, 400, 'bad_checkpoint', err.message, { reason: err.reason });
-        throw err;
-      }
-      const refused = admission.accepts(encoded.paramHash);
-      if (refused) return apiError(c, refused.status, refused.code, refused.message);
-      try {
-        const { meta, created } = await deps.store.saveEncoded({
-          runId,
-          step,
-          epoch,
-          source: 'upload',
-          uploader: admission.uploader,
-          ...encoded,
-        });
-        return c.json(summarize(meta, runId), created ? 201 : 200);
-      } catch (err) {
-        if (err instanceof CheckpointConflictError)
-          return apiError(c, 409, 'checkpoint_conflict', err.message, {
-            paramHash: err.existing.param_hash,
-          });
-        throw err;
-      }
+      return await storeUpload(c, deps, admitted, file);
     } finally {
       uploading.delete(admission.uploader);
       if (uploading.size === 0) receiving.delete(runId);
@@ -316,4 +239,118 @@ export function checkpointRoutes(deps: CheckpointRoutesDeps): Hono {
   });
 
   return app;
+}
+
+/**
+ * A refusal before the body is read: it closes the connection, so the body is never read (node-server
+ * drains at most a little of it).
+ */
+function refuseUnread(
+  c: Context,
+  status: ContentfulStatusCode,
+  code: string,
+  message: string,
+  extra?: Record<string, unknown>,
+): Response {
+  c.header('Connection', 'close');
+  return apiError(c, status, code, message, extra);
+}
+
+/** An upload its headers admit: where it goes, its declared size, and what its body must be. */
+interface AdmittedUpload {
+  runId: string;
+  step: number;
+  epoch: number;
+  declared: number;
+  admission: Extract<UploadAdmission, { ok: true }>;
+}
+
+/** Step 1: the upload's headers and declared size, before a byte of the body is read. */
+async function admitHeaders(c: Context, deps: CheckpointRoutesDeps): Promise<AdmittedUpload | Response> {
+  const runId = c.req.param('id') ?? '';
+  if (!(await deps.runExists(runId)))
+    return refuseUnread(c, 404, 'unknown_run', `no run '${runId}' on this relay`);
+  const step = intOf(c.req.header(CHECKPOINT_HEADER_STEP));
+  const epoch = intOf(c.req.header(CHECKPOINT_HEADER_EPOCH));
+  if (step === undefined || epoch === undefined)
+    return refuseUnread(
+      c,
+      400,
+      'bad_request',
+      `${CHECKPOINT_HEADER_STEP} and ${CHECKPOINT_HEADER_EPOCH} must be non-negative integers`,
+    );
+  const declared = intOf(c.req.header('Content-Length'));
+  if (declared === undefined)
+    return refuseUnread(
+      c,
+      411,
+      'length_required',
+      'send Content-Length: the size decides whether the upload is read',
+    );
+  const admission = await deps.admitUpload({ runId, step, epoch, header: (name) => c.req.header(name) });
+  if (!admission.ok) return refuseUnread(c, admission.status, admission.code, admission.message);
+  if (declared > admission.maxBytes)
+    return refuseUnread(
+      c,
+      413,
+      'payload_too_large',
+      `this run's model.safetensors is at most ${admission.maxBytes} bytes, not ${declared}`,
+    );
+  return { runId, step, epoch, declared, admission };
+}
+
+/** Steps 2–5: receive the body into `file`, check its signature and parameters, store it. */
+async function storeUpload(
+  c: Context,
+  deps: CheckpointRoutesDeps,
+  { runId, step, epoch, declared, admission }: AdmittedUpload,
+  file: string,
+): Promise<Response> {
+  let received: { bytes: number; sha256: string };
+  try {
+    received = await receive(c.req.raw.body, file, declared);
+  } catch (err) {
+    return apiError(c, 400, 'bad_request', `upload not received: ${(err as Error).message}`);
+  }
+  if (received.bytes !== declared)
+    return apiError(
+      c,
+      400,
+      'bad_request',
+      `received ${received.bytes} bytes, Content-Length said ${declared}`,
+    );
+  if (!admission.signs(received.sha256))
+    return apiError(
+      c,
+      401,
+      'unauthenticated',
+      'the upload signature does not verify for this run, step, epoch, body and timestamp',
+    );
+  let encoded: EncodedJob;
+  try {
+    encoded = await runCheckpointJob({ kind: 'decode', config: admission.config, file });
+  } catch (err) {
+    if (err instanceof BadCheckpointError)
+      return apiError(c, 400, 'bad_checkpoint', err.message, { reason: err.reason });
+    throw err;
+  }
+  const refused = admission.accepts(encoded.paramHash);
+  if (refused) return apiError(c, refused.status, refused.code, refused.message);
+  try {
+    const { meta, created } = await deps.store.saveEncoded({
+      runId,
+      step,
+      epoch,
+      source: 'upload',
+      uploader: admission.uploader,
+      ...encoded,
+    });
+    return c.json(summarize(meta, runId), created ? 201 : 200);
+  } catch (err) {
+    if (err instanceof CheckpointConflictError)
+      return apiError(c, 409, 'checkpoint_conflict', err.message, {
+        paramHash: err.existing.param_hash,
+      });
+    throw err;
+  }
 }

@@ -9,7 +9,7 @@ import { CliError, type Command } from '../command.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
 import { defaultExtraRoutes, startP2P } from '../extras.ts';
-import { startRelayServer } from '../server.ts';
+import { startRelayServer, type RunningRelay } from '../server.ts';
 
 const USAGE =
   '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
@@ -47,156 +47,192 @@ function readConfig(file: string): string {
   }
 }
 
+/** The command line, checked: every value in range or a CliError. */
+function parseFlags(argv: string[]) {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'tick-ms': { type: 'string' },
+        'grace-ms': { type: 'string' },
+        'max-frame-bytes': { type: 'string' },
+        'run-creators': { type: 'string', multiple: true },
+        // The earlier name of --run-creators, kept so existing command lines keep working.
+        'admin-key': { type: 'string', multiple: true },
+        'max-model-params': { type: 'string' },
+        'max-runs-per-creator': { type: 'string' },
+        'max-runs': { type: 'string' },
+        'join-pow-bits': { type: 'string' },
+        'max-identities-per-address': { type: 'string' },
+        'no-p2p': { type: 'boolean' },
+        'public-host': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new CliError(`run: ${(err as Error).message}\nusage: meshtrain-relay run ${USAGE}`);
+  }
+  const flags = {
+    config: values.config,
+    host: values.host,
+    publicHost: values['public-host'],
+    noP2P: values['no-p2p'] === true,
+    port: intFlag('port', values.port, 0, 65535) ?? 8080,
+    tickMs: intFlag('tick-ms', values['tick-ms'], 10, 60_000),
+    graceMs: intFlag('grace-ms', values['grace-ms'], 0, 3_600_000),
+    maxFrameBytes: intFlag('max-frame-bytes', values['max-frame-bytes'], 1024, 1024 * 1024 * 1024),
+    runCreators: [
+      ...keyList('run-creators', values['run-creators'] ?? []),
+      ...keyList('admin-key', values['admin-key'] ?? []),
+    ],
+    maxModelParams: intFlag('max-model-params', values['max-model-params'], 1, Number.MAX_SAFE_INTEGER),
+    maxRunsPerCreator: intFlag('max-runs-per-creator', values['max-runs-per-creator'], 1, 1_000_000),
+    maxRuns: intFlag('max-runs', values['max-runs'], 1, 1_000_000),
+    joinPowBits:
+      intFlag('join-pow-bits', values['join-pow-bits'], 0, MAX_JOIN_POW_BITS) ?? DEFAULT_JOIN_POW_BITS,
+    maxIdentitiesPerAddress:
+      intFlag('max-identities-per-address', values['max-identities-per-address'], 1, 1_000_000) ??
+      DEFAULT_MAX_IDENTITIES_PER_ADDRESS,
+    dataDir: resolve(values['data-dir'] ?? 'relay-data'),
+  };
+  if (values['admin-key'] !== undefined)
+    console.error('meshtrain-relay: warning: --admin-key is now called --run-creators');
+  return flags;
+}
+
+type Flags = ReturnType<typeof parseFlags>;
+
+/** The --config file's text, refused here (exit 1) when core cannot parse it. */
+function checkedConfig(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  const text = readConfig(file);
+  try {
+    parseRunConfig(text);
+  } catch (e) {
+    if (e instanceof RunConfigError) throw new CliError(`run: ${file}: ${e.message}`, 1);
+    throw e;
+  }
+  return text;
+}
+
+function startServer(f: Flags): Promise<RunningRelay> {
+  return startRelayServer({
+    dataDir: f.dataDir,
+    host: f.host ?? '127.0.0.1',
+    port: f.port,
+    ...(f.tickMs !== undefined ? { tickMs: f.tickMs } : {}),
+    ...(f.graceMs !== undefined ? { graceMs: f.graceMs } : {}),
+    ...(f.maxFrameBytes !== undefined ? { limits: { maxFrameBytes: f.maxFrameBytes } } : {}),
+    runCreators: f.runCreators,
+    ...(f.maxModelParams !== undefined ? { maxModelParams: f.maxModelParams } : {}),
+    ...(f.maxRunsPerCreator !== undefined ? { maxRunsPerCreator: f.maxRunsPerCreator } : {}),
+    ...(f.maxRuns !== undefined ? { maxRuns: f.maxRuns } : {}),
+    joinPowBits: f.joinPowBits,
+    maxIdentitiesPerAddress: f.maxIdentitiesPerAddress,
+    log: {
+      info: (m) => console.log(`meshtrain-relay: ${m}`),
+      warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),
+    },
+    extraRoutes: (relay) => defaultExtraRoutes(relay, f.dataDir),
+  });
+}
+
+/** The run to create: --config, else the embedded default when the database has no run yet. */
+async function createConfiguredRun(
+  running: RunningRelay,
+  configText: string | undefined,
+  f: Flags,
+  relayKey: string,
+): Promise<void> {
+  const { relay } = running;
+  const toml = configText ?? (relay.runList().length === 0 ? DEFAULT_RUN_TOML : undefined);
+  if (toml === undefined) return;
+  const runId = parseRunConfig(toml).config.run_id;
+  if (runId !== undefined && relay.run(runId)) {
+    console.log(
+      `meshtrain-relay: run ${runId} already exists in ${f.dataDir}; resuming it (its stored config wins)`,
+    );
+    return;
+  }
+  try {
+    relay.createRun({ toml, mainAuthority: relayKey });
+  } catch (e) {
+    await running.close();
+    if (e instanceof RelayError) throw new CliError(`run: ${e.message}`, 1);
+    throw e;
+  }
+}
+
+/** The relay's libp2p node unless --no-p2p; its stop function, or undefined when none runs. */
+async function startLibp2p(running: RunningRelay, f: Flags): Promise<(() => Promise<void>) | undefined> {
+  if (f.noP2P) return undefined;
+  // Peers dial the public host; a wildcard bind address is not dialable, so announce loopback unless told.
+  const bind = f.host ?? '127.0.0.1';
+  const publicHost = f.publicHost ?? (bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind);
+  try {
+    const p2p = await startP2P(running.relay, running.server, {
+      publicHost,
+      publicPort: running.port,
+      dataDir: f.dataDir,
+    });
+    for (const a of p2p.multiaddrs) console.log(`meshtrain-relay: libp2p ${a}`);
+    return p2p.stop;
+  } catch (e) {
+    // The coordinator and HTTP paths work without libp2p (the relay is the guaranteed delivery path).
+    console.error(`meshtrain-relay: warning: libp2p node not started: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+/** Resolves after SIGINT or SIGTERM, once `shutdown` has finished. */
+function untilSignalled(shutdown: () => Promise<void>): Promise<void> {
+  return new Promise<void>((done) => {
+    const stop = (signal: string) => {
+      console.log(`meshtrain-relay: ${signal}, shutting down`);
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      void shutdown().finally(done);
+    };
+    const onInt = () => stop('SIGINT');
+    const onTerm = () => stop('SIGTERM');
+    process.on('SIGINT', onInt);
+    process.on('SIGTERM', onTerm);
+  });
+}
+
 const command: Command = {
   summary: 'start the relay: coordinator WebSocket, admin/data/checkpoint HTTP API, SQLite state',
   usage: USAGE,
   async run(argv) {
-    let values;
-    try {
-      values = parseArgs({
-        args: argv,
-        options: {
-          config: { type: 'string' },
-          port: { type: 'string' },
-          host: { type: 'string' },
-          'data-dir': { type: 'string' },
-          'tick-ms': { type: 'string' },
-          'grace-ms': { type: 'string' },
-          'max-frame-bytes': { type: 'string' },
-          'run-creators': { type: 'string', multiple: true },
-          // The earlier name of --run-creators, kept so existing command lines keep working.
-          'admin-key': { type: 'string', multiple: true },
-          'max-model-params': { type: 'string' },
-          'max-runs-per-creator': { type: 'string' },
-          'max-runs': { type: 'string' },
-          'join-pow-bits': { type: 'string' },
-          'max-identities-per-address': { type: 'string' },
-          'no-p2p': { type: 'boolean' },
-          'public-host': { type: 'string' },
-        },
-        strict: true,
-        allowPositionals: false,
-      }).values;
-    } catch (err) {
-      throw new CliError(`run: ${(err as Error).message}\nusage: meshtrain-relay run ${USAGE}`);
-    }
-    const port = intFlag('port', values.port, 0, 65535) ?? 8080;
-    const tickMs = intFlag('tick-ms', values['tick-ms'], 10, 60_000);
-    const graceMs = intFlag('grace-ms', values['grace-ms'], 0, 3_600_000);
-    const maxFrameBytes = intFlag('max-frame-bytes', values['max-frame-bytes'], 1024, 1024 * 1024 * 1024);
-    const runCreators = [
-      ...keyList('run-creators', values['run-creators'] ?? []),
-      ...keyList('admin-key', values['admin-key'] ?? []),
-    ];
-    if (values['admin-key'] !== undefined)
-      console.error('meshtrain-relay: warning: --admin-key is now called --run-creators');
-    const maxModelParams = intFlag(
-      'max-model-params',
-      values['max-model-params'],
-      1,
-      Number.MAX_SAFE_INTEGER,
-    );
-    const maxRunsPerCreator = intFlag('max-runs-per-creator', values['max-runs-per-creator'], 1, 1_000_000);
-    const maxRuns = intFlag('max-runs', values['max-runs'], 1, 1_000_000);
-    const joinPowBits =
-      intFlag('join-pow-bits', values['join-pow-bits'], 0, MAX_JOIN_POW_BITS) ?? DEFAULT_JOIN_POW_BITS;
-    const maxIdentitiesPerAddress =
-      intFlag('max-identities-per-address', values['max-identities-per-address'], 1, 1_000_000) ??
-      DEFAULT_MAX_IDENTITIES_PER_ADDRESS;
-    const dataDir = resolve(values['data-dir'] ?? 'relay-data');
-    const configText = values.config === undefined ? undefined : readConfig(values.config);
-    if (configText !== undefined) {
-      try {
-        parseRunConfig(configText);
-      } catch (e) {
-        if (e instanceof RunConfigError) throw new CliError(`run: ${values.config}: ${e.message}`, 1);
-        throw e;
-      }
-    }
-
-    const running = await startRelayServer({
-      dataDir,
-      host: values.host ?? '127.0.0.1',
-      port,
-      ...(tickMs !== undefined ? { tickMs } : {}),
-      ...(graceMs !== undefined ? { graceMs } : {}),
-      ...(maxFrameBytes !== undefined ? { limits: { maxFrameBytes } } : {}),
-      runCreators,
-      ...(maxModelParams !== undefined ? { maxModelParams } : {}),
-      ...(maxRunsPerCreator !== undefined ? { maxRunsPerCreator } : {}),
-      ...(maxRuns !== undefined ? { maxRuns } : {}),
-      joinPowBits,
-      maxIdentitiesPerAddress,
-      log: {
-        info: (m) => console.log(`meshtrain-relay: ${m}`),
-        warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),
-      },
-      extraRoutes: (relay) => defaultExtraRoutes(relay, dataDir),
-    });
+    const f = parseFlags(argv);
+    const configText = checkedConfig(f.config);
+    const running = await startServer(f);
     const { relay, url } = running;
-    const identity = loadOrCreateRelayIdentity(dataDir);
+    const identity = loadOrCreateRelayIdentity(f.dataDir);
     const relayKey = Buffer.from(identity.publicKey).toString('hex');
-
-    // The run to create: --config, else the embedded default when the database has no run yet.
-    const toml = configText ?? (relay.runList().length === 0 ? DEFAULT_RUN_TOML : undefined);
-    if (toml !== undefined) {
-      const runId = parseRunConfig(toml).config.run_id;
-      if (runId !== undefined && relay.run(runId)) {
-        console.log(
-          `meshtrain-relay: run ${runId} already exists in ${dataDir}; resuming it (its stored config wins)`,
-        );
-      } else {
-        try {
-          relay.createRun({ toml, mainAuthority: relayKey });
-        } catch (e) {
-          await running.close();
-          if (e instanceof RelayError) throw new CliError(`run: ${e.message}`, 1);
-          throw e;
-        }
-      }
-    }
-
-    let stopP2P: (() => Promise<void>) | undefined;
-    if (!values['no-p2p']) {
-      // Peers dial the public host; a wildcard bind address is not dialable, so announce loopback unless told.
-      const bind = values.host ?? '127.0.0.1';
-      const publicHost = values['public-host'] ?? (bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind);
-      try {
-        const p2p = await startP2P(relay, running.server, { publicHost, publicPort: running.port, dataDir });
-        stopP2P = p2p.stop;
-        for (const a of p2p.multiaddrs) console.log(`meshtrain-relay: libp2p ${a}`);
-      } catch (e) {
-        // The coordinator and HTTP paths work without libp2p (the relay is the guaranteed delivery path).
-        console.error(`meshtrain-relay: warning: libp2p node not started: ${(e as Error).message}`);
-      }
-    }
+    await createConfiguredRun(running, configText, f, relayKey);
+    const stopP2P = await startLibp2p(running, f);
 
     const wsUrl = url.replace(/^http/, 'ws');
-    console.log(`meshtrain-relay: listening on ${url} (data dir ${dataDir})`);
+    console.log(`meshtrain-relay: listening on ${url} (data dir ${f.dataDir})`);
     console.log(`meshtrain-relay: relay key ${relayKey} (main authority of the runs it creates)`);
     for (const h of relay.runList())
       console.log(
         `meshtrain-relay: run ${h.runId} (${h.state.run_state}, step ${h.state.progress.step}): ${wsUrl}/ws/runs/${h.runId}`,
       );
 
-    await new Promise<void>((done) => {
-      const stop = (signal: string) => {
-        console.log(`meshtrain-relay: ${signal}, shutting down`);
-        process.off('SIGINT', onInt);
-        process.off('SIGTERM', onTerm);
-        void (async () => {
-          try {
-            await stopP2P?.();
-          } finally {
-            await running.close();
-            done();
-          }
-        })();
-      };
-      const onInt = () => stop('SIGINT');
-      const onTerm = () => stop('SIGTERM');
-      process.on('SIGINT', onInt);
-      process.on('SIGTERM', onTerm);
+    await untilSignalled(async () => {
+      try {
+        await stopP2P?.();
+      } finally {
+        await running.close();
+      }
     });
     return 0;
   },

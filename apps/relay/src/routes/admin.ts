@@ -83,49 +83,53 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
     return c.json({ run: runSummary(relay, host) } satisfies RunReply);
   });
 
-  app.post('/:id/grants', limit, auth, (c) => {
-    const host = relay.mustRun(c.req.param('id'));
-    if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
-    const body = jsonBody(c);
-    const { grantee, active } = body;
-    if (typeof grantee !== 'string' || !KEY_HEX.test(grantee))
-      throw new RelayError(
-        400,
-        'bad_request',
-        'grantee must be a public key as 64 lowercase hex digits (all zeros = anyone)',
-      );
-    if (typeof active !== 'boolean') throw new RelayError(400, 'bad_request', 'active must be true or false');
-    if (!relay.store.grant(host.runId, grantee) && relay.store.grantCount(host.runId) >= MAX_GRANTS)
-      throw new RelayError(
-        409,
-        'too_many_grants',
-        `a run has at most ${MAX_GRANTS} grants; deactivate or reuse one`,
-      );
-    relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
-    return c.json({ grant: relay.store.grant(host.runId, grantee) ?? null } satisfies GrantReply);
-  });
-
-  app.post('/:id/grants/:grantee/delegates', limit, auth, (c) => {
-    const host = relay.mustRun(c.req.param('id'));
-    const grantee = c.req.param('grantee');
-    const grant = relay.store.grant(host.runId, grantee);
-    if (!grant)
-      throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
-    if (c.get('signer') !== grantee) throw forbidden('the grantee');
-    const { delegates } = jsonBody(c);
-    if (
-      !Array.isArray(delegates) ||
-      delegates.length > MAX_DELEGATES ||
-      !delegates.every((d): d is string => typeof d === 'string' && KEY_HEX.test(d))
-    )
-      throw new RelayError(
-        400,
-        'bad_request',
-        `delegates must be a list of at most ${MAX_DELEGATES} public keys (64 lowercase hex digits)`,
-      );
-    relay.store.setDelegates(host.runId, grantee, delegates);
-    return c.json({ grant: relay.store.grant(host.runId, grantee) ?? null } satisfies GrantReply);
-  });
+  app.post('/:id/grants', limit, auth, (c) => c.json(setGrant(relay, c)));
+  app.post('/:id/grants/:grantee/delegates', limit, auth, (c) => c.json(setDelegates(relay, c)));
 
   return app;
+}
+
+/** POST /:id/grants by the run's join authority: grants (or revokes) `grantee` the right to join. */
+function setGrant(relay: Relay, c: Context<AdminEnv>): GrantReply {
+  const host = relay.mustRun(c.req.param('id') ?? '');
+  if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
+  const body = jsonBody(c);
+  const { grantee, active } = body;
+  if (typeof grantee !== 'string' || !KEY_HEX.test(grantee))
+    throw new RelayError(
+      400,
+      'bad_request',
+      'grantee must be a public key as 64 lowercase hex digits (all zeros = anyone)',
+    );
+  if (typeof active !== 'boolean') throw new RelayError(400, 'bad_request', 'active must be true or false');
+  if (!relay.store.grant(host.runId, grantee) && relay.store.grantCount(host.runId) >= MAX_GRANTS)
+    throw new RelayError(
+      409,
+      'too_many_grants',
+      `a run has at most ${MAX_GRANTS} grants; deactivate or reuse one`,
+    );
+  relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
+  return { grant: relay.store.grant(host.runId, grantee) ?? null };
+}
+
+/** POST /:id/grants/:grantee/delegates by the grantee: the keys that may join on its grant. */
+function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
+  const host = relay.mustRun(c.req.param('id') ?? '');
+  const grantee = c.req.param('grantee') ?? '';
+  const grant = relay.store.grant(host.runId, grantee);
+  if (!grant) throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
+  if (c.get('signer') !== grantee) throw forbidden('the grantee');
+  const { delegates } = jsonBody(c);
+  if (
+    !Array.isArray(delegates) ||
+    delegates.length > MAX_DELEGATES ||
+    !delegates.every((d): d is string => typeof d === 'string' && KEY_HEX.test(d))
+  )
+    throw new RelayError(
+      400,
+      'bad_request',
+      `delegates must be a list of at most ${MAX_DELEGATES} public keys (64 lowercase hex digits)`,
+    );
+  relay.store.setDelegates(host.runId, grantee, delegates);
+  return { grant: relay.store.grant(host.runId, grantee) ?? null };
 }
