@@ -47,6 +47,7 @@ import {
   byResult,
   caughtWithin,
   collectVerdicts,
+  lowest,
   percentFor,
   roundsFor,
   summarize,
@@ -69,6 +70,7 @@ function honestSide(records: readonly VerdictRecord[]) {
     results_verified: results.length,
     results_failed: results.filter((g) => g.some((r) => !r.pass)).length,
     by_device_pair: byDevicePair(judged),
+    lowest_update_agreement: lowest(judged, 8),
   };
 }
 
@@ -198,7 +200,7 @@ function mixedReport(o: MixedRun, f: IntegrityFlags) {
   const protocol = protocolOf(o);
   return {
     settings: {
-      preset: 'micro',
+      preset: f.mixedPreset,
       parameters: o.parameters,
       cpu_clients: f.mixedCpu,
       webgpu_clients: f.mixedWebgpu,
@@ -369,7 +371,8 @@ async function main(): Promise<number> {
   if (flags.parts.includes('mixed')) {
     const m = mixedReport(await runMixed(ctx), flags);
     report.mixed = m;
-    acceptance[`mixed ${flags.mixedSteps}-step micro run: no honest client ejected`] = m.honest_ejected === 0;
+    acceptance[`mixed ${flags.mixedSteps}-step ${flags.mixedPreset} run: no honest client ejected`] =
+      m.honest_ejected === 0;
     log(
       `mixed: ${m.honest.failed}/${m.honest.verdicts} honest verdicts failed, ${m.honest_ejected} ejected, ` +
         `${m.protocol.wall_seconds.toFixed(0)} s; ` +

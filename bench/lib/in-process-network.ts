@@ -41,6 +41,8 @@ export interface PeerSpec {
   shapes: ReadonlyMap<string, readonly number[]>;
   /** Turns the honest parts into what this peer really uses (an attack simulation, a recorder). */
   wrap?: (parts: PeerParts, secretKey: Uint8Array) => PeerParts;
+  /** Where the client's events go (default: a new array). */
+  events?: ClientEvent[];
 }
 
 export class InProcessNetwork {
@@ -73,7 +75,7 @@ export class InProcessNetwork {
     };
     const parts = spec.wrap ? spec.wrap(honest, identity.secretKey) : honest;
     const model = modelConfigForRun(this.run);
-    const events: ClientEvent[] = [];
+    const events: ClientEvent[] = spec.events ?? [];
     const client = new Client({
       run: this.run,
       runId: this.hub.runId,

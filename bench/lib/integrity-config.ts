@@ -43,6 +43,8 @@ export interface IntegrityFlags {
   trialSeqLen: number;
   /** Mixed CPU / WebGPU run (micro preset). */
   mixedSteps: number;
+  /** micro by default: SwiftShader is slow. */
+  mixedPreset: ModelPreset;
   mixedCpu: number;
   mixedWebgpu: number;
   mixedBatch: number;
@@ -57,7 +59,7 @@ export const USAGE = `npm run -s bench:integrity -- [--json] [--part detection,t
   [--kinds random-signs,sign-flip,stale-replay,other-batch,dense] [--preset tiny] [--batch-size 64] [--seq-len 128]
   [--honest 4] [--warmup-steps 40] [--cheat-epochs 10] [--epoch-time 12] [--throughput-steps 24]
   [--trials 8] [--trial-preset micro] [--trial-batch 16] [--trial-seq-len 32]
-  [--mixed-steps 300] [--mixed-cpu 2] [--mixed-webgpu 2] [--mixed-batch 4] [--mixed-seq-len 32]
+  [--mixed-steps 300] [--mixed-preset micro] [--mixed-cpu 2] [--mixed-webgpu 2] [--mixed-batch 4] [--mixed-seq-len 32]
   [--mixed-verification-percent 100] [--threads 2] [--progress-every 10] [--data DIR]
 
 Verification of work on real models, with the real client, coordinator and optimizer code in this process:
@@ -68,7 +70,7 @@ Verification of work on real models, with the real client, coordinator and optim
              kind in each from the start: in how many of them each is ejected, and at which step;
  throughput  the same honest peers with verification off, at the default percentage and at 100%;
  mixed       onnxruntime-node CPU clients and WebGPU clients (ORT's WebGPU EP and DisTrO's WGSL on Dawn;
-             SwiftShader without a GPU) verifying each other for --mixed-steps steps of the micro preset.
+             SwiftShader without a GPU) verifying each other for --mixed-steps steps of --mixed-preset.
 --json prints only the JSON result on stdout; progress goes to stderr.`;
 
 export class UsageError extends Error {}
@@ -113,6 +115,7 @@ export function parseIntegrityFlags(argv: string[], base: RunConfig = defaultRun
       'trial-batch': { type: 'string' },
       'trial-seq-len': { type: 'string' },
       'mixed-steps': { type: 'string' },
+      'mixed-preset': { type: 'string' },
       'mixed-cpu': { type: 'string' },
       'mixed-webgpu': { type: 'string' },
       'mixed-batch': { type: 'string' },
@@ -130,6 +133,9 @@ export function parseIntegrityFlags(argv: string[], base: RunConfig = defaultRun
   const trialPreset = (values['trial-preset'] ?? 'micro') as ModelPreset;
   if (!PRESET_NAMES.includes(trialPreset))
     throw new UsageError(`--trial-preset: one of ${PRESET_NAMES.join(', ')}`);
+  const mixedPreset = (values['mixed-preset'] ?? 'micro') as ModelPreset;
+  if (!PRESET_NAMES.includes(mixedPreset))
+    throw new UsageError(`--mixed-preset: one of ${PRESET_NAMES.join(', ')}`);
   const flagPercent = values['verification-percent'];
   const f: IntegrityFlags = {
     json: Boolean(values.json),
@@ -150,6 +156,7 @@ export function parseIntegrityFlags(argv: string[], base: RunConfig = defaultRun
     trialBatch: num('trial-batch', values['trial-batch'], 16, int(1)),
     trialSeqLen: num('trial-seq-len', values['trial-seq-len'], 32, int(1)),
     mixedSteps: num('mixed-steps', values['mixed-steps'], 300, int(3)),
+    mixedPreset,
     mixedCpu: num('mixed-cpu', values['mixed-cpu'], 2, int(1)),
     mixedWebgpu: num('mixed-webgpu', values['mixed-webgpu'], 2, int(1)),
     mixedBatch: num('mixed-batch', values['mixed-batch'], 4, int(1)),
@@ -193,11 +200,11 @@ export function integrityRun(
   return validated(run);
 }
 
-/** The mixed CPU / WebGPU run: the micro preset, the default run's optimizer and schedule shape. */
+/** The mixed CPU / WebGPU run: the micro preset by default, the default run's optimizer and schedule shape. */
 export function mixedRun(f: IntegrityFlags): RunConfig {
   const run = structuredClone(defaultRun());
   const peers = f.mixedCpu + f.mixedWebgpu;
-  run.meshtrain.preset = 'micro';
+  run.meshtrain.preset = f.mixedPreset;
   run.config.verification_percent = f.mixedPercent;
   run.config.total_steps = f.mixedSteps;
   run.config.global_batch_size_start = f.mixedBatch;

@@ -4,20 +4,21 @@
 // trained, a cheater of every kind joins, and whenever one is gone (ejected) a fresh one joins under a new key
 // for the next epoch, for `cheatEpochs` epochs. Every verdict is recorded with what it judged.
 // Throughput: the honest peers alone, verification off and on, the same shape and steps.
-import type { DataSource } from '@meshtrain/client';
+import type { ClientEvent, DataSource } from '@meshtrain/client';
 import type { RunConfig } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { modelConfigForRun, parameterCount } from '@meshtrain/model';
 import type { Progress } from '../../apps/node-trainer/src/progress/index.ts';
-import { InProcessNetwork, type NetPeer } from './in-process-network.ts';
-import { recordedAdversary } from './integrity-cheaters.ts';
+import { InProcessNetwork, type NetPeer, type PeerSpec } from './in-process-network.ts';
+import { recordedAdversary, type SentResult } from './integrity-cheaters.ts';
 import {
   FABRICATED_KINDS,
   integrityRun,
   type FabricatedKind,
   type IntegrityFlags,
 } from './integrity-config.ts';
-import type { Member } from './integrity-verdicts.ts';
+import type { Device, Member, Role } from './integrity-verdicts.ts';
+import { loggingBackend, type ParamLoad } from './param-log.ts';
 import { SharedOrt } from './shared-ort.ts';
 
 export interface IntegrityContext {
@@ -49,6 +50,20 @@ export interface NetworkOutcome {
   ortSeconds: number;
 }
 
+/** A client joining `net` as `role` on `device`, its parameter loads logged (param-log.ts). */
+export function join(
+  net: InProcessNetwork,
+  spec: PeerSpec,
+  role: Role,
+  device: Device,
+  sent: SentResult[] = [],
+): Member {
+  const events: ClientEvent[] = [];
+  const loads: ParamLoad[] = [];
+  const peer = net.addPeer({ ...spec, events, backend: loggingBackend(spec.backend, events, loads) });
+  return { peer, role, device, sent, loads };
+}
+
 function honestPeer(
   net: InProcessNetwork,
   ort: SharedOrt,
@@ -58,14 +73,14 @@ function honestPeer(
 ): Member {
   const opt = run.model.LLM.optimizer;
   if (!('Distro' in opt)) throw new Error('bench:integrity runs DisTrO runs');
-  const peer = net.addPeer({
+  const spec: PeerSpec = {
     identitySeed: new Uint8Array(32).fill(i + 1),
     backend: ort.forPeer(),
     distro: createCpuBackend({ chunk: opt.Distro.compression_chunk }),
     data,
     shapes: ort.backend.shapes,
-  });
-  return { peer, role: 'honest', device: 'cpu', sent: [] };
+  };
+  return join(net, spec, 'honest', 'cpu');
 }
 
 /** What every run reports about the network once it stopped. */
@@ -77,7 +92,8 @@ export async function outcome(
   ortSeconds: number,
 ): Promise<NetworkOutcome> {
   const roleOf = new Map(members.map((m) => [m.peer.id, m.role as string]));
-  const honest = members.filter((m) => m.role === 'honest');
+  // Ejected clients stop applying: only the others must agree.
+  const honest = members.filter((m) => m.role === 'honest' && !net.hub.state.ejected.includes(m.peer.id));
   const hashes = await Promise.all(
     honest.map(async (m) => Buffer.from(await m.peer.client.parameterHash()).toString('hex')),
   );
@@ -124,6 +140,9 @@ export async function runDetection(ctx: IntegrityContext): Promise<DetectionRun>
   const bound = f.warmupSteps + (f.cheatEpochs + 3) * f.epochTime + 10;
   const run = integrityRun(f, { percent: 100, steps: bound, peers: f.honest, epochTime: f.epochTime });
   const model = modelConfigForRun(run);
+  const opt = run.model.LLM.optimizer;
+  if (!('Distro' in opt)) throw new Error('bench:integrity runs DisTrO runs');
+  const chunk = opt.Distro.compression_chunk;
   const ort = new SharedOrt(model, f.seqLen, run.meshtrain.micro_batch_size, {
     intraOpThreads: f.threads,
     spinning: false,
@@ -149,23 +168,21 @@ export async function runDetection(ctx: IntegrityContext): Promise<DetectionRun>
     const seed = new Uint8Array(32);
     seed[0] = 0xc0 + FABRICATED_KINDS.indexOf(kind);
     seed[1] = n;
-    const sent: Member['sent'] = [];
-    const peer = net.addPeer({
+    const sent: SentResult[] = [];
+    const spec: PeerSpec = {
       identitySeed: seed,
       backend: ort.forPeer(),
-      distro: createCpuBackend({
-        chunk: (run.model.LLM.optimizer as { Distro: { compression_chunk: number } }).Distro
-          .compression_chunk,
-      }),
+      distro: createCpuBackend({ chunk }),
       data: ctx.data,
       shapes: ort.backend.shapes,
       wrap: (parts, key) =>
         recordedAdversary(kind, parts, key, 1000 * FABRICATED_KINDS.indexOf(kind) + n + 1, sent),
-    });
-    members.push({ peer, role: kind, device: 'cpu', sent });
+    };
+    members.push(join(net, spec, kind, 'cpu', sent));
   };
 
-  const progress = ctx.progress('detection', f.cheatEpochs);
+  // Progress in steps; the run ends by epochs, well before `bound`.
+  const progress = ctx.progress('detection', bound);
   const maxSeconds = maxVirtualSeconds(run, bound);
   let firstCheatEpoch: number | null = null;
   try {
@@ -181,8 +198,8 @@ export async function runDetection(ctx: IntegrityContext): Promise<DetectionRun>
       }
       const cheaters = members.filter((m) => m.role !== 'honest');
       progress.update(
-        firstCheatEpoch === null ? 0 : epoch - firstCheatEpoch,
-        `step ${step} epoch ${epoch}: ${cheaters.length} cheaters joined, ` +
+        step,
+        `epoch ${epoch}: ${cheaters.length} cheaters joined, ` +
           `${cheaters.filter((m) => hub.state.ejected.includes(m.peer.id)).length} ejected`,
       );
       if (clock.seconds - t0 > maxSeconds)

@@ -1,8 +1,8 @@
-// bench:integrity's mixed part: honest clients on two kinds of device verify each other for a whole run of the
-// micro preset. CPU clients are node-trainer's assembly (onnxruntime-node's CPU EP, DisTrO's CPU reference);
-// WebGPU clients train on onnxruntime-node's WebGPU EP and run DisTrO's WGSL kernels on a Dawn device — the
-// GPU path for both the gradient a fingerprint and a verifier read and the coefficients a verifier compares.
-// Without a GPU both are SwiftShader (VK_ICD_FILENAMES), which is slow: size the run with that in mind.
+// bench:integrity's mixed part: honest clients on two kinds of device verify each other for a whole run (of
+// the micro preset by default). CPU clients are node-trainer's assembly (onnxruntime-node's CPU EP, DisTrO's
+// CPU reference); WebGPU clients train on onnxruntime-node's WebGPU EP and run DisTrO's WGSL kernels on a Dawn
+// device — the GPU path for both the gradient a fingerprint and a verifier read and the coefficients a verifier
+// compares. Without a GPU both are SwiftShader (VK_ICD_FILENAMES), which is slow: size the run with that in mind.
 import type { DataSource } from '@meshtrain/client';
 import { createCpuBackend, createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
@@ -11,6 +11,7 @@ import { localDataSource } from '../../apps/node-trainer/src/net/local-data.ts';
 import { anyBusy, PendingWork, tracked } from './busy.ts';
 import { InProcessNetwork } from './in-process-network.ts';
 import {
+  join,
   maxVirtualSeconds,
   outcome,
   type IntegrityContext,
@@ -71,7 +72,7 @@ export async function runMixed(ctx: IntegrityContext): Promise<MixedRun> {
   for (let i = 0; i < total; i++) {
     const webgpu = devices[i] === 'webgpu';
     const ort = webgpu ? gpuOrt : cpuOrt;
-    const peer = net.addPeer({
+    const spec = {
       identitySeed: new Uint8Array(32).fill(0x40 + i),
       backend: ort.forPeer(),
       distro: webgpu
@@ -79,11 +80,11 @@ export async function runMixed(ctx: IntegrityContext): Promise<MixedRun> {
         : createCpuBackend({ chunk }),
       data,
       shapes: ort.backend.shapes,
-    });
-    members.push({ peer, role: 'honest', device: webgpu ? 'webgpu' : 'cpu', sent: [] });
+    };
+    members.push(join(net, spec, 'honest', webgpu ? 'webgpu' : 'cpu'));
   }
   ctx.log(
-    `mixed: micro (${parameterCount(model).toLocaleString('en-US')} params), ${f.mixedCpu} CPU + ${f.mixedWebgpu} WebGPU ` +
+    `mixed: ${f.mixedPreset} (${parameterCount(model).toLocaleString('en-US')} params), ${f.mixedCpu} CPU + ${f.mixedWebgpu} WebGPU ` +
       `clients (${dawn.description}), ${f.mixedBatch}×${f.mixedSeqLen} tokens per step, ${f.mixedSteps} steps, ` +
       `${f.mixedPercent}% of results verified`,
   );

@@ -5,10 +5,10 @@
 import { createCpuBackend } from '@meshtrain/distro';
 import { modelConfigForRun } from '@meshtrain/model';
 import { localDataSource } from '../../apps/node-trainer/src/net/local-data.ts';
-import { InProcessNetwork } from './in-process-network.ts';
+import { InProcessNetwork, type PeerSpec } from './in-process-network.ts';
 import { recordedAdversary } from './integrity-cheaters.ts';
 import { FABRICATED_KINDS, trialRun, type FabricatedKind } from './integrity-config.ts';
-import { maxVirtualSeconds, type IntegrityContext } from './integrity-detection.ts';
+import { join, maxVirtualSeconds, type IntegrityContext } from './integrity-detection.ts';
 import type { Member } from './integrity-verdicts.ts';
 import { SharedOrt } from './shared-ort.ts';
 
@@ -57,27 +57,27 @@ export async function runTrials(ctx: IntegrityContext, percent: number): Promise
     const t0 = clock.seconds;
     const members: Member[] = [];
     for (let i = 0; i < f.honest; i++) {
-      const peer = net.addPeer({
+      const spec = {
         identitySeed: new Uint8Array(32).fill(i + 1),
         backend: ort.forPeer(),
         distro: createCpuBackend({ chunk }),
         data,
         shapes: ort.backend.shapes,
-      });
-      members.push({ peer, role: 'honest', device: 'cpu', sent: [] });
+      };
+      members.push(join(net, spec, 'honest', 'cpu'));
     }
     for (const kind of kinds) {
       const sent: Member['sent'] = [];
       const k = FABRICATED_KINDS.indexOf(kind);
-      const peer = net.addPeer({
+      const spec: PeerSpec = {
         identitySeed: new Uint8Array(32).fill(0xa0 + k),
         backend: ort.forPeer(),
         distro: createCpuBackend({ chunk }),
         data,
         shapes: ort.backend.shapes,
         wrap: (parts, key) => recordedAdversary(kind, parts, key, 77 * t + k + 1, sent),
-      });
-      members.push({ peer, role: kind, device: 'cpu', sent });
+      };
+      members.push(join(net, spec, kind, 'cpu', sent));
     }
     const cheaters = members.filter((m) => m.role !== 'honest');
     const ejectedAt = new Map<string, number>();
@@ -100,8 +100,10 @@ export async function runTrials(ctx: IntegrityContext, percent: number): Promise
     }
     progress.finish(`${ejectedAt.size}/${cheaters.length} cheaters ejected`);
     const honest = members.filter((m) => m.role === 'honest');
+    // Ejected clients stop applying: only the others must agree.
+    const kept = honest.filter((m) => !hub.state.ejected.includes(m.peer.id));
     const hashes = await Promise.all(
-      honest.map(async (m) => Buffer.from(await m.peer.client.parameterHash()).toString('hex')),
+      kept.map(async (m) => Buffer.from(await m.peer.client.parameterHash()).toString('hex')),
     );
     return {
       run_seed: seed,

@@ -5,6 +5,7 @@
 import type { NetPeer } from './in-process-network.ts';
 import type { FabricatedKind } from './integrity-config.ts';
 import type { SentResult } from './integrity-cheaters.ts';
+import { paramsBefore, type ParamLoad } from './param-log.ts';
 
 export type Role = 'honest' | FabricatedKind;
 export type Device = 'cpu' | 'webgpu';
@@ -15,6 +16,8 @@ export interface Member {
   device: Device;
   /** Cheaters: every result sent, in order. */
   sent: SentResult[];
+  /** Every parameter set its train steps ran at (param-log.ts). */
+  loads: ParamLoad[];
 }
 
 export interface VerdictRecord {
@@ -28,6 +31,10 @@ export interface VerdictRecord {
   updateAgreement: number;
   /** Sequences the verified result was trained on (null when its trainer reported none). */
   rows: number | null;
+  /** The verifier's gradient was computed at exactly the trainer's parameters (null: unknown). */
+  sameParams: boolean | null;
+  /** The step of the trainer's previous result (null: its first). */
+  previousStep: number | null;
 }
 
 /**
@@ -42,14 +49,20 @@ export function collectVerdicts(members: readonly Member[]): VerdictRecord[] {
   const byId = new Map(members.map((m) => [m.peer.id, m]));
   const out: VerdictRecord[] = [];
   for (const verifier of members)
-    for (const e of verifier.peer.events) {
+    for (const [index, e] of verifier.peer.events.entries()) {
       if (e.type !== 'verified') continue;
       const trainer = byId.get(e.trainer);
       if (!trainer) continue;
       const fabricated =
         trainer.role !== 'honest' && trainer.sent.some((s) => s.step === e.step && s.fabricated);
-      const trained = trainer.peer.events.find((x) => x.type === 'trained' && x.step === e.step);
+      const at = trainer.peer.events.findIndex((x) => x.type === 'trained' && x.step === e.step);
+      const trained = trainer.peer.events[at];
       const rows = trained?.type === 'trained' ? trained.batch.end - trained.batch.start + 1 : null;
+      const trainedAt = at >= 0 ? paramsBefore(trainer.loads, at) : null;
+      const verifiedAt = paramsBefore(verifier.loads, index);
+      const before = trainer.peer.events
+        .slice(0, Math.max(0, at))
+        .flatMap((x) => (x.type === 'trained' ? [x.step] : []));
       out.push({
         step: e.step,
         verifier,
@@ -59,6 +72,8 @@ export function collectVerdicts(members: readonly Member[]): VerdictRecord[] {
         fingerprintAgreement: e.fingerprintAgreement,
         updateAgreement: e.updateAgreement,
         rows,
+        sameParams: trainedAt === null || verifiedAt === null ? null : trainedAt === verifiedAt,
+        previousStep: before.length ? (before[before.length - 1] as number) : null,
       });
     }
   return out;
@@ -94,6 +109,8 @@ export interface AgreementSummary {
   update_agreement: Range | null;
   /** Sequences per verified result. */
   rows: Range | null;
+  /** Verdicts whose verifier computed its gradient at other parameters than the trainer did. */
+  other_parameters: number;
 }
 
 export function summarize(records: readonly VerdictRecord[]): AgreementSummary {
@@ -105,6 +122,7 @@ export function summarize(records: readonly VerdictRecord[]): AgreementSummary {
     fingerprint_agreement: range(records.map((r) => r.fingerprintAgreement)),
     update_agreement: range(records.map((r) => r.updateAgreement)),
     rows: range(records.flatMap((r) => (r.rows === null ? [] : [r.rows]))),
+    other_parameters: records.filter((r) => r.sameParams === false).length,
   };
 }
 
@@ -164,4 +182,22 @@ export function roundsFor(target: number, percent: number, bothFail: number): nu
   if (perRound <= 0) return null;
   if (perRound >= 1) return 1;
   return Math.ceil(Math.log(1 - target) / Math.log(1 - perRound));
+}
+
+/** The `n` verdicts lowest in update agreement, with what they judged: where a threshold's margin is thinnest. */
+export function lowest(records: readonly VerdictRecord[], n: number) {
+  return [...records]
+    .sort((a, b) => a.updateAgreement - b.updateAgreement)
+    .slice(0, n)
+    .map((r) => ({
+      step: r.step,
+      trainer: `${r.trainer.role} ${r.trainer.device} ${r.trainer.peer.id.slice(0, 8)}`,
+      verifier: `${r.verifier.role} ${r.verifier.device} ${r.verifier.peer.id.slice(0, 8)}`,
+      rows: r.rows,
+      trainer_previous_step: r.previousStep,
+      same_parameters: r.sameParams,
+      pass: r.pass,
+      fingerprint_agreement: round(r.fingerprintAgreement),
+      update_agreement: round(r.updateAgreement),
+    }));
 }

@@ -1,8 +1,8 @@
 // One node-trainer ONNX backend (OrtTrainingBackend: the train-step graph, one session per row count) shared
-// by every peer of an in-process run on one device (onnxruntime-node's CPU EP, or its WebGPU EP). Each peer gets a TrainingBackend of its own that keeps its own
-// parameters; calls run one at a time through a queue, so one peer's train step never reads another's
-// parameters, the graphs are built once instead of once per peer, and the driver can tell when all compute
-// has finished (`busy`).
+// by every peer of an in-process run on one device (onnxruntime-node's CPU EP, or its WebGPU EP). Each peer
+// gets a TrainingBackend of its own that keeps its own parameters; calls run one at a time through a queue,
+// so one peer's train step never reads another's parameters, the graphs are built once instead of once per
+// peer, and the driver can tell when all compute has finished (`busy`).
 import type { ParameterMap, TrainingBackend, TrainStepOutput } from '@meshtrain/client';
 import type { LlamaConfig } from '@meshtrain/model';
 import {
