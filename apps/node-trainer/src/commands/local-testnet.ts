@@ -24,6 +24,7 @@ const USAGE =
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
   '  --inner-steps H            train with SparseLoCo, H inner AdamW steps per round (default: DisTrO)\n' +
   "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
+  "  --seed N                   the run's seed, which draws its initial parameters (default 1)\n" +
   '  --timeout SEC              give up after this long (default 1800)\n' +
   '  --keep                     keep the temp directory (logs, relay database)\n' +
   '  --json                     progress on stderr only; stdout is the JSON object';
