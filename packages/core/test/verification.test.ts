@@ -1,15 +1,20 @@
 // Verification of work in core: which results are sampled and who verifies them, the verdict event (one fail
-// excludes a result, two confirm a cheat, no single accuser ejects), the exclusions every replica derives, the
-// fingerprint positions and agreement, and the Verdict frame.
+// excludes a result; both verifiers failing it conclusively, or CONFIRMING_STRIKES results failed by both
+// among the last STRIKE_WINDOW, confirm a cheat; no single accuser ejects), the exclusions every replica
+// derives, the fingerprint positions and agreement, and the Verdict frame.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   acceptedCommitments,
   bytesToHex,
+  conclusiveFailure,
+  CONFIRMING_STRIKES,
   createCoordinator,
   currentRound,
   decodeFrame,
+  decodeWireEvent,
   encodeVerdict,
+  encodeWireEvent,
   excludedClients,
   fingerprintAgreement,
   fingerprintOf,
@@ -20,6 +25,7 @@ import {
   roundAdmitted,
   roundAssignments,
   roundAtHeight,
+  STRIKE_WINDOW,
   tick,
   verdictEvent,
   verificationPasses,
@@ -29,6 +35,7 @@ import {
   type CoordinatorEvent,
   type CoordinatorState,
   type Verdict,
+  type WireEvent,
 } from '../src/index.ts';
 import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
@@ -121,14 +128,47 @@ describe('verdicts', () => {
     const cur = currentRound(r.state)!;
     const judged = roundAtHeight(r.state, cur.height - 1)!;
     const task = verificationTasks(r.state, judged, cur)[0]!;
-    const v = (id: string, pass: boolean): CoordinatorEvent => ({
+    const v = (id: string, pass: boolean, conclusive = false): CoordinatorEvent => ({
       type: 'verdict',
       id,
       step: judged.step,
       batch: task.trainer.batch,
       pass,
+      ...(conclusive ? { conclusive } : {}),
     });
     return { r, judged, task, v };
+  }
+
+  /**
+   * Rounds after `withTask`'s: each round's result of `trainer` gets one verdict per verifier from `outcomes`
+   * (pass, fail, or conclusive fail), then the next round opens with the results of this one admitted.
+   */
+  function judgeRounds(r: Run, trainer: string, rounds: ('pass' | 'fail' | 'conclusive' | 'split')[]) {
+    const confirmed: boolean[] = [];
+    for (const outcome of rounds) {
+      const cur = currentRound(r.state)!;
+      const judged = roundAtHeight(r.state, cur.height - 1)!;
+      const task = verificationTasks(r.state, judged, cur).find((t) => t.trainer.id === trainer)!;
+      expect(task.verifiers).toHaveLength(VERIFIERS_PER_RESULT);
+      let res;
+      for (const [k, id] of task.verifiers.entries()) {
+        const pass = outcome === 'pass' || (outcome === 'split' && k === 0);
+        res = r.ok({
+          type: 'verdict',
+          id,
+          step: judged.step,
+          batch: task.trainer.batch,
+          pass,
+          ...(outcome === 'conclusive' ? { conclusive: true } : {}),
+        });
+      }
+      confirmed.push(res!.effects.some((e) => e.type === 'CheatConfirmed'));
+      if (r.state.ejected.includes(trainer)) break;
+      r.now += 1;
+      r.ok({ type: 'tick' });
+      for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    }
+    return confirmed;
   }
 
   it('refuses verdicts from others than the task verifiers, twice from one, or for a closed round', () => {
@@ -157,11 +197,11 @@ describe('verdicts', () => {
     expect(currentRound(r.state)!.retries).toContainEqual(task.trainer.batch);
   });
 
-  it('two failing verdicts confirm the cheat: ejected, its results excluded, replicas told to replay', () => {
+  it('two conclusive failing verdicts confirm the cheat: ejected, its results excluded, replicas told to replay', () => {
     const { r, task, v } = withTask();
     const heightAtConfirm = currentRound(r.state)!.height;
-    r.ok(v(task.verifiers[0]!, false));
-    const res = r.ok(v(task.verifiers[1]!, false));
+    r.ok(v(task.verifiers[0]!, false, true));
+    const res = r.ok(v(task.verifiers[1]!, false, true));
     expect(res.effects).toContainEqual(
       expect.objectContaining({ type: 'CheatConfirmed', id: task.trainer.id }),
     );
@@ -175,6 +215,105 @@ describe('verdicts', () => {
     expect(replayExclusions(r.state, heightAtConfirm - 1)).toEqual(new Set([task.trainer.client_index]));
     expect(replayExclusions(r.state, heightAtConfirm)).toBeNull();
     expect(excludedClients(r.state, heightAtConfirm - 2).size).toBe(0);
+  });
+
+  it('a result failed inconclusively by both verifiers is a strike: the CONFIRMING_STRIKES-th confirms', () => {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false));
+    const first = r.ok(v(task.verifiers[1]!, false));
+    expect(first.effects.some((e) => e.type === 'CheatConfirmed')).toBe(false);
+    expect(r.state.ejected).toEqual([]);
+    expect(acceptedCommitments(r.state, 0)![task.slot]!.commitment).toBeNull();
+    expect(r.state.verified?.[task.trainer.id]).toEqual([1]);
+    r.now += 1;
+    r.ok({ type: 'tick' });
+    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    // Passed results in between count in the window but are not strikes.
+    const confirmed = judgeRounds(r, task.trainer.id, ['pass', 'fail', 'pass', 'fail']);
+    expect(confirmed).toEqual([false, false, false, true]);
+    expect(CONFIRMING_STRIKES).toBe(3);
+    expect(r.state.ejected).toEqual([task.trainer.id]);
+    expect(r.state.epoch.cheats?.map((c) => c.client_index)).toEqual([task.trainer.client_index]);
+    // The ejected trainer's record is gone: the table holds only trainers that may still be judged.
+    expect(r.state.verified && Object.hasOwn(r.state.verified, task.trainer.id)).toBe(false);
+  });
+
+  it('strikes older than the last STRIKE_WINDOW verified results are forgotten', () => {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false));
+    r.ok(v(task.verifiers[1]!, false));
+    r.now += 1;
+    r.ok({ type: 'tick' });
+    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    const passes = Array.from({ length: STRIKE_WINDOW - 1 }, () => 'pass' as const);
+    // A strike, STRIKE_WINDOW − 2 passes and a strike (the first still in the window: 2 strikes); two passes
+    // push the first out, so the third strike finds only two in the window, and the fourth confirms.
+    const confirmed = judgeRounds(r, task.trainer.id, [...passes.slice(1), 'fail', 'pass', 'pass', 'fail']);
+    expect(confirmed.every((c) => !c)).toBe(true);
+    expect(r.state.ejected).toEqual([]);
+    expect(r.state.verified?.[task.trainer.id]).toHaveLength(STRIKE_WINDOW);
+    expect(r.state.verified?.[task.trainer.id]!.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(judgeRounds(r, task.trainer.id, ['fail'])).toEqual([true]);
+  });
+
+  it('a split verdict (one verifier fails, one passes) is no strike; one conclusive fail is not enough', () => {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false, true));
+    r.ok(v(task.verifiers[1]!, true));
+    expect(r.state.verified?.[task.trainer.id]).toEqual([0]);
+    r.now += 1;
+    r.ok({ type: 'tick' });
+    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    const confirmed = judgeRounds(
+      r,
+      task.trainer.id,
+      Array.from({ length: 2 * STRIKE_WINDOW }, () => 'split'),
+    );
+    expect(confirmed.every((c) => !c)).toBe(true);
+    expect(r.state.ejected).toEqual([]);
+    expect(r.state.verified?.[task.trainer.id]).toEqual(Array.from({ length: STRIKE_WINDOW }, () => 0));
+  });
+
+  it('every verifier must report before a result counts; the record is bounded by max_clients ids', () => {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false));
+    expect(r.state.verified).toBeUndefined();
+    r.ok(v(task.verifiers[1]!, false));
+    expect(Object.keys(r.state.verified!)).toEqual([task.trainer.id]);
+    // max_clients 1: judging another trainer forgets the least recently judged one.
+    r.state = { ...r.state, config: { ...r.state.config, max_clients: 1 } };
+    const cur = currentRound(r.state)!;
+    const judged = roundAtHeight(r.state, cur.height - 1)!;
+    const other = verificationTasks(r.state, judged, cur).find((t) => t.trainer.id !== task.trainer.id)!;
+    for (const id of other.verifiers)
+      r.ok({ type: 'verdict', id, step: judged.step, batch: other.trainer.batch, pass: true });
+    expect(r.state.verified).toEqual({ [other.trainer.id]: [0] });
+  });
+
+  it('conclusive failures: a fingerprint that does not match, or an update that opposes the gradient', () => {
+    expect(conclusiveFailure({ fingerprintAgreement: 0.5, updateAgreement: 0.9 })).toBe(true);
+    expect(conclusiveFailure({ fingerprintAgreement: 1, updateAgreement: -1 })).toBe(true);
+    expect(conclusiveFailure({ fingerprintAgreement: 1, updateAgreement: -0.5 })).toBe(true);
+    // Random signs (about 0) and the lowest honest results measured (about −0.25) are not.
+    expect(conclusiveFailure({ fingerprintAgreement: 1, updateAgreement: -0.25 })).toBe(false);
+    expect(conclusiveFailure({ fingerprintAgreement: 0.95, updateAgreement: 0 })).toBe(false);
+  });
+
+  it('a verdict travels with its outcome: fail, pass, or conclusive fail (outcome byte 0, 1, 2)', () => {
+    const base = { type: 'verdictSlot', who: { client: 3 }, slot: 2 } as const;
+    for (const e of [
+      { ...base, pass: true },
+      { ...base, pass: false },
+      { ...base, pass: false, conclusive: true },
+    ] as WireEvent[]) {
+      const bytes = encodeWireEvent(e);
+      expect(decodeWireEvent(bytes)).toEqual(e);
+    }
+    const fail = encodeWireEvent({ ...base, pass: false } as WireEvent);
+    const conclusive = encodeWireEvent({ ...base, pass: false, conclusive: true } as WireEvent);
+    expect([fail.at(-1), conclusive.at(-1)]).toEqual([0, 2]);
+    expect(() => decodeWireEvent(Uint8Array.from([...fail.slice(0, -1), 3]))).toThrow(WireError);
+    expect(() => encodeWireEvent({ ...base, pass: true, conclusive: true } as WireEvent)).toThrow(WireError);
   });
 
   it('verdictEvent takes only the admitted commitment of the batch', () => {
@@ -195,7 +334,13 @@ describe('verdicts', () => {
       step: judged.step,
       batch: task.trainer.batch,
       pass: false,
+      conclusive: true,
     });
+    // Conclusive only when failing and the measurements say so.
+    const inconclusive = { ...verdict, fingerprintAgreement: 1 };
+    expect(verdictEvent(r.state, task.verifiers[0]!, inconclusive)).not.toHaveProperty('conclusive');
+    const passing = { ...verdict, pass: true };
+    expect(verdictEvent(r.state, task.verifiers[0]!, passing)).not.toHaveProperty('conclusive');
     const other = { ...verdict, commitment: new Uint8Array(32).fill(1) };
     expect((verdictEvent(r.state, task.verifiers[0]!, other) as { code?: string }).code).toBe('stale');
     expect(

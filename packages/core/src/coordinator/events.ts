@@ -37,7 +37,15 @@ export type CoordinatorEvent =
       commitment: string;
     }
   /** A verifier of the open round reports on a sampled result of the round before (coordinator/verification.ts). */
-  | { type: 'verdict'; id: string; step: number; batch: { start: number; end: number }; pass: boolean }
+  | {
+      type: 'verdict';
+      id: string;
+      step: number;
+      batch: { start: number; end: number };
+      pass: boolean;
+      /** A failure whose measurements prove the cheat on their own (protocol/verification.ts conclusiveFailure). */
+      conclusive?: boolean;
+    }
   /** `id` reports clients whose results the previous round's witnesses did not see. */
   | { type: 'health_check'; id: string; checks: ReadonlyArray<{ id: string; proof: CommitteeProof }> }
   | { type: 'pause' }

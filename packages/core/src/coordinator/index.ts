@@ -11,5 +11,11 @@ export * from './create.ts';
 export * from './tick.ts';
 export { retryQueueBound, unattestedBatches } from './retries.ts';
 export { unhealthyTrainers } from './witnessing.ts';
-export { verificationTasks, VERIFIERS_PER_RESULT, type VerificationTask } from './verification.ts';
+export {
+  CONFIRMING_STRIKES,
+  STRIKE_WINDOW,
+  verificationTasks,
+  VERIFIERS_PER_RESULT,
+  type VerificationTask,
+} from './verification.ts';
 export type { AdmittedResult } from './results.ts';

@@ -90,9 +90,10 @@ export interface Round {
   accusations?: { client_index: number; by: number[] }[];
   /**
    * Verdicts on this round's sampled results, reported by the next round's verifiers: the result's slot in
-   * `roundAssignments`, the verifier's `epoch.clients` index, pass or fail (coordinator/verification.ts).
+   * `roundAssignments`, the verifier's `epoch.clients` index, pass or fail, and whether a failure was
+   * conclusive (coordinator/verification.ts).
    */
-  verdicts?: { slot: number; by: number; pass: boolean }[];
+  verdicts?: { slot: number; by: number; pass: boolean; conclusive?: true }[];
 }
 
 export interface EpochState {
@@ -144,4 +145,10 @@ export interface CoordinatorState {
   ejected: string[];
   /** Invalid witness submissions per client id; MAX_STRIKES of them eject the client. */
   strikes: Record<string, number>;
+  /**
+   * Per trainer id, its last STRIKE_WINDOW verified results, oldest first: 1 when every verifier failed it,
+   * else 0; the least recently verified trainers are forgotten past max_clients ids
+   * (coordinator/verification.ts). Absent in older snapshots.
+   */
+  verified?: Record<string, number[]>;
 }

@@ -18,6 +18,15 @@ import type { Ctx } from './transitions.ts';
 
 /** Independent verifiers per sampled result; a confirmed cheat needs all of them to fail it. */
 export const VERIFIERS_PER_RESULT = 2;
+/**
+ * Results failed by all their verifiers (inconclusively) among the trainer's last STRIKE_WINDOW verified ones
+ * that confirm a cheat. Honest DisTrO results fail one check now and then — on some rounds all of them at
+ * once — so one is no proof; a fabricated result fails every time, so a cheater reaches 3 at its third
+ * verified result.
+ */
+export const CONFIRMING_STRIKES = 3;
+/** Verified results (every verifier reported) per trainer that `state.verified` remembers. */
+export const STRIKE_WINDOW = 8;
 
 const SAMPLE_TAG = new TextEncoder().encode('meshtrain/verify-sample/v1');
 const VERIFIER_TAG = new TextEncoder().encode('meshtrain/verifier/v1');
@@ -90,16 +99,21 @@ export function verificationTasks(
 }
 
 /**
- * `verdict`: a verifier of the open round h+1 reports on a sampled result of round h. Recorded in round h;
- * the second failing verdict (all verifiers of the task failed it) confirms the cheat: the trainer is ejected
- * and listed in the epoch's cheats with the height it was confirmed at (queries.acceptedCommitments excludes
- * its results, queries.replayExclusions tells replicas to rebuild without those already applied).
+ * `verdict`: a verifier of the open round h+1 reports on a sampled result of round h. Recorded in round h
+ * (one failing verdict keeps the result from being applied). Once every verifier of the task reported, the
+ * result counts in the trainer's record (`state.verified`); a cheat is confirmed when all of them failed it
+ * conclusively, or when the trainer has CONFIRMING_STRIKES results failed by all their verifiers among its
+ * last STRIKE_WINDOW. A confirmed cheater is ejected and listed in the epoch's cheats with the height it was
+ * confirmed at (queries.acceptedCommitments excludes its results, queries.replayExclusions tells replicas to
+ * rebuild without those already applied).
  */
 export interface VerdictSubmission {
   id: string;
   step: number;
   batch: { start: number; end: number };
   pass: boolean;
+  /** A failure whose measurements prove the cheat on their own (protocol/verification.ts conclusiveFailure). */
+  conclusive?: boolean;
 }
 
 export function verdict(
@@ -135,7 +149,11 @@ export function verdict(
   const verdicts = judged.verdicts ?? [];
   if (verdicts.some((x) => x.slot === task.slot && x.by === by))
     return new CoordinatorError('DuplicateVerdict', 'this verifier already reported on that result');
-  const recorded = [...verdicts, { slot: task.slot, by, pass: v.pass }];
+  const conclusive = !v.pass && v.conclusive === true;
+  const recorded = [
+    ...verdicts,
+    { slot: task.slot, by, pass: v.pass, ...(conclusive ? { conclusive } : {}) },
+  ];
   let next = withRound(state, { ...judged, verdicts: recorded });
   const trainerId = task.trainer.id;
   ctx.effects.push({
@@ -145,15 +163,66 @@ export function verdict(
     verifier: v.id,
     pass: v.pass,
   });
-  const fails = recorded.filter((x) => x.slot === task.slot && !x.pass).length;
-  if (fails >= VERIFIERS_PER_RESULT) {
-    const cheats = [
-      ...(next.epoch.cheats ?? []),
-      { client_index: task.trainer.client_index, height: cur.height },
-    ];
-    next = { ...next, epoch: { ...next.epoch, cheats } };
-    next = eject(next, trainerId, `failed verification of step ${v.step} by ${fails} verifiers`, ctx);
-    ctx.effects.push({ type: 'CheatConfirmed', id: trainerId, step: v.step });
-  }
+  const mine = recorded.filter((x) => x.slot === task.slot);
+  // A result counts once every verifier reported; one that was never fully judged proves nothing either way.
+  if (mine.length < task.verifiers.length || next.ejected.includes(trainerId)) return next;
+  const failedByAll = task.verifiers.length >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass);
+  if (failedByAll && mine.every((x) => x.conclusive === true))
+    return confirmCheat(
+      next,
+      task,
+      cur.height,
+      v.step,
+      `failed conclusively by ${mine.length} verifiers`,
+      ctx,
+    );
+  next = withVerified(next, trainerId, failedByAll ? 1 : 0);
+  const strikes = (next.verified?.[trainerId] ?? []).reduce((a, b) => a + b, 0);
+  if (failedByAll && strikes >= CONFIRMING_STRIKES)
+    return confirmCheat(
+      next,
+      task,
+      cur.height,
+      v.step,
+      `${strikes} of its last ${STRIKE_WINDOW} verified results failed by every verifier`,
+      ctx,
+    );
   return next;
+}
+
+function confirmCheat(
+  state: CoordinatorState,
+  task: VerificationTask,
+  height: number,
+  step: number,
+  why: string,
+  ctx: Ctx,
+): CoordinatorState {
+  const id = task.trainer.id;
+  const cheats = [...(state.epoch.cheats ?? []), { client_index: task.trainer.client_index, height }];
+  let next: CoordinatorState = { ...state, epoch: { ...state.epoch, cheats } };
+  if (next.verified && Object.hasOwn(next.verified, id)) {
+    const verified = { ...next.verified };
+    delete verified[id];
+    next = { ...next, verified };
+  }
+  next = eject(next, id, `failed verification of step ${step}: ${why}`, ctx);
+  ctx.effects.push({ type: 'CheatConfirmed', id, step });
+  return next;
+}
+
+/**
+ * `state.verified` with `outcome` appended to `id`'s record (its last STRIKE_WINDOW kept). The record moves to
+ * the end of the object, so the first entries are the least recently verified: beyond max_clients ids they are
+ * forgotten, which bounds the table whoever joins (a trainer forgotten that way starts afresh).
+ */
+function withVerified(state: CoordinatorState, id: string, outcome: 0 | 1): CoordinatorState {
+  const old = state.verified ?? {};
+  const record = [...(Object.hasOwn(old, id) ? (old[id] as number[]) : []), outcome].slice(-STRIKE_WINDOW);
+  const ids = Object.keys(old).filter((k) => k !== id);
+  const keep = ids.slice(Math.max(0, ids.length + 1 - Math.max(1, state.config.max_clients)));
+  const verified: Record<string, number[]> = {};
+  for (const k of keep) verified[k] = old[k] as number[];
+  verified[id] = record;
+  return { ...state, verified };
 }

@@ -28,6 +28,7 @@ import type { WarmupWitness } from '../wire/warmup-witness.ts';
 import type { Verdict } from '../wire/verdict.ts';
 import { ProtocolRefusal } from './refusal.ts';
 import { checkResultShape, type ResultSpec } from './result-shape.ts';
+import { conclusiveFailure } from './verification.ts';
 
 type EventOf<T extends CoordinatorEvent['type']> = Extract<CoordinatorEvent, { type: T }>;
 
@@ -279,6 +280,8 @@ export function verdictEvent(
     step: v.step,
     batch: { start: v.batch.start, end: v.batch.end },
     pass: v.pass,
+    // Only a failing verdict can be conclusive; the field is left out otherwise (as in older logs).
+    ...(!v.pass && conclusiveFailure(v) ? { conclusive: true } : {}),
   };
 }
 

@@ -17,10 +17,15 @@
 //        there, weighted by magnitude — random signs score about 0, a sign-flipped honest result about −1.
 //    It reports pass or fail (a Verdict); thresholds are protocol constants calibrated on honest CPU and
 //    WebGPU trainers (docs/protocol.md records the measurements).
-//  - One failing verdict keeps the result from being applied (and its batch is retried). Two, from the two
-//    independent verifiers, confirm the cheat: the trainer is ejected for the run and every result it sent in
-//    the epoch is excluded; replicas that already applied some of them rebuild their parameters without them
-//    (coordinator/verdicts.ts, queries.replayExclusions). No single accuser can eject anyone.
+//  - One failing verdict keeps the result from being applied (and its batch is retried). A cheat is confirmed
+//    (the trainer is ejected for the run and every result it sent in the epoch is excluded; replicas that
+//    already applied some of them rebuild their parameters without them, queries.replayExclusions) when both
+//    independent verifiers fail a result conclusively (a fingerprint that does not match, or an update that
+//    opposes the gradient: `conclusiveFailure`), or fail CONFIRMING_STRIKES of the trainer's last
+//    STRIKE_WINDOW verified results (coordinator/verification.ts). One inconclusive failure is not proof: an honest DisTrO result sends
+//    the top of its momentum, which can hold directions the current gradient no longer shares, and on some
+//    rounds every honest result scores low (docs/protocol.md "Verification of work" has the measurements).
+//    No single accuser can eject anyone (coordinator/verification.ts).
 import type { CoordinatorState } from '../coordinator/state.ts';
 import { below, hashOf, u32le } from '../coordinator/verification.ts';
 import { hexToBytes } from '../selection/hex.ts';
@@ -38,6 +43,11 @@ export const MIN_UPDATE_AGREEMENT = 0.5;
  * first inner step at the sent entries (docs/protocol.md "Verification of work" has the measurements).
  */
 export const MIN_SPARSELOCO_UPDATE_AGREEMENT = 0.3;
+/**
+ * Update agreement at or below which a failure is conclusive: the result opposes the gradient (a sign-flipped
+ * result scores about −1; the lowest honest results measured, about −0.25, are random-like, not opposed).
+ */
+export const CONCLUSIVE_UPDATE_AGREEMENT = -0.5;
 
 const FINGERPRINT_TAG = new TextEncoder().encode('meshtrain/fingerprint/v1');
 
@@ -95,4 +105,16 @@ export function verificationPasses(
 ): boolean {
   const minUpdate = optimizer === 'sparseloco' ? MIN_SPARSELOCO_UPDATE_AGREEMENT : MIN_UPDATE_AGREEMENT;
   return m.fingerprintAgreement >= MIN_FINGERPRINT_AGREEMENT && m.updateAgreement >= minUpdate;
+}
+
+/**
+ * A failure that proves a cheat on its own when every verifier of the result reports one: the fingerprint
+ * does not match the verifier's gradient (computed on another batch, at other parameters, or made up), or the
+ * sent update opposes it. Honest results, whose agreement can dip near or below 0 on some rounds, never
+ * measured either.
+ */
+export function conclusiveFailure(m: { fingerprintAgreement: number; updateAgreement: number }): boolean {
+  return (
+    m.fingerprintAgreement < MIN_FINGERPRINT_AGREEMENT || m.updateAgreement <= CONCLUSIVE_UPDATE_AGREEMENT
+  );
 }

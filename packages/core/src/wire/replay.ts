@@ -130,10 +130,18 @@ export function compactEvent(state: CoordinatorState, e: CoordinatorEvent): Wire
         const slot = roundAssignments(state, judged).findIndex(
           (a) => a.batch.start === e.batch.start && a.batch.end === e.batch.end,
         );
-        if (slot >= 0) return { type: 'verdictSlot', who: refOf(state, e.id), slot, pass: e.pass };
+        if (slot >= 0)
+          return { type: 'verdictSlot', who: refOf(state, e.id), slot, pass: e.pass, ...conclusiveOf(e) };
       }
       const batch = { start: e.batch.start, end: e.batch.end };
-      return { type: 'verdict', who: refOf(state, e.id), step: e.step, batch, pass: e.pass };
+      return {
+        type: 'verdict',
+        who: refOf(state, e.id),
+        step: e.step,
+        batch,
+        pass: e.pass,
+        ...conclusiveOf(e),
+      };
     }
     case 'health_check':
       return {
@@ -208,6 +216,7 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
         step: judged.step,
         batch: { start: a.batch.start, end: a.batch.end },
         pass: w.pass,
+        ...conclusiveOf(w),
       };
     }
     case 'verdict':
@@ -217,6 +226,7 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
         step: w.step,
         batch: { start: w.batch.start, end: w.batch.end },
         pass: w.pass,
+        ...conclusiveOf(w),
       };
     case 'healthCheck':
       return {
@@ -298,4 +308,9 @@ export function applyStateDelta(state: CoordinatorState, seq: number, delta: Sta
     applied++;
   }
   return { state: s, seq: at, gap: false, applied };
+}
+
+/** A verdict's `conclusive` field, only where it is set (events without it compare and print as before). */
+function conclusiveOf(e: { conclusive?: boolean }): { conclusive?: true } {
+  return e.conclusive === true ? { conclusive: true } : {};
 }

@@ -25,8 +25,8 @@
 // |      |                                | Bloom ‖ broadcast Bloom ‖ merkle u8 0/1 ‖ 32 B (witness.ts) |
 // | 7    | result_admitted, open round    | slot varint u32 ‖ commitment 32 B                          |
 // | 8    | result_admitted, any           | ClientRef ‖ step varint u32 ‖ batch ‖ commitment 32 B       |
-// | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ pass bool                    |
-// | 10   | verdict, any                   | ClientRef ‖ step varint u32 ‖ batch ‖ pass bool             |
+// | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ outcome u8                   |
+// | 10   | verdict, any                   | ClientRef ‖ step varint u32 ‖ batch ‖ outcome u8            |
 // | 11   | health_check                   | ClientRef ‖ count varint ≤ limits.maxClients ‖ count ×     |
 // |      |                                | (ClientRef ‖ CommitteeProof)                               |
 // | 12   | pause                          | —                                                          |
@@ -76,8 +76,15 @@ export type WireEvent =
   | { type: 'admitted'; slot: number; commitment: Uint8Array }
   | { type: 'resultAdmitted'; who: ClientRef; step: number; batch: BatchInterval; commitment: Uint8Array }
   /** A verdict on the round before the open one, by the verified result's slot in that round. */
-  | { type: 'verdictSlot'; who: ClientRef; slot: number; pass: boolean }
-  | { type: 'verdict'; who: ClientRef; step: number; batch: BatchInterval; pass: boolean }
+  | { type: 'verdictSlot'; who: ClientRef; slot: number; pass: boolean; conclusive?: boolean }
+  | {
+      type: 'verdict';
+      who: ClientRef;
+      step: number;
+      batch: BatchInterval;
+      pass: boolean;
+      conclusive?: boolean;
+    }
   | { type: 'healthCheck'; who: ClientRef; checks: { who: ClientRef; proof: CommitteeProof }[] }
   | { type: 'pause' }
   | { type: 'resume' }
@@ -200,13 +207,13 @@ export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
     case 'verdictSlot':
       writeClientRef(w, e.who);
       w.u32(e.slot, 'slot');
-      w.bool(e.pass, 'pass');
+      writeOutcome(w, e);
       return;
     case 'verdict':
       writeClientRef(w, e.who);
       w.u32(e.step, 'step');
       writeBatch(w, e.batch);
-      w.bool(e.pass, 'pass');
+      writeOutcome(w, e);
       return;
     case 'healthCheck':
       writeClientRef(w, e.who);
@@ -280,13 +287,13 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
     case 'verdictSlot': {
       const who = readClientRef(r);
       const slot = r.u32('slot');
-      return { type, who, slot, pass: r.bool('pass') };
+      return { type, who, slot, ...readOutcome(r) };
     }
     case 'verdict': {
       const who = readClientRef(r);
       const step = r.u32('step');
       const batch = readBatch(r);
-      return { type, who, step, batch, pass: r.bool('pass') };
+      return { type, who, step, batch, ...readOutcome(r) };
     }
     case 'healthCheck': {
       const who = readClientRef(r);
@@ -321,4 +328,18 @@ export function decodeWireEvent(bytes: Uint8Array, limits: WireLimits = DEFAULT_
   const e = readWireEvent(r);
   r.end('event');
   return e;
+}
+
+// A verdict's outcome byte: 0 fail, 1 pass (a bool's bytes, as before conclusive failures), 2 conclusive fail.
+function writeOutcome(w: ByteWriter, e: { pass: boolean; conclusive?: boolean }): void {
+  if (typeof e.pass !== 'boolean') throw new WireError('inconsistent', 'pass', 'not a boolean');
+  if (e.conclusive !== undefined && (e.conclusive !== true || e.pass))
+    throw new WireError('inconsistent', 'conclusive', 'only a failing verdict is conclusive, and then true');
+  w.u8(e.pass ? 1 : e.conclusive ? 2 : 0, 'pass');
+}
+
+function readOutcome(r: ByteReader): { pass: boolean; conclusive?: true } {
+  const b = r.u8('pass');
+  if (b > 2) throw new WireError('inconsistent', 'pass', `verdict outcome must be 0, 1 or 2, got ${b}`);
+  return b === 2 ? { pass: false, conclusive: true } : { pass: b === 1 };
 }
