@@ -16,10 +16,14 @@
 import { cpus, loadavg } from 'node:os';
 import { createRequire } from 'node:module';
 import {
+  CONCLUSIVE_UPDATE_AGREEMENT,
+  conclusiveFailure,
+  CONFIRMING_STRIKES,
   FINGERPRINT_BITS,
   FINGERPRINT_COMPARED_SHARE,
   MIN_FINGERPRINT_AGREEMENT,
   MIN_UPDATE_AGREEMENT,
+  STRIKE_WINDOW,
   VERIFIERS_PER_RESULT,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterCount } from '@meshtrain/model';
@@ -51,6 +55,7 @@ import {
   percentFor,
   roundsFor,
   summarize,
+  type SampledOutcome,
   verifiesHonestly,
   wilsonLower,
   type VerdictRecord,
@@ -69,6 +74,12 @@ function honestSide(records: readonly VerdictRecord[]) {
     ...summarize(judged),
     results_verified: results.length,
     results_failed: results.filter((g) => g.some((r) => !r.pass)).length,
+    // Strikes under core's rule (every verifier of the result failed it), and those that were conclusive.
+    results_failed_by_all: results.filter((g) => g.length >= VERIFIERS_PER_RESULT && g.every((r) => !r.pass))
+      .length,
+    results_failed_conclusively: results.filter(
+      (g) => g.length >= VERIFIERS_PER_RESULT && g.every((r) => !r.pass && conclusiveFailure(r)),
+    ).length,
     by_device_pair: byDevicePair(judged),
     lowest_update_agreement: lowest(judged, 8),
   };
@@ -136,10 +147,20 @@ function perKind(kind: FabricatedKind, d: DetectionRun, records: VerdictRecord[]
   );
   const results = byResult(judged).filter((g) => g.length >= VERIFIERS_PER_RESULT);
   const bothFailed = results.filter((g) => g.every((r) => !r.pass)).length;
-  const q2 = results.length ? bothFailed / results.length : 0;
-  const q2Low = wilsonLower(bothFailed, results.length);
+  // Core's rule: both verifiers' failures conclusive confirm at once, other results both fail are strikes.
+  const bothConclusive = results.filter((g) => g.every((r) => !r.pass && conclusiveFailure(r))).length;
+  const n = results.length;
+  const q: SampledOutcome = {
+    conclusive: n ? bothConclusive / n : 0,
+    strike: n ? (bothFailed - bothConclusive) / n : 0,
+  };
+  const conclusiveLow = wilsonLower(bothConclusive, n);
+  const qLow: SampledOutcome = {
+    conclusive: conclusiveLow,
+    strike: Math.max(0, wilsonLower(bothFailed, n) - conclusiveLow),
+  };
   const sampledCheaters = cheaters.filter((m) => records.some((r) => r.trainer === m && r.fabricated));
-  const probability = caughtWithin(percent, q2, rounds);
+  const probability = caughtWithin(percent, q, rounds);
   return {
     ...base,
     per_check: {
@@ -149,23 +170,27 @@ function perKind(kind: FabricatedKind, d: DetectionRun, records: VerdictRecord[]
       failed_on_fingerprint: judged.filter((r) => r.fingerprintAgreement < MIN_FINGERPRINT_AGREEMENT).length,
       failed_on_update: judged.filter((r) => r.updateAgreement < MIN_UPDATE_AGREEMENT).length,
     },
-    sampled_results_with_two_verdicts: results.length,
+    sampled_results_with_two_verdicts: n,
     both_verifiers_failed: bothFailed,
-    both_fail_rate: results.length ? q2 : null,
-    both_fail_rate_95_lower: results.length ? q2Low : null,
+    both_failed_conclusively: bothConclusive,
+    both_fail_rate: n ? bothFailed / n : null,
+    both_fail_rate_95_lower: n ? wilsonLower(bothFailed, n) : null,
+    conclusive_rate: n ? q.conclusive : null,
     cheaters_with_a_sampled_fabricated_result: sampledCheaters.length,
     cheaters_ejected: sampledCheaters.filter((m) => d.ejected.includes(m.peer.id)).length,
     within_run: {
       method:
-        'computed: 1 − (1 − p·q)^R, p = verification_percent/100 (each result sampled independently), ' +
-        'q = measured share of sampled fabricated results both verifiers failed, R = rounds the cheater ' +
+        `computed: 1 − P(no conclusive result and fewer than ${CONFIRMING_STRIKES} strikes in R rounds), ` +
+        'each round sampled with p = verification_percent/100 (independently) and then conclusive (c) or a ' +
+        'strike (s) with the measured shares of sampled fabricated results both verifiers failed ' +
+        '(conclusively, otherwise): 1 − Σ_{j<K} C(R,j)(p·s)^j(1 − p·c − p·s)^(R−j), R = rounds the cheater ' +
         'trains in the default run when it cheats from the start',
       verification_percent: percent,
       cheating_rounds: rounds,
       probability,
-      probability_at_95_lower_q: caughtWithin(percent, q2Low, rounds),
-      rounds_for_99: roundsFor(BAR, percent, q2),
-      least_percent_for_99: percentFor(BAR, q2, rounds),
+      probability_at_95_lower_q: caughtWithin(percent, qLow, rounds),
+      rounds_for_99: roundsFor(BAR, percent, q),
+      least_percent_for_99: percentFor(BAR, q, rounds),
       meets_bar: probability >= BAR,
     },
   };
@@ -266,6 +291,9 @@ async function main(): Promise<number> {
       FINGERPRINT_COMPARED_SHARE,
       FINGERPRINT_BITS,
       VERIFIERS_PER_RESULT,
+      CONCLUSIVE_UPDATE_AGREEMENT,
+      CONFIRMING_STRIKES,
+      STRIKE_WINDOW,
     },
     verification_percent: { value: percent, source: flagsSource(flags) },
     acceptance_bar: BAR,

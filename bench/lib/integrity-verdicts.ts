@@ -5,6 +5,7 @@
 import type { NetPeer } from './in-process-network.ts';
 import type { FabricatedKind } from './integrity-config.ts';
 import type { SentResult } from './integrity-cheaters.ts';
+import { CONFIRMING_STRIKES } from '@meshtrain/core';
 import { paramsBefore, type ParamLoad } from './param-log.ts';
 
 export type Role = 'honest' | FabricatedKind;
@@ -161,27 +162,71 @@ export function wilsonLower(k: number, n: number, z = 1.96): number {
 }
 
 /**
- * The chance that a cheater whose every result is fabricated is ejected within `rounds` rounds it trains in:
- * each result is sampled with probability `percent`/100 (from the next round's seed, independently), and a
- * sampled fabricated result ejects it when both verifiers fail it (probability `bothFail`).
+ * What a sampled fabricated result does to its trainer (core's confirmation rule, coordinator/verification.ts):
+ * with probability `conclusive` both verifiers fail it conclusively (confirmed at once), with probability
+ * `strike` both fail it otherwise (CONFIRMING_STRIKES of them confirm).
  */
-export function caughtWithin(percent: number, bothFail: number, rounds: number): number {
-  const perRound = (percent / 100) * bothFail;
-  return 1 - Math.pow(1 - perRound, rounds);
+export interface SampledOutcome {
+  conclusive: number;
+  strike: number;
+}
+
+/**
+ * The chance that a cheater whose every result is fabricated is ejected within `rounds` rounds it trains in:
+ * each result is sampled with probability `percent`/100 (from the next round's seed, independently); it is
+ * caught by one conclusive result or CONFIRMING_STRIKES strikes. Every verified result of such a cheater is
+ * fabricated, so its strikes always fall within STRIKE_WINDOW verified results.
+ */
+export function caughtWithin(percent: number, q: SampledOutcome, rounds: number): number {
+  const p = percent / 100;
+  const a = p * q.conclusive;
+  const b = p * q.strike;
+  // P(no conclusive result and fewer than CONFIRMING_STRIKES strikes): a binomial sum, in logs for large R.
+  let missed = 0;
+  const none = Math.log1p(-Math.min(1, a + b));
+  for (let j = 0; j < CONFIRMING_STRIKES && j <= rounds; j++) {
+    if (j > 0 && b === 0) break;
+    const rest = rounds - j === 0 ? 0 : (rounds - j) * none;
+    missed += Math.exp(logChoose(rounds, j) + (j > 0 ? j * Math.log(b) : 0) + rest);
+  }
+  return Math.max(0, Math.min(1, 1 - missed));
+}
+
+function logChoose(n: number, k: number): number {
+  let out = 0;
+  for (let i = 0; i < k; i++) out += Math.log(n - i) - Math.log(i + 1);
+  return out;
 }
 
 /** The least verification percentage at which `rounds` rounds of cheating are caught with probability ≥ `target`. */
-export function percentFor(target: number, bothFail: number, rounds: number): number | null {
-  if (bothFail <= 0) return null;
-  return Math.min(100, (100 * (1 - Math.pow(1 - target, 1 / rounds))) / bothFail);
+export function percentFor(target: number, q: SampledOutcome, rounds: number): number | null {
+  if (caughtWithin(100, q, rounds) < target) return null;
+  let lo = 0;
+  let hi = 100;
+  for (let i = 0; i < 60; i++) {
+    const mid = (lo + hi) / 2;
+    if (caughtWithin(mid, q, rounds) >= target) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
-/** Rounds of cheating after which the cheater is ejected with probability ≥ `target` (null: never). */
-export function roundsFor(target: number, percent: number, bothFail: number): number | null {
-  const perRound = (percent / 100) * bothFail;
-  if (perRound <= 0) return null;
-  if (perRound >= 1) return 1;
-  return Math.ceil(Math.log(1 - target) / Math.log(1 - perRound));
+/** Rounds of cheating after which the cheater is ejected with probability ≥ `target` (null: not within 10^6). */
+export function roundsFor(target: number, percent: number, q: SampledOutcome): number | null {
+  if ((percent / 100) * (q.conclusive + q.strike) <= 0) return null;
+  let lo = 1;
+  let hi = 1;
+  while (caughtWithin(percent, q, hi) < target) {
+    if (hi > 1e6) return null;
+    lo = hi + 1;
+    hi *= 2;
+  }
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (caughtWithin(percent, q, mid) >= target) hi = mid;
+    else lo = mid + 1;
+  }
+  return hi;
 }
 
 /** The `n` verdicts lowest in update agreement, with what they judged: where a threshold's margin is thinnest. */
