@@ -19,6 +19,10 @@
 // is taken against the θ its round started from. `--eager` (with L ≥ 1, peer-local, no protocol change):
 // a peer starts its round from θ minus outer lr × its own sent values of the rounds not applied yet (its own
 // message as the proxy for the pending aggregates), and takes its pseudo-gradient against that start.
+// `--delayed P` (with L = 0): each result is, with probability P (seeded), held back one round more, as a
+// result sampled for verification would be if unsampled results were applied at once and sampled ones after
+// their verdicts; each part of a round is applied with outer lr × its share of the round's senders, so the
+// round's step is the same mean over senders, split in two.
 //
 // Prints one JSON object on stdout (progress on stderr unless --json):
 //   {"setup":{…},"seconds","runs":{"raw":{"val_loss":[[step,loss],…],"final_val_loss","vs_adamw",
@@ -29,7 +33,7 @@
 // every run is also appended to FILE as one JSON line (setting, loss, bytes, wall): the tuning log.
 // Usage: node scripts/run-ts.mjs bench/sparseloco.ts --json [--steps 80 | --rounds 8] [--peers 4]
 //   [--inner 10] [--batch 16] [--seq 128] [--topk 64] [--bits 2] [--beta 0.95] [--lr 2e-3] [--warmup 20]
-//   [--floor 0.1] [--outer-lr 1] [--divide-by senders|results] [--lag 0|1|2] [--eager] [--adamw-lr 1e-3[,2e-3]]
+//   [--floor 0.1] [--outer-lr 1] [--divide-by senders|results] [--lag 0|1|2] [--eager] [--delayed P] [--adamw-lr 1e-3[,2e-3]]
 //   [--runs raw,dct,adamw] [--eval-every STEPS] [--threads 2] [--webgpu] [--seed 0] [--log FILE] [--tag T]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -83,6 +87,9 @@ const steps = process.argv.includes('--steps')
 if (steps % inner !== 0) throw new RangeError(`--steps ${steps} is not a multiple of --inner ${inner}`);
 const lag = positiveInt('lag', '0', 0);
 if (lag > 2) throw new RangeError('--lag must be 0, 1 or 2');
+const delayed = Number(flag('delayed', '0'));
+if (!(delayed >= 0 && delayed <= 1)) throw new RangeError('--delayed must be a share in [0, 1]');
+if (delayed > 0 && lag !== 0) throw new RangeError('--delayed models a lag-0 protocol: give --lag 0');
 const divideBy = flag('divide-by', 'senders');
 if (divideBy !== 'senders' && divideBy !== 'results') throw new RangeError('--divide-by: senders or results');
 const setup = {
@@ -102,6 +109,7 @@ const setup = {
   divide_by: divideBy as 'senders' | 'results',
   lag,
   eager: process.argv.includes('--eager'),
+  delayed,
   adamw: {
     beta1: 0.9,
     beta2: 0.95,
@@ -263,16 +271,27 @@ async function sparseLoCoRun(domain: SparseDomain) {
     else be.subtractSparse(t, scaled);
   };
   /** Rounds whose results are published but not applied yet, oldest first. */
-  const pending: { round: number; results: QuantTensorResult[][] }[] = [];
+  const pending: { round: number; results: QuantTensorResult[][]; share: number }[] = [];
+  // mulberry32: which results --delayed holds back, the same draw for both domains.
+  let rng = (setup.seed ^ 0x9e3779b9) >>> 0;
+  const uniform = (): number => {
+    rng = (rng + 0x6d2b79f5) >>> 0;
+    let x = rng;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 2 ** 32;
+  };
   const applyThrough = async (round: number): Promise<void> => {
+    pending.sort((a, b) => a.round - b.round);
     while (pending.length > 0 && pending[0]!.round <= round) {
-      const { results } = pending.shift()!;
+      const { results, share } = pending.shift()!;
+      const step = { ...o, lr: o.lr * share };
       let t = performance.now();
-      outerStep(be, theta, results, o);
+      outerStep(be, theta, results, step);
       outerCpu += performance.now() - t;
       if (gpu && gpuTheta) {
         t = performance.now();
-        outerStep(gpu, gpuTheta, results, o);
+        outerStep(gpu, gpuTheta, results, step);
         await gpu.finish();
         outerGpu += performance.now() - t;
       }
@@ -319,9 +338,13 @@ async function sparseLoCoRun(domain: SparseDomain) {
     }
     bytes = results[0]!.reduce((n, q) => n + encodedDistroResultSize(q.xshape, q.k, 'quant', q.bits), 0);
     sentEnergy.push(1 - after / before);
-    pending.push({ round, results });
+    const held = results.filter(() => setup.delayed > 0 && uniform() < setup.delayed);
+    const now = results.filter((r) => !held.includes(r));
+    if (now.length > 0) pending.push({ round, results: now, share: now.length / results.length });
+    if (held.length > 0)
+      pending.push({ round: round + 1, results: held, share: held.length / results.length });
     const step = (round + 1) * setup.inner;
-    if (round === setup.rounds - 1) await applyThrough(round); // the drain: every trained round is applied
+    if (round === setup.rounds - 1) await applyThrough(round + 1); // the drain: every trained round is applied
     if (evalAfter(step)) {
       valLoss.push([step, await evaluate(be, theta)]);
       log(
