@@ -95,7 +95,12 @@ export class TrainPhase {
     const d = ctx.o.distro;
     const lr = learningRateAt(ctx.schedule, round.step, s);
     const prevLr = verified ? 0 : learningRateAt(ctx.schedule, round.step - 1, s);
-    if (s.epoch.cold_start_epoch && round.height === 0) for (const t of ctx.replica.delta) d.scale(t, 0);
+    if (s.epoch.cold_start_epoch && round.height === 0) {
+      for (const t of ctx.replica.delta) d.scale(t, 0);
+      // The last result's residual belongs to the momentum just zeroed: subtracting it from the fresh one
+      // would send the negation of that result, against the gradient (verifiers fail it).
+      ctx.replica.ownPrev = null;
+    }
 
     const rows = mine.batch.end - mine.batch.start + 1;
     const tokens = await ctx.o.data.samples(mine.batch.start, mine.batch.end);
