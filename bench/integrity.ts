@@ -51,10 +51,12 @@ import {
   byResult,
   caughtWithin,
   collectVerdicts,
+  failedRounds,
   lowest,
   percentFor,
   roundsFor,
   summarize,
+  type Member,
   type SampledOutcome,
   verifiesHonestly,
   wilsonLower,
@@ -67,7 +69,7 @@ import { StepProgress } from './lib/step-progress.ts';
 const BAR = 0.99;
 
 /** Honest peers' results judged by verifiers that verify honestly: the false-positive side. */
-function honestSide(records: readonly VerdictRecord[]) {
+function honestSide(records: readonly VerdictRecord[], members: readonly Member[]) {
   const judged = records.filter((r) => r.trainer.role === 'honest' && verifiesHonestly(r.verifier));
   const results = byResult(judged);
   return {
@@ -82,6 +84,7 @@ function honestSide(records: readonly VerdictRecord[]) {
     ).length,
     by_device_pair: byDevicePair(judged),
     lowest_update_agreement: lowest(judged, 8),
+    failed_rounds: failedRounds(judged, members),
   };
 }
 
@@ -213,7 +216,7 @@ function detectionReport(d: DetectionRun, f: IntegrityFlags, percent: number) {
       cheaters_first_joined_in_epoch: d.firstCheatEpoch,
     },
     per_kind: Object.fromEntries(f.kinds.map((k) => [k, perKind(k, d, records, percent)])),
-    honest: honestSide(records),
+    honest: honestSide(records, d.members),
     verdicts_by_other_batch_cheaters: summarize(records.filter((r) => !verifiesHonestly(r.verifier))),
     protocol: protocolOf(d),
   };
@@ -221,7 +224,7 @@ function detectionReport(d: DetectionRun, f: IntegrityFlags, percent: number) {
 
 function mixedReport(o: MixedRun, f: IntegrityFlags) {
   const records = collectVerdicts(o.members);
-  const honest = honestSide(records);
+  const honest = honestSide(records, o.members);
   const protocol = protocolOf(o);
   return {
     settings: {

@@ -246,3 +246,37 @@ export function lowest(records: readonly VerdictRecord[], n: number) {
       update_agreement: round(r.updateAgreement),
     }));
 }
+
+/**
+ * Every step at which a verifier failed an honest result, with the round's context: how many honest results
+ * were judged there and how many every verifier failed, the epoch, the epoch's first trained step, and how many
+ * clients trained that step (honest and not) with their mean loss — what tells a round on which all honest
+ * results score low (a property of the shared parameters) from one trainer's bad luck.
+ */
+export function failedRounds(records: readonly VerdictRecord[], members: readonly Member[]) {
+  const trained = members.flatMap((m) =>
+    m.peer.events.flatMap((e) =>
+      e.type === 'trained' ? [{ m, step: e.step, epoch: e.epoch, loss: e.loss }] : [],
+    ),
+  );
+  const firstOfEpoch = new Map<number, number>();
+  for (const t of trained) firstOfEpoch.set(t.epoch, Math.min(firstOfEpoch.get(t.epoch) ?? t.step, t.step));
+  const steps = [...new Set(records.filter((r) => !r.pass).map((r) => r.step))].sort((a, b) => a - b);
+  return steps.map((step) => {
+    const results = byResult(records.filter((r) => r.step === step));
+    const here = trained.filter((t) => t.step === step);
+    const honest = here.filter((t) => t.m.role === 'honest');
+    const epoch = here[0]?.epoch ?? null;
+    return {
+      step,
+      epoch,
+      epoch_first_step: epoch === null ? null : (firstOfEpoch.get(epoch) ?? null),
+      honest_results_judged: results.length,
+      failed_by_all: results.filter((g) => g.every((r) => !r.pass)).length,
+      update_agreements: results.map((g) => round(Math.min(...g.map((r) => r.updateAgreement)))),
+      trainers: here.length,
+      honest_trainers: honest.length,
+      honest_mean_loss: honest.length ? round(honest.reduce((a, t) => a + t.loss, 0) / honest.length) : null,
+    };
+  });
+}
