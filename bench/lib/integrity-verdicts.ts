@@ -268,6 +268,7 @@ export function failedRounds(records: readonly VerdictRecord[], members: readonl
     const honest = here.filter((t) => t.m.role === 'honest');
     const epoch = here[0]?.epoch ?? null;
     return {
+      ...eventsBefore(honest[0]?.m ?? null, step),
       step,
       epoch,
       epoch_first_step: epoch === null ? null : (firstOfEpoch.get(epoch) ?? null),
@@ -279,4 +280,27 @@ export function failedRounds(records: readonly VerdictRecord[], members: readonl
       honest_mean_loss: honest.length ? round(honest.reduce((a, t) => a + t.loss, 0) / honest.length) : null,
     };
   });
+}
+
+/**
+ * What `m` saw between its previous train step and the one of `step`: the rounds it applied (results each,
+ * batches skipped), replays without a confirmed cheater's results, and models installed.
+ */
+function eventsBefore(m: Member | null, step: number) {
+  if (!m) return {};
+  const ev = m.peer.events;
+  const at = ev.findIndex((e) => e.type === 'trained' && e.step === step);
+  let from = at - 1;
+  while (from >= 0 && ev[from]?.type !== 'trained') from--;
+  const between = ev.slice(from + 1, Math.max(0, at));
+  return {
+    seen_by: m.peer.id.slice(0, 8),
+    applied_before: between.flatMap((e) =>
+      e.type === 'applied' ? [{ step: e.step, results: e.results, skipped: e.skipped }] : [],
+    ),
+    replayed_before: between.flatMap((e) =>
+      e.type === 'replayed' ? [{ height: e.height, rounds: e.rounds, excluded: e.excluded }] : [],
+    ),
+    models_before: between.flatMap((e) => (e.type === 'model' ? [{ source: e.source, step: e.step }] : [])),
+  };
 }
