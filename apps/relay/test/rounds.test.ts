@@ -1,6 +1,6 @@
 // A small scripted run over real WebSockets against the real server: three honest clients join, send
-// warmup witnesses, then every round trainers send signed results (+ announces) and witnesses submit blooms
-// built with core's BloomFilter from the results the relay admitted. Rounds advance by core's rules; the
+// warmup witnesses, then every round trainers send signed results (+ announces) and witnesses submit
+// attestations (core's attestationOf) of the results the relay admitted. Rounds advance by core's rules; the
 // relay records round history with quorum and the accepted commitments, losses, points, and parameter-hash
 // majorities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

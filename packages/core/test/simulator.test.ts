@@ -35,7 +35,7 @@ const ALLOWED: Record<RunState, RunState[]> = {
   Finished: [],
 };
 
-const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadBloom', 'SaturatedBloom']);
+const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadAttestation']);
 const POOL = 8;
 
 type Action =

@@ -3,7 +3,7 @@
 // requests, and the scripted behaviour of an honest client (results, announces, witnesses).
 import {
   applyStateDelta,
-  BloomFilter,
+  attestationOf,
   bytesToHex,
   currentRound,
   DEFAULT_RUN_TOML,
@@ -16,7 +16,6 @@ import {
   identityFromSeed,
   packSigns,
   isWitness,
-  participantItem,
   roundAdmitted,
   roundAssignments,
   roundSelection,
@@ -26,7 +25,6 @@ import {
   signJoin,
   signResult,
   encodeTrainingResult,
-  hexToBytes,
 } from '@meshtrain/core';
 import type {
   Announce,
@@ -461,26 +459,10 @@ export class HonestClient<P extends Participant = TestClient> {
       const prev = roundAtHeight(s, round.height - 1);
       const prevAssignments = prev ? roundAssignments(s, prev) : [];
       const admitted = prev ? roundAdmitted(prev) : [];
-      const items: Uint8Array[] = [];
-      const senders: Uint8Array[] = [];
-      prevAssignments.forEach((a, slot) => {
-        const hex = admitted[slot] ?? null;
-        if (hex === null) return;
-        items.push(hexToBytes(hex));
-        senders.push(hexToBytes(a.id));
-      });
-      const n = Math.max(round.roster.length, 1);
-      const salt = Uint8Array.from([idx, round.step & 0xff]);
-      const fpr = s.config.bloom_false_positive_rate;
-      const broadcast = BloomFilter.forItems(n, fpr, salt);
-      for (const it of items) broadcast.add(it);
-      const participant = BloomFilter.forItems(n, fpr, salt);
-      for (const p of senders) participant.add(participantItem(p));
       const refused = await this.c.submitWitness({
         step: round.step,
         proof: roundSelection(round).witnessProof(idx),
-        participantBloom: participant.toData(),
-        broadcastBloom: broadcast.toData(),
+        attested: attestationOf(prevAssignments.length, (slot) => (admitted[slot] ?? null) !== null),
         broadcastMerkle: new Uint8Array(32),
         metadata: { loss: 5 - round.step * 0.01, tokensPerSec: 1000, bandwidth: 1e6 },
       });
@@ -490,12 +472,10 @@ export class HonestClient<P extends Participant = TestClient> {
 }
 
 export function dummyWitness(step: number) {
-  const empty = { numBits: 64, numHashes: 1, salt: new Uint8Array(0), bits: new Uint8Array(8) };
   return {
     step,
     proof: { position: 0, index: 0, witness: true },
-    participantBloom: empty,
-    broadcastBloom: empty,
+    attested: new Uint8Array(0),
     broadcastMerkle: new Uint8Array(32),
   };
 }
