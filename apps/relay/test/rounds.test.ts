@@ -56,7 +56,7 @@ describe('scripted multi-client run', () => {
       expect(r.witnesses).toBe(3);
       expect(r.loss).toBeCloseTo(5 - r.step * 0.01, 4);
     }
-    // Rounds attested by a later round have every batch's result accepted by the witnesses' blooms.
+    // Rounds attested by a later round have every batch's result accepted by the witnesses' attestations.
     const decided = detail.rounds.filter((r) => r.accepted !== null);
     expect(decided.length).toBeGreaterThanOrEqual(2);
     for (const r of decided) {

@@ -393,8 +393,8 @@ export function resultFrames(id: Identity, result: TrainingResult): ResultFrames
 
 /**
  * An honest scripted client: in Warmup it sends its warmup witness; in each training round it sends its
- * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose blooms
- * hold the results the relay admitted for the previous round (the state names them; the round has ended, so
+ * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose
+ * attestation claims the results the relay admitted for the previous round (the state names them; the round has ended, so
  * its record is final).
  */
 export class HonestClient<P extends Participant = TestClient> {
@@ -453,8 +453,8 @@ export class HonestClient<P extends Participant = TestClient> {
       if (refused !== null) this.log.push(`result refused: ${refused}`);
     }
     if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
-      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold the
-      // results the relay admitted for it, this client's own included.
+      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the attestation
+      // claims the results the relay admitted for it, this client's own included.
       this.doneWitness.add(round.step);
       const prev = roundAtHeight(s, round.height - 1);
       const prevAssignments = prev ? roundAssignments(s, prev) : [];
