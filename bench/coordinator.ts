@@ -2,16 +2,14 @@
 // late joiners, witnesses that go silent, witnesses that lie — checks invariants after every tick, and
 // prints exactly one JSON object on stdout:
 //   {"clients":N,"rounds_completed":R,"invariant_violations":0,"tick_ms_p50":…,"tick_ms_p99":…,
-//    "bloom_bits":…,"bloom_fpr_measured":…}
+//    "attestation_bytes":…}
 // Usage: npm run -s bench:coordinator -- --clients 10000 --rounds 20 [--seed 1]
-// Baseline named in the output: `psyche_bloom_fpr_at_n` is the FPR Psyche's fixed 1024-bit/8-hash filter
-// would have for the same item count, next to ours.
+// `attestation_bytes` is the largest witness attestation seen (one bit per result slot of a round).
 import {
-  BloomFilter,
   acceptedCommitments,
+  attestationOf,
   createCoordinator,
   currentRound,
-  loadBloom,
   roundAssignments,
   roundAtHeight,
   roundSelection,
@@ -21,7 +19,7 @@ import {
   type CoordinatorState,
   type TickResult,
 } from '../packages/core/src/index.ts';
-import { clientId, fakeCommitment, observedItems, witnessEvent } from './lib/honest-client.ts';
+import { clientId, fakeCommitment, observedSlots, witnessEvent } from './lib/honest-client.ts';
 import { InvariantChecker } from './lib/invariants.ts';
 
 function arg(name: string, fallback: number): number {
@@ -47,16 +45,8 @@ function random(): number {
   t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 }
-function randomBytes(n: number): Uint8Array {
-  const out = new Uint8Array(n);
-  for (let i = 0; i < n; i += 4) {
-    const v = Math.floor(random() * 4294967296);
-    for (let j = 0; j < 4 && i + j < n; j++) out[i + j] = (v >>> (8 * j)) & 0xff;
-  }
-  return out;
-}
 
-type Kind = 'honest' | 'dropper' | 'silent' | 'liar-proof' | 'liar-bloom' | 'liar-content';
+type Kind = 'honest' | 'dropper' | 'silent' | 'liar-proof' | 'liar-attestation' | 'liar-content';
 interface SimClient {
   id: string;
   kind: Kind;
@@ -99,7 +89,7 @@ const clients: SimClient[] = Array.from({ length: N }, (_, i) => {
         : r < 0.075
           ? 'liar-proof'
           : r < 0.08
-            ? 'liar-bloom'
+            ? 'liar-attestation'
             : r < 0.085
               ? 'liar-content'
               : 'honest';
@@ -114,7 +104,7 @@ const clients: SimClient[] = Array.from({ length: N }, (_, i) => {
 });
 const byId = new Map(clients.map((c) => [c.id, c]));
 const liars = new Set(
-  clients.filter((c) => c.kind.startsWith('liar-proof') || c.kind === 'liar-bloom').map((c) => c.id),
+  clients.filter((c) => c.kind === 'liar-proof' || c.kind === 'liar-attestation').map((c) => c.id),
 );
 
 let state: CoordinatorState = createCoordinator({
@@ -130,9 +120,7 @@ let roundsCompleted = 0;
 let refusedLies = 0;
 let acceptedLies = 0;
 let wrongConsensus = 0;
-let bloomBits = 0;
-let fprMeasured = -1;
-let psycheFpr = -1;
+let attestationBytes = 0;
 
 function send(event: CoordinatorEvent): TickResult {
   const t = performance.now();
@@ -158,52 +146,31 @@ const producedResult = (id: string, step: number) => {
   return !!c && c.kind !== 'silent' && step < c.deadFrom;
 };
 
-function measureBloom(round: NonNullable<ReturnType<typeof currentRound>>): void {
-  const w = round.witnesses.find((x) => x.broadcast_bloom && x.broadcast_bloom.num_bits > bloomBits);
-  if (!w || !w.participant_bloom) return;
-  const bloom = loadBloom(w.participant_bloom);
-  const items = Math.round((bloom.numBits * Math.LN2) / bloom.numHashes);
-  bloomBits = bloom.numBits;
-  let fp = 0;
-  const trials = 200_000;
-  for (let i = 0; i < trials; i++) if (bloom.has(randomBytes(33))) fp++;
-  fprMeasured = fp / trials;
-  psycheFpr = Math.pow(1 - Math.exp((-8 * items) / 1024), 8);
-}
-
 const done = new Set<string>();
 function witnessRound(): void {
   const round = currentRound(state)!;
   const key = `${state.progress.epoch}:${round.height}`;
   if (done.has(key)) return;
   done.add(key);
-  const observed = observedItems(state, (id) => producedResult(id, round.step - 1));
+  const observed = observedSlots(state, (id) => producedResult(id, round.step - 1));
+  attestationBytes = Math.max(attestationBytes, observed.length);
   const sel = roundSelection(round);
   for (const i of sel.witnesses()) {
     const c = byId.get(state.epoch.clients[round.roster[i]!]!.id)!;
     if (!alive(c.id) || state.epoch.clients[round.roster[i]!]!.state !== 'Healthy') continue;
-    const salt = randomBytes(8);
-    const honest = witnessEvent(state, round, i, observed, salt) as Extract<
-      CoordinatorEvent,
-      { type: 'witness' }
-    >;
+    const honest = witnessEvent(state, round, i, observed) as Extract<CoordinatorEvent, { type: 'witness' }>;
     if (c.kind === 'liar-proof') {
       send({ ...honest, proof: { ...honest.proof, position: honest.proof.position + 1 } });
-    } else if (c.kind === 'liar-bloom') {
-      send({
-        ...honest,
-        participant_bloom: {
-          ...honest.participant_bloom,
-          bits: honest.participant_bloom.bits.slice().fill(0xff),
-        },
-      });
+    } else if (c.kind === 'liar-attestation') {
+      // Malformed: one byte more than the round's slots need (a strike every time).
+      send({ ...honest, attested: new Uint8Array(honest.attested.length + 1).fill(0xff) });
     } else if (c.kind === 'liar-content') {
-      // Claims results it never saw: forged commitments for every batch and every client as a participant.
-      const forged = observed.commitments.map((_, k) => fakeCommitment(-1, k, k, c.id));
-      send({
-        ...honest,
-        broadcast_bloom: BloomFilter.of(forged, config.bloom_false_positive_rate, salt).toData(),
-      });
+      // Claims every result slot, including results it never saw: well-formed, so accepted, but it can only
+      // vote for what the host admitted (checkConsensus) and alone keeps no dead trainer alive.
+      const slots = roundAtHeight(state, round.height - 1)
+        ? roundAssignments(state, roundAtHeight(state, round.height - 1)!).length
+        : 0;
+      send({ ...honest, attested: attestationOf(slots, () => true) });
     } else {
       send(honest);
     }
@@ -214,19 +181,11 @@ function witnessRound(): void {
     if (c.kind !== 'liar-proof' || state.epoch.clients[i]!.state !== 'Healthy') continue;
     const ri = round.roster.indexOf(i);
     if (sel.isWitness(ri)) continue;
-    const base = witnessEvent(
-      state,
-      round,
-      ri,
-      { participants: [], commitments: [] },
-      randomBytes(4),
-    ) as Extract<CoordinatorEvent, { type: 'witness' }>;
+    const base = witnessEvent(state, round, ri, observed) as Extract<CoordinatorEvent, { type: 'witness' }>;
     send({ ...base, proof: { ...base.proof, witness: true } });
   }
   healthCheck(round);
   checkConsensus(round);
-  const latest = currentRound(state);
-  if (latest && latest.witnesses.length > 0 && fprMeasured < 0 && latest.height >= 1) measureBloom(latest);
 }
 
 /** An honest witness reports trainers of round h-2 whose results nobody saw. */
@@ -344,8 +303,7 @@ const sorted = tickMs.slice().sort((a, b) => a - b);
 const pct = (p: number) =>
   Number((sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0).toFixed(4));
 process.stderr.write(
-  `${tickMs.length} events in ${((performance.now() - started) / 1000).toFixed(1)} s; refused lies ${refusedLies}; ejected ${state.ejected.length}; ` +
-    `Psyche 1024-bit bloom FPR at this n: ${psycheFpr.toFixed(3)}\n`,
+  `${tickMs.length} events in ${((performance.now() - started) / 1000).toFixed(1)} s; refused lies ${refusedLies}; ejected ${state.ejected.length}\n`,
 );
 process.stdout.write(
   JSON.stringify({
@@ -354,7 +312,6 @@ process.stdout.write(
     invariant_violations: checker.violations.length,
     tick_ms_p50: pct(0.5),
     tick_ms_p99: pct(0.99),
-    bloom_bits: bloomBits,
-    bloom_fpr_measured: fprMeasured,
+    attestation_bytes: attestationBytes,
   }) + '\n',
 );

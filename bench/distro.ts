@@ -60,7 +60,6 @@ function bytesPerStep(preset: PresetName): number {
       maxElements: 2 ** 31,
       maxStringBytes: 4096,
       maxClients: 1,
-      maxBloomBits: 1,
     },
   );
   return frame.length;

@@ -3,7 +3,7 @@
 // (bench/lib/relay-bench-client.ts) doing the whole protocol with real frames — join (the run's join puzzle off:
 // --join-pow-bits 0, the puzzle costs clients, not the relay), warmup witness, results that pass core's
 // admission for the tiny preset (with the gradient fingerprint when the run verifies), witnesses with real
-// blooms, verdicts, health checks, leave — with training replaced by a fixed wait. Results are not downloaded
+// attestations, verdicts, health checks, leave — with training replaced by a fixed wait. Results are not downloaded
 // (all-to-all over the relay's HTTP route would be N² payloads on one machine): the bench measures the
 // coordinator, which is what scales with N here.
 //

@@ -1,13 +1,12 @@
 // What an honest client tells the coordinator, computed from coordinator state alone: shared by the
 // coordinator tests and the simulator benchmark. Results are not really trained: a trainer's "commitment"
-// for a batch is SHA-256(step ‖ batch start ‖ batch end ‖ trainer id), enough to exercise blooms and
+// for a batch is SHA-256(step ‖ batch start ‖ batch end ‖ trainer id), enough to exercise attestations and
 // consensus.
 import { sha256 } from '@noble/hashes/sha2.js';
 import {
-  BloomFilter,
+  attestationOf,
   currentRound,
   isWitness,
-  participantItem,
   roundAdmitted,
   roundAssignments,
   roundAtHeight,
@@ -37,50 +36,31 @@ export function fakeCommitment(step: number, start: number, end: number, id: str
   return sha256(new TextEncoder().encode(`${step}:${start}:${end}:${id}`));
 }
 
-const participantItems = new Map<string, Uint8Array>();
-export function participantItemFor(id: string): Uint8Array {
-  let item = participantItems.get(id);
-  if (!item) {
-    item = participantItem(hexBytes(id));
-    participantItems.set(id, item);
-  }
-  return item;
-}
-
-/** What an honest witness of the current round received: the previous round's results from `alive` trainers. */
-export function observedItems(
-  state: CoordinatorState,
-  alive: (id: string) => boolean,
-): { participants: Uint8Array[]; commitments: Uint8Array[] } {
+/**
+ * What an honest witness of the current round attests: the previous round's result slots of the trainers it
+ * received a result from (`alive`). Its commitment is the one the host admitted, if the host admitted any.
+ */
+export function observedSlots(state: CoordinatorState, alive: (id: string) => boolean): Uint8Array {
   const cur = currentRound(state);
   const prev = cur ? roundAtHeight(state, cur.height - 1) : null;
-  const participants: Uint8Array[] = [];
-  const commitments: Uint8Array[] = [];
-  if (!prev) return { participants, commitments };
-  for (const a of roundAssignments(state, prev)) {
-    if (!alive(a.id)) continue;
-    participants.push(participantItemFor(a.id));
-    commitments.push(fakeCommitment(prev.step, a.batch.start, a.batch.end, a.id));
-  }
-  return { participants, commitments };
+  if (!prev) return new Uint8Array(0);
+  const assignments = roundAssignments(state, prev);
+  return attestationOf(assignments.length, (slot) => alive(assignments[slot]!.id));
 }
 
 export function witnessEvent(
   state: CoordinatorState,
   round: Round,
   rosterIndex: number,
-  observed: { participants: Uint8Array[]; commitments: Uint8Array[] },
-  salt: Uint8Array,
+  attested: Uint8Array,
 ): CoordinatorEvent {
   const clientIndex = round.roster[rosterIndex] as number;
-  const fpr = state.config.bloom_false_positive_rate;
   return {
     type: 'witness',
     id: state.epoch.clients[clientIndex]!.id,
     step: round.step,
     proof: roundSelection(round).witnessProof(rosterIndex),
-    participant_bloom: BloomFilter.of(observed.participants, fpr, salt).toData(),
-    broadcast_bloom: BloomFilter.of(observed.commitments, fpr, salt).toData(),
+    attested,
   };
 }
 
@@ -125,7 +105,7 @@ export function honestWitnessEvents(
   const round = currentRound(state);
   if (!round || (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')) return [];
   const admissions = honestAdmissionEvents(state, delivered);
-  const observed = observedItems(state, seen);
+  const observed = observedSlots(state, seen);
   const submitted = new Set(round.witnesses.map((w) => w.index));
   const witnesses = roundSelection(round)
     .witnesses()
@@ -135,15 +115,7 @@ export function honestWitnessEvents(
         isWitness(state, i, round) &&
         alive(state.epoch.clients[round.roster[i] as number]!.id),
     )
-    .map((i) =>
-      witnessEvent(
-        state,
-        round,
-        i,
-        observed,
-        new Uint8Array([i & 0xff, (i >> 8) & 0xff, round.height & 0xff]),
-      ),
-    );
+    .map((i) => witnessEvent(state, round, i, observed));
   // Admissions last: once every witness has submitted, the round may leave RoundTrain, and it still takes
   // results in RoundWitness.
   return [...witnesses, ...admissions];

@@ -20,7 +20,7 @@ export const ALLOWED_TRANSITIONS: Record<RunState, readonly RunState[]> = {
   Finished: [],
 };
 
-const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadBloom', 'SaturatedBloom']);
+const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadAttestation']);
 
 export class InvariantChecker {
   violations: string[] = [];

@@ -1,7 +1,7 @@
 // One process of bench/relay.ts's clients: `count` real coordinator sessions on real WebSockets, each an honest
 // client speaking the real frames — Join (signed, answering the relay's challenge and puzzle), WarmupWitness,
 // a SignedResult that passes core's admission for the run's model (built from its result spec, with the
-// gradient fingerprint when the run verifies), Witness with real blooms over the previous round's admitted
+// gradient fingerprint when the run verifies), Witness with a real attestation of the previous round's admitted
 // results, Verdicts for the results it is drawn to verify, HealthChecks when core says there is someone to
 // report, Leave — with training replaced by a fixed wait. The sessions of a process see the same frames, so one
 // of them (the leader) keeps the replica every session acts on: it replays the deltas with core's
@@ -13,7 +13,7 @@ import { createHash, createPrivateKey, sign as nodeSign } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import {
   applyStateDelta,
-  BloomFilter,
+  attestationOf,
   canonicalStateBytes,
   currentRound,
   decodeFrame,
@@ -30,7 +30,6 @@ import {
   resultCommitment,
   hexToBytes,
   identityFromSeed,
-  participantItem,
   roundAdmitted,
   roundAssignments,
   roundAtHeight,
@@ -352,13 +351,6 @@ function view(s: CoordinatorState, round: Round): RoundView {
   return v;
 }
 
-const items = new Map<string, Uint8Array>();
-function participant(hex: string): Uint8Array {
-  let it = items.get(hex);
-  if (!it) items.set(hex, (it = participantItem(hexToBytes(hex))));
-  return it;
-}
-
 let roundKey = '';
 let roundSeenAt = 0;
 
@@ -440,8 +432,8 @@ function act(): void {
       const envelope = signResultNative(x, result);
       send(x, 'signedResult', encodeSignedResult({ envelope, result }));
     }
-    // A witness reports once this round's trainers have published (or it has waited long enough), with blooms
-    // of the previous round's results: its admitted record is final (the round has ended).
+    // A witness reports once this round's trainers have published (or it has waited long enough), with its
+    // attestation of the previous round's results: its admitted record is final (the round has ended).
     const waited = now >= roundSeenAt + cfg.trainMs * 2 + 5000;
     if (
       witness &&
@@ -450,22 +442,13 @@ function act(): void {
       (allIn || waited || s.run_state === 'RoundWitness')
     ) {
       x.witnessed.add(round.step);
-      const fpr = s.config.bloom_false_positive_rate;
-      const n = Math.max(round.roster.length, 1);
-      const salt = Uint8Array.from([ri & 0xff, (ri >> 8) & 0xff, round.step & 0xff, x.n & 0xff]);
-      const pBloom = BloomFilter.forItems(n, fpr, salt);
-      const bBloom = BloomFilter.forItems(n, fpr, salt);
       const commitments: Uint8Array[] = [];
+      let attested: Uint8Array = new Uint8Array(0);
       if (prev) {
+        // Results are not downloaded here: the bench's witnesses attest what the relay admitted.
         const prevAdmitted = roundAdmitted(prev);
-        roundAssignments(s, prev).forEach((a, i) => {
-          const c = prevAdmitted[i] ?? null;
-          if (c === null) return;
-          const bytes = hexToBytes(c);
-          pBloom.add(participant(a.id));
-          bBloom.add(bytes);
-          commitments.push(bytes);
-        });
+        attested = attestationOf(roundAssignments(s, prev).length, (i) => (prevAdmitted[i] ?? null) !== null);
+        for (const c of prevAdmitted) if (c !== null) commitments.push(hexToBytes(c));
       }
       send(
         x,
@@ -473,8 +456,7 @@ function act(): void {
         encodeWitness({
           step: round.step,
           proof: roundSelection(round).witnessProof(ri),
-          participantBloom: pBloom.toData(),
-          broadcastBloom: bBloom.toData(),
+          attested,
           broadcastMerkle: sha256Concat(...commitments),
           metadata: { loss: 3, tokensPerSec: 1000, bandwidth: 1e6 },
         }),

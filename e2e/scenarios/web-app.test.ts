@@ -117,7 +117,7 @@ describe('web app on the relay', () => {
       .poll(async () => Number(await page.getByTestId('my-batches').innerText()))
       .toBeGreaterThan(0);
     // Measured figures, nothing made up: the tab (the run's only client, so its witness) reports its tokens/s
-    // and bandwidth with its blooms, the relay keeps them, and the page shows the tab's own.
+    // and bandwidth with its attestation, the relay keeps them, and the page shows the tab's own.
     const reported = await waitFor('a witness report from the tab', async () => {
       const d = await fetchRunInfo(relay.url, 'default');
       const mine = d.clients.find((c) => c.id === me!.id)?.report;

@@ -8,7 +8,7 @@
 //    results it had applied: none stays in the model;
 //  - malformed results (dense, a tensor missing): the relay refuses each one at admission (bad_result);
 //  - equivocation: the second result for a batch ejects the sender at once;
-//  - a lying witness (empty blooms, accusing everyone) cannot block quorum or drop anyone alone;
+//  - a lying witness (an all-zero attestation, accusing everyone) cannot block quorum or drop anyone alone;
 //  - a designated checkpoint uploader that never uploads: a standby voter uploads, and a trainer that joins
 //    at the next epoch still starts from the checkpoint;
 //  - a poisoned checkpoint: the relay refuses the upload (409) and keeps advertising the honest hash;

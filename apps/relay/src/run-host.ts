@@ -42,7 +42,7 @@ import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
 import type { ParamHashReport } from '@meshtrain/client/relay-api';
 import type { EpochEndRow, RelayStore, RunRow } from './store.ts';
 
-/** Room for every other frame a client sends: blooms and health reports of a run of thousands of clients. */
+/** Room for every other frame a client sends: attestations and health reports of a run of thousands of clients. */
 const NON_RESULT_FRAME_BYTES = 1024 * 1024;
 
 /** Wall clock in unix milliseconds; injectable so tests can move time. */
@@ -90,7 +90,7 @@ function phaseChange(effects: readonly CoordinatorEffect[]): boolean {
   return effects.some((e) => e.type === 'RunStateChanged' && e.to !== 'RoundWitness');
 }
 
-/** A compact, JSON-safe description of an event for the transition history (blooms are summarised). */
+/** A compact, JSON-safe description of an event for the transition history (attestations are summarised). */
 function eventLabel(event: CoordinatorEvent): Record<string, unknown> {
   switch (event.type) {
     case 'witness':
@@ -279,8 +279,8 @@ export class RunHost {
       } else if (e.type === 'RoundEnded') {
         this.store.roundEnded(this.runId, e.step, now, e.witnesses, e.quorum, e.quorum_reached);
         this.store.addMetric(this.runId, now * 1000, 'witnesses', e.witnesses, { step: String(e.step) });
-        // The round that just ended attests the one before it: its witnesses' blooms decide which result
-        // of each batch everyone applies. `prev` still holds those blooms (pruning happens on later rounds).
+        // The round that just ended attests the one before it: its witnesses' attestations decide which
+        // result of each batch everyone applies. `prev` still holds them (pruning happens on later rounds).
         this.recordAccepted(prev, e.height - 1);
       } else if (e.type === 'CheatConfirmed') {
         this.store.zeroPoints(this.runId, e.id);

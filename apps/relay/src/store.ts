@@ -214,7 +214,7 @@ export interface SnapshotRow {
 export interface TransitionRow {
   seq: number;
   at: number;
-  /** JSON label of the event (blooms summarised). */
+  /** JSON label of the event (attestations summarised). */
   event: string;
   effects: string;
 }

@@ -1,6 +1,6 @@
 // A small scripted run over real WebSockets against the real server: three honest clients join, send
-// warmup witnesses, then every round trainers send signed results (+ announces) and witnesses submit blooms
-// built with core's BloomFilter from the results the relay admitted. Rounds advance by core's rules; the
+// warmup witnesses, then every round trainers send signed results (+ announces) and witnesses submit
+// attestations (core's attestationOf) of the results the relay admitted. Rounds advance by core's rules; the
 // relay records round history with quorum and the accepted commitments, losses, points, and parameter-hash
 // majorities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,7 +56,7 @@ describe('scripted multi-client run', () => {
       expect(r.witnesses).toBe(3);
       expect(r.loss).toBeCloseTo(5 - r.step * 0.01, 4);
     }
-    // Rounds attested by a later round have every batch's result accepted by the witnesses' blooms.
+    // Rounds attested by a later round have every batch's result accepted by the witnesses' attestations.
     const decided = detail.rounds.filter((r) => r.accepted !== null);
     expect(decided.length).toBeGreaterThanOrEqual(2);
     for (const r of decided) {

@@ -10,8 +10,8 @@
 // integer aggregate + apply, so every replica stays bit-identical — rebuilding first without a cheat confirmed
 // since; (2) witnesses report trainers of round h−2 whose results did not get through (health checks);
 // (3) trainers fetch their batch, run the train step (on a lookahead copy unless the run verifies),
-// DisTrO-compress, commit, sign and publish; (4) witnesses of round h submit blooms of the round h−1 results
-// they verified. At every epoch end the client hashes its parameters.
+// DisTrO-compress, commit, sign and publish; (4) witnesses of round h attest the round h−1 results they
+// verified (one bit per result slot). At every epoch end the client hashes its parameters.
 //
 // Divergence is never silent. A result is applied only if core's acceptedCommitments names it (a quorum of
 // the next round's witnesses saw exactly that commitment). If an accepted payload cannot be fetched from the

@@ -82,7 +82,7 @@ export interface CoordinatorLink {
    * link sends the frame alone (the announce is for peers and for hosts that forward announces).
    */
   submitResult(signedResultFrame: Uint8Array, announce: Announce): Promise<void>;
-  /** A round witness submission (blooms of the previous round's results). */
+  /** A round witness submission (its attestation of the previous round's results). */
   submitWitness(witness: WitnessMessage): Promise<void>;
   /** "My model for `epoch` is loaded": the WarmupWitness frame. */
   submitWarmupWitness(epoch: number): Promise<void>;

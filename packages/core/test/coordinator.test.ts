@@ -16,6 +16,7 @@ import {
   type CoordinatorState,
   type TickResult,
 } from '../src/coordinator/index.ts';
+import { attestationOf } from '../src/witness/index.ts';
 import { clientId, fakeCommitment, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 
@@ -205,21 +206,86 @@ describe('quorum and failures', () => {
     expect(d.send({ type: 'join', id: liarId, p2p_id: 'again' }).error?.code).toBe('Ejected');
     d.ok(honest);
     expect(d.send(honest).error?.code).toBe('DuplicateWitness');
-    const saturated = honestWitnessEvents(d.state)[0]! as Extract<CoordinatorEvent, { type: 'witness' }>;
-    const bits = saturated.participant_bloom.bits.slice().fill(0xff);
-    expect(
-      d.send({ ...saturated, participant_bloom: { ...saturated.participant_bloom, bits } }).error?.code,
-    ).toBe('SaturatedBloom');
-    expect(
-      d.send({
-        ...saturated,
-        participant_bloom: {
-          ...saturated.participant_bloom,
-          numBits: 1 << 24,
-          bits: new Uint8Array(1 << 21),
-        },
-      }).error?.code,
-    ).toBe('BadBloom');
+    // Round 0 has no round before it: its attestations are empty, and anything else is malformed.
+    const next = honestWitnessEvents(d.state)[0]! as Extract<CoordinatorEvent, { type: 'witness' }>;
+    expect(next.attested).toHaveLength(0);
+    const bad = d.send({ ...next, attested: new Uint8Array(1 << 14) });
+    expect(bad.error?.code).toBe('BadAttestation');
+    expect(d.state.strikes[next.id]).toBe(1);
+  });
+
+  it('checks an attestation against the attested round: exactly one bit per result slot, no bits past the end', () => {
+    const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
+    d.join(6);
+    d.toFirstRound();
+    d.round();
+    const slots = roundAssignments(d.state, roundAtHeight(d.state, 0)!).length;
+    expect(slots).toBe(6);
+    const w = honestWitnessEvents(d.state)[0]! as Extract<CoordinatorEvent, { type: 'witness' }>;
+    expect([...w.attested]).toEqual([0b111111]);
+    const refused = (attested: unknown) =>
+      d.send({ ...w, attested: attested as Uint8Array }).error?.code ?? 'accepted';
+    expect(refused([0b111111])).toBe('BadAttestation'); // not bytes
+    expect(refused(new Uint8Array(2))).toBe('BadAttestation');
+    expect(refused(Uint8Array.of(0b1000000))).toBe('BadAttestation'); // slot 6 does not exist
+    // Malformed attestations are strikes: the third ejects.
+    expect(d.state.epoch.clients.find((c) => c.id === w.id)?.state).toBe('Ejected');
+    const other = honestWitnessEvents(d.state).find((e) => e.type === 'witness' && e.id !== w.id)!;
+    d.ok(other);
+    expect(currentRound(d.state)!.witnesses.at(-1)!.attested).toBe('Pw==');
+  });
+
+  it('a witness minority claiming every slot keeps no undelivered trainer alive and gets nothing accepted for it', () => {
+    /** Round 0's dead trainer reached neither the host nor any honest witness; `liars` of round 1 claim it. */
+    function run(liars: number) {
+      const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });
+      d.join(6);
+      d.toFirstRound();
+      const deadId = clientId(5);
+      const alive = (id: string) => id !== deadId;
+      for (const e of honestWitnessEvents(
+        d.state,
+        () => true,
+        () => true,
+        alive,
+      ))
+        d.ok(e);
+      d.advance(1);
+      const slots = roundAssignments(d.state, roundAtHeight(d.state, 0)!).length;
+      let lied = 0;
+      for (const e of honestWitnessEvents(d.state, alive)) {
+        if (e.type === 'witness' && lied < liars) {
+          lied++;
+          d.ok({ ...e, attested: attestationOf(slots, () => true) });
+        } else d.ok(e);
+      }
+      d.finishRound();
+      const cur = currentRound(d.state)!;
+      const judged = roundAtHeight(d.state, 0)!;
+      const deadSlot = acceptedCommitments(d.state, 0)!.find(
+        (a) => d.state.epoch.clients[a.client_index]!.id === deadId,
+      )!;
+      const witnesses = roundSelection(cur)
+        .witnesses()
+        .map((i) => d.state.epoch.clients[cur.roster[i]!]!.id)
+        .filter(alive);
+      const proof = roundSelection(judged).committeeProof(
+        judged.roster.indexOf(d.state.epoch.clients.findIndex((c) => c.id === deadId)),
+      );
+      const accuse = (id: string) => d.send({ type: 'health_check', id, checks: [{ id: deadId, proof }] });
+      return { d, deadId, deadSlot, witnesses, accuse };
+    }
+    // One liar of three (quorum 2): the slot has no admitted result, so nothing is accepted for it, and the
+    // honest witnesses still drop the trainer.
+    const minority = run(1);
+    expect(minority.deadSlot.commitment).toBeNull();
+    expect(minority.accuse(minority.witnesses[0]!).error).toBeUndefined();
+    expect(minority.accuse(minority.witnesses[1]!).error).toBeUndefined();
+    expect(minority.d.state.epoch.clients.find((c) => c.id === minority.deadId)?.state).toBe('Dropped');
+    // A quorum of witnesses claiming the trainer's result is what "seen alive" means.
+    const quorumOfLiars = run(2);
+    expect(quorumOfLiars.deadSlot.commitment).toBeNull();
+    expect(quorumOfLiars.accuse(quorumOfLiars.witnesses[0]!).error?.code).toBe('ClientIsHealthy');
   });
 
   it('drops a client only when a quorum of witnesses accuse it, and never one whose result the host admitted', () => {
@@ -273,7 +339,7 @@ describe('quorum and failures', () => {
     expect(currentRound(d.state)!.roster).toHaveLength(5);
   });
 
-  it('witnesses that leave an admitted result out of their blooms: a minority cannot veto it, nobody can drop its trainer', () => {
+  it('witnesses that leave an admitted result out of their attestations: a minority cannot veto it, nobody can drop its trainer', () => {
     /** Rounds 0 and 1 with every round-0 result admitted; `liars` of round 1's witnesses omit the victim. */
     function run(liars: number) {
       const d = new Driver({ witness_nodes: 3, global_batch_size_start: 6, global_batch_size_end: 6 });

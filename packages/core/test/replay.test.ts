@@ -1,5 +1,5 @@
 // Replaying deltas gives the relay's exact state. A host drives a coordinator through random runs (joins,
-// leaves, warmup, results, witnesses with real blooms, verdicts, health checks, forged witnesses that earn
+// leaves, warmup, results, witnesses with real attestations, verdicts, health checks, forged witnesses that earn
 // strikes, ejections, pauses, config updates, clock jumps) the way the relay does — fresh entropy only where a
 // transition starts a round — and records what it applied; a replica that starts from a JSON snapshot taken
 // at a random point and replays the encoded StateDelta frames must equal the host's state at every frame end:

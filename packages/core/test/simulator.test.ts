@@ -35,7 +35,7 @@ const ALLOWED: Record<RunState, RunState[]> = {
   Finished: [],
 };
 
-const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadBloom', 'SaturatedBloom']);
+const PENALISED = new Set(['BadProof', 'NotAWitness', 'BadAttestation']);
 const POOL = 8;
 
 type Action =
@@ -109,8 +109,6 @@ const configArb: fc.Arbitrary<CoordinatorConfig> = fc
     waiting_for_members_extra_time: 2,
     max_clients: 6,
     max_witnesses: r.max_witnesses,
-    // Retries judge participant blooms, peers apply by broadcast-bloom consensus: a false positive in either
-    // can make them disagree (coordinator/retries.ts, "Limits"). A negligible rate keeps exact-once exact.
     bloom_false_positive_rate: 1e-9,
     max_seq_len: 4,
     cold_start_warmup_steps: 0,

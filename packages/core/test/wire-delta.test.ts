@@ -24,18 +24,7 @@ const refArb: fc.Arbitrary<ClientRef> = fc.oneof(
   bytes(32).map((key) => ({ key })),
 );
 
-const bloomArb = fc
-  .record({
-    numBits: fc.integer({ min: 1, max: 200 }),
-    numHashes: fc.integer({ min: 1, max: 64 }),
-    salt: fc.uint8Array({ maxLength: 64 }),
-    seed: fc.integer(),
-  })
-  .map(({ numBits, numHashes, salt, seed }) => {
-    const bits = new Uint8Array(Math.ceil(numBits / 8));
-    for (let i = 0; i < numBits; i++) if (((seed >>> (i % 31)) ^ i) & 1) bits[i >> 3]! |= 1 << (i & 7);
-    return { numBits, numHashes, salt, bits };
-  });
+const attestationArb = fc.uint8Array({ maxLength: 40 });
 
 const batchArb = fc
   .tuple(u53, fc.integer({ min: 0, max: 1000 }))
@@ -64,8 +53,7 @@ const eventArb: fc.Arbitrary<WireEvent> = fc.oneof(
       who: refArb,
       step: u32,
       proof: fc.record({ position: u53, index: u53, witness: fc.boolean() }),
-      participantBloom: bloomArb,
-      broadcastBloom: bloomArb,
+      attested: attestationArb,
       broadcastMerkle: fc.option(bytes(32), { nil: null }),
     })
     .map((r) => ({ type: 'witness' as const, ...r })),
@@ -135,7 +123,7 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
     })),
 );
 
-const bloom = { numBits: 20, numHashes: 3, salt: Uint8Array.of(1, 2), bits: Uint8Array.of(0x81, 0x10, 0x0e) };
+const attested = Uint8Array.of(0x81, 0x10, 0x0e);
 const sampleDelta: StateDelta = {
   runId: 'run-1',
   fromSeq: 1234,
@@ -159,8 +147,7 @@ const sampleDelta: StateDelta = {
         who: { client: 17 },
         step: 40,
         proof: { position: 3, index: 17, witness: true },
-        participantBloom: bloom,
-        broadcastBloom: bloom,
+        attested,
         broadcastMerkle: new Uint8Array(32).fill(2),
       },
     },

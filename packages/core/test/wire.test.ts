@@ -27,7 +27,6 @@ import {
   WIRE_VERSION,
 } from '../src/index.ts';
 import type {
-  BloomFilterData,
   CommitteeProof,
   CoordinatorStateBroadcast,
   DistroResult,
@@ -106,19 +105,7 @@ const trainingResultArb: fc.Arbitrary<TrainingResult> = fc.record({
   tensors: fc.array(distroResultArb, { maxLength: 3 }),
 });
 
-const bloomArb: fc.Arbitrary<BloomFilterData> = fc
-  .record({
-    numBits: fc.integer({ min: 1, max: 300 }),
-    numHashes: fc.integer({ min: 1, max: 64 }),
-    salt: fc.uint8Array({ maxLength: 64 }),
-  })
-  .chain(({ numBits, numHashes, salt }) =>
-    bytes(Math.ceil(numBits / 8)).map((bits) => {
-      const rem = numBits & 7;
-      if (rem !== 0) bits[bits.length - 1]! &= (1 << rem) - 1;
-      return { numBits, numHashes, salt, bits };
-    }),
-  );
+const attestationArb = fc.uint8Array({ maxLength: 130 });
 
 const committeeProofArb: fc.Arbitrary<CommitteeProof> = fc.record({
   committee: fc.constantFrom('TieBreaker' as const, 'Verifier' as const, 'Trainer' as const),
@@ -183,8 +170,7 @@ const messageArb: fc.Arbitrary<WireMessage> = fc.oneof(
     .record({
       step: u32,
       proof: fc.record({ position: u53, index: u53, witness: fc.boolean() }),
-      participantBloom: bloomArb,
-      broadcastBloom: bloomArb,
+      attested: attestationArb,
       broadcastMerkle: bytes(32),
       metadata: fc.option(fc.record({ loss: f32OrNaN, tokensPerSec: f32, bandwidth: f32 }), {
         nil: undefined,
@@ -548,7 +534,6 @@ describe('counts are checked before anything is allocated', () => {
     maxTensors: Number.MAX_SAFE_INTEGER,
     maxElements: Number.MAX_SAFE_INTEGER,
     maxClients: Number.MAX_SAFE_INTEGER,
-    maxBloomBits: Number.MAX_SAFE_INTEGER,
     maxStringBytes: Number.MAX_SAFE_INTEGER,
   });
 
@@ -617,14 +602,12 @@ describe('counts are checked before anything is allocated', () => {
     expect(wireCode(() => decodeCoordinatorState(patched, huge))).toBe('truncated');
   });
 
-  it('bloom bits', () => {
+  it('attestation bytes', () => {
     const w = new ByteWriter(huge);
     w.raw(Uint8Array.from([0x4d, 0x54, WIRE_VERSION, 0x10]));
     w.u32(1, 'step');
     w.raw(Uint8Array.from([0, 0, 1])); // proof
-    w.u53(2 ** 50, 'numBits');
-    w.u8(3, 'numHashes');
-    w.u8(0, 'salt');
+    w.u53(2 ** 50, 'attested'); // length of the attestation
     const f = w.finish();
     expect(wireCode(() => decodeFrame(f))).toBe('limit');
     expect(wireCode(() => decodeFrame(f, huge))).toBe('truncated');

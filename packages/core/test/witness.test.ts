@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { BloomFilter, healthScore, isHealthy, participantItem, quorum } from '../src/witness/index.ts';
-
-const salt = (i: number): Uint8Array => new Uint8Array([i, i >> 8, 0xaa]);
+import {
+  WitnessError,
+  attestationOf,
+  attestedCount,
+  attests,
+  checkAttestation,
+  healthScore,
+  isHealthy,
+  quorum,
+} from '../src/witness/index.ts';
 
 describe('quorum', () => {
   it("matches Psyche's table", () => {
@@ -24,14 +31,53 @@ describe('quorum', () => {
   });
 });
 
+describe('attestations', () => {
+  it('sets one bit per claimed slot, LSB first, in ⌈slots/8⌉ bytes', () => {
+    expect([...attestationOf(0, () => true)]).toEqual([]);
+    expect([...attestationOf(10, (i) => i === 0 || i === 9)]).toEqual([0b1, 0b10]);
+    fc.assert(
+      fc.property(fc.array(fc.boolean(), { maxLength: 300 }), (claims) => {
+        const bits = attestationOf(claims.length, (i) => claims[i]!);
+        checkAttestation(bits, claims.length);
+        expect(bits).toHaveLength(Math.ceil(claims.length / 8));
+        expect(claims.map((_, i) => attests(bits, i))).toEqual(claims);
+        expect(attests(bits, claims.length + 8)).toBe(false);
+        expect(attestedCount(bits)).toBe(claims.filter(Boolean).length);
+      }),
+    );
+  });
+  it('refuses a wrong length, bits past the last slot and non-bytes with a typed error', () => {
+    const code = (bits: unknown, slots: number) => {
+      try {
+        checkAttestation(bits, slots);
+        return 'ok';
+      } catch (e) {
+        expect(e).toBeInstanceOf(WitnessError);
+        return (e as WitnessError).code;
+      }
+    };
+    expect(code(new Uint8Array(2), 9)).toBe('ok');
+    expect(code(new Uint8Array(1), 9)).toBe('BadAttestation');
+    expect(code(new Uint8Array(3), 9)).toBe('BadAttestation');
+    expect(code(Uint8Array.of(0, 0b10), 9)).toBe('BadAttestation');
+    expect(code(Uint8Array.of(0xff, 0b1), 9)).toBe('ok');
+    expect(code(Uint8Array.of(0xff), 8)).toBe('ok');
+    expect(code([0], 1)).toBe('BadAttestation');
+    expect(code(new Uint8Array(0), 0)).toBe('ok');
+    expect(code(new Uint8Array(0), -1)).toBe('BadArgument');
+  });
+});
+
 describe('health', () => {
-  it('scores a client by the participant blooms that contain it', () => {
-    const alice = participantItem(new Uint8Array(32).fill(1));
-    const bob = participantItem(new Uint8Array(32).fill(2));
-    const w = [[alice, bob], [alice], [alice]].map((it, i) => BloomFilter.of(it, 0.001, salt(i)));
-    expect(healthScore(alice, w)).toBe(3);
-    expect(healthScore(bob, w)).toBe(1);
-    expect(isHealthy(alice, w, 3)).toBe(true);
-    expect(isHealthy(bob, w, 3)).toBe(false);
+  it('scores a slot by the attestations that claim it', () => {
+    const w = [
+      [true, true],
+      [true, false],
+      [true, false],
+    ].map((claims) => attestationOf(2, (i) => claims[i]!));
+    expect(healthScore(0, w)).toBe(3);
+    expect(healthScore(1, w)).toBe(1);
+    expect(isHealthy(0, w, 3)).toBe(true);
+    expect(isHealthy(1, w, 3)).toBe(false);
   });
 });

@@ -1,4 +1,4 @@
-// The figures witnesses measure and report with their blooms (tokens/s, bandwidth; run-host's
+// The figures witnesses measure and report with their attestations (tokens/s, bandwidth; run-host's
 // recordWitnessMetadata stores them as metric samples labelled with step and client), gathered for the run
 // detail: the means per step and each client's newest report. Pure: samples in, rows out.
 import type { StepReports, WitnessReport } from '@meshtrain/client/relay-api';

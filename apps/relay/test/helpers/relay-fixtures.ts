@@ -3,7 +3,7 @@
 // requests, and the scripted behaviour of an honest client (results, announces, witnesses).
 import {
   applyStateDelta,
-  BloomFilter,
+  attestationOf,
   bytesToHex,
   currentRound,
   DEFAULT_RUN_TOML,
@@ -16,7 +16,6 @@ import {
   identityFromSeed,
   packSigns,
   isWitness,
-  participantItem,
   roundAdmitted,
   roundAssignments,
   roundSelection,
@@ -26,7 +25,6 @@ import {
   signJoin,
   signResult,
   encodeTrainingResult,
-  hexToBytes,
 } from '@meshtrain/core';
 import type {
   Announce,
@@ -395,8 +393,8 @@ export function resultFrames(id: Identity, result: TrainingResult): ResultFrames
 
 /**
  * An honest scripted client: in Warmup it sends its warmup witness; in each training round it sends its
- * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose blooms
- * hold the results the relay admitted for the previous round (the state names them; the round has ended, so
+ * result (SignedResult + Announce) when it has a batch, and, when it is a witness, a Witness whose
+ * attestation claims the results the relay admitted for the previous round (the state names them; the round has ended, so
  * its record is final).
  */
 export class HonestClient<P extends Participant = TestClient> {
@@ -455,32 +453,16 @@ export class HonestClient<P extends Participant = TestClient> {
       if (refused !== null) this.log.push(`result refused: ${refused}`);
     }
     if (isWitness(s, idx, round) && !this.doneWitness.has(round.step)) {
-      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the blooms hold the
-      // results the relay admitted for it, this client's own included.
+      // Round r's witnesses attest round r-1's results (core's acceptedCommitments): the attestation
+      // claims the results the relay admitted for it, this client's own included.
       this.doneWitness.add(round.step);
       const prev = roundAtHeight(s, round.height - 1);
       const prevAssignments = prev ? roundAssignments(s, prev) : [];
       const admitted = prev ? roundAdmitted(prev) : [];
-      const items: Uint8Array[] = [];
-      const senders: Uint8Array[] = [];
-      prevAssignments.forEach((a, slot) => {
-        const hex = admitted[slot] ?? null;
-        if (hex === null) return;
-        items.push(hexToBytes(hex));
-        senders.push(hexToBytes(a.id));
-      });
-      const n = Math.max(round.roster.length, 1);
-      const salt = Uint8Array.from([idx, round.step & 0xff]);
-      const fpr = s.config.bloom_false_positive_rate;
-      const broadcast = BloomFilter.forItems(n, fpr, salt);
-      for (const it of items) broadcast.add(it);
-      const participant = BloomFilter.forItems(n, fpr, salt);
-      for (const p of senders) participant.add(participantItem(p));
       const refused = await this.c.submitWitness({
         step: round.step,
         proof: roundSelection(round).witnessProof(idx),
-        participantBloom: participant.toData(),
-        broadcastBloom: broadcast.toData(),
+        attested: attestationOf(prevAssignments.length, (slot) => (admitted[slot] ?? null) !== null),
         broadcastMerkle: new Uint8Array(32),
         metadata: { loss: 5 - round.step * 0.01, tokensPerSec: 1000, bandwidth: 1e6 },
       });
@@ -490,12 +472,10 @@ export class HonestClient<P extends Participant = TestClient> {
 }
 
 export function dummyWitness(step: number) {
-  const empty = { numBits: 64, numHashes: 1, salt: new Uint8Array(0), bits: new Uint8Array(8) };
   return {
     step,
     proof: { position: 0, index: 0, witness: true },
-    participantBloom: empty,
-    broadcastBloom: empty,
+    attested: new Uint8Array(0),
     broadcastMerkle: new Uint8Array(32),
   };
 }

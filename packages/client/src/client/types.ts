@@ -72,8 +72,6 @@ export interface ClientOptions {
   initParams: () => ParameterMap;
   checkpoints: CheckpointSource;
   peers?: PeerNetwork;
-  /** Randomness for bloom salts (defaults to crypto.getRandomValues). */
-  randomBytes?: (n: number) => Uint8Array;
   /** Milliseconds since some fixed origin, for deadlines and rates (defaults to Date.now). */
   now?: () => number;
   /** Waits `ms` milliseconds (defaults to setTimeout); retries, backoff and polling all wait through it. */

@@ -1,13 +1,13 @@
 // Witnessing (docs/protocol.md "Witnesses and quorum", "Client state machine"): a witness of round h submits
-// blooms of the round h−1 results it verified, with its own loss, throughput and bandwidth; at the start of
+// an attestation of the round h−1 results it verified (one bit per result slot), with its own loss, throughput and bandwidth; at the start of
 // round h it also reports round h−2 trainers that round h−1's witnesses did not see (health checks).
 import {
-  BloomFilter,
+  attestationOf,
+  bytesToHex,
   currentRound,
-  hexToBytes,
   isWitness,
-  participantItem,
   rosterIndexOf,
+  roundAdmitted,
   roundAssignments,
   roundAtHeight,
   roundSelection,
@@ -26,14 +26,14 @@ export class WitnessPhase {
   private readonly ctx: ClientContext;
   private readonly lastLoss: () => number | null;
 
-  /** `lastLoss`: the loss of this client's last train step, reported with the blooms. */
+  /** `lastLoss`: the loss of this client's last train step, reported with the attestation. */
   constructor(ctx: ClientContext, lastLoss: () => number | null) {
     this.ctx = ctx;
     this.lastLoss = lastLoss;
   }
 
   /**
-   * Witness duty for the current round h: blooms of round h−1's verified results. Submitted as soon as
+   * Witness duty for the current round h: an attestation of round h−1's verified results. Submitted as soon as
    * they are complete and this round's trainers have published (so an early quorum never cuts training
    * short), or when RoundWitness starts, whatever arrived by then.
    */
@@ -43,26 +43,25 @@ export class WitnessPhase {
     const index = rosterIndexOf(s, round, this.ctx.id);
     if (!isWitness(s, index, round)) return;
     const prev = roundAtHeight(s, round.height - 1);
-    const prevSet = prev ? this.verifiedFor(s, prev) : { items: [], complete: true };
+    const prevSet = prev ? this.verifiedFor(s, prev) : { items: [], slots: [], complete: true };
     const curSet = this.verifiedFor(s, round);
     const ready = prevSet.complete && curSet.complete && epoch.trainedHeight >= round.height;
     if (s.run_state === 'RoundTrain' && !ready) return;
     epoch.witnessedSteps.add(round.step);
-    const random = this.ctx.o.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
-    const fpr = s.config.bloom_false_positive_rate;
-    const expected = Math.max(round.roster.length, 1);
-    const participant = BloomFilter.forItems(expected, fpr, random(16));
-    const broadcast = BloomFilter.forItems(expected, fpr, random(16));
-    for (const h of prevSet.items) {
-      participant.add(participantItem(hexToBytes(h.from)));
-      broadcast.add(h.commitment);
-    }
+    // A slot the host admitted is attested only with that commitment (the vote is for the admitted result);
+    // where the host admitted none, holding a verified result says its trainer delivered (health checks).
+    const admitted = prev ? roundAdmitted(prev) : [];
+    const attested = attestationOf(prevSet.slots.length, (slot) => {
+      const held = prevSet.slots[slot];
+      if (!held) return false;
+      const want = admitted[slot] ?? null;
+      return want === null || bytesToHex(held.commitment) === want;
+    });
     const metadata = this.metadata();
     await this.ctx.o.link.submitWitness({
       step: round.step,
       proof: roundSelection(round).witnessProof(index),
-      participantBloom: participant.toData(),
-      broadcastBloom: broadcast.toData(),
+      attested,
       // Informational (docs/protocol.md "Witnesses and quorum"): a hash over the commitments in batch order.
       broadcastMerkle: sha256Concat(...prevSet.items.map((h) => h.commitment)),
       ...(metadata ? { metadata } : {}),
@@ -91,16 +90,24 @@ export class WitnessPhase {
     this.ctx.emit({ type: 'healthCheck', step: round.step, reported: reports.length });
   }
 
-  /** Verified results this client holds for a round, first per batch (the one witnesses vote for). */
-  private verifiedFor(s: CoordinatorState, round: Round): { items: HeldResult[]; complete: boolean } {
+  /**
+   * Verified results this client holds for a round, first per batch: in slot order (`slots`, null where it
+   * holds none) and as a list of the ones it holds (`items`).
+   */
+  private verifiedFor(
+    s: CoordinatorState,
+    round: Round,
+  ): { items: HeldResult[]; slots: (HeldResult | null)[]; complete: boolean } {
     const items: HeldResult[] = [];
+    const slots: (HeldResult | null)[] = [];
     let complete = true;
     for (const a of roundAssignments(s, round)) {
       const got = this.ctx.results.heldFor(round.step, a.batch, a.id);
+      slots.push(got ?? null);
       if (got) items.push(got);
       else if (s.epoch.clients[a.client_index]?.state === 'Healthy') complete = false;
     }
-    return { items, complete };
+    return { items, slots, complete };
   }
 
   /** Loss, tokens/s and bandwidth as measured; none before this client trained a batch. */

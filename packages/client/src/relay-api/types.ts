@@ -81,7 +81,7 @@ export interface ClientRow {
   report: WitnessReport | null;
 }
 
-/** Figures a witness measured and reported with its blooms (docs/protocol.md "Witnesses and quorum"). */
+/** Figures a witness measured and reported with its attestation (docs/protocol.md "Witnesses and quorum"). */
 export interface WitnessReport {
   step: number;
   tokens_per_sec: number;
@@ -152,7 +152,7 @@ export interface ParamHashReport {
   mismatched: string[];
 }
 
-/** A coordinator transition as the relay recorded it (blooms summarised). */
+/** A coordinator transition as the relay recorded it (attestations summarised). */
 export interface TransitionRow {
   seq: number;
   /** Unix ms. */

@@ -3,7 +3,6 @@
 // would send. Everything an adversary sends is properly signed with its own key — the point is to check that
 // the protocol (admission, witnesses, verification, parameter-hash agreement) refuses or catches it.
 import {
-  BloomFilter,
   currentRound,
   decodeSignedResult,
   encodeSignedResult,
@@ -43,7 +42,7 @@ export const ADVERSARY_KINDS: Readonly<Record<AdversaryKind, string>> = {
   dense: 'sends every coefficient of every chunk instead of the top-k',
   'wrong-shape': 'sends results with a tensor missing',
   equivocate: 'sends a second, different result for each batch after the first',
-  'lying-witness': 'witnesses nothing (empty blooms) and accuses every trainer it can',
+  'lying-witness': 'attests nothing (an all-zero attestation) and accuses every trainer it can',
   'no-upload': 'is the designated checkpoint uploader that never uploads',
   'poison-checkpoint': 'reports a made-up parameter hash and uploads made-up parameters',
 };
@@ -193,8 +192,8 @@ export function adversary(
     },
     async submitWitness(w: WitnessMessage) {
       if (kind !== 'lying-witness') return link.submitWitness(w);
-      const empty = BloomFilter.forItems(1, 0.5, w.participantBloom.salt).toData();
-      await link.submitWitness({ ...w, participantBloom: empty, broadcastBloom: empty });
+      // Claims nothing: every slot of the attested round left out (an attempt to veto every result).
+      await link.submitWitness({ ...w, attested: new Uint8Array(w.attested.length) });
       await accuseAll();
     },
     async reportParamHash(epoch, step, hash) {

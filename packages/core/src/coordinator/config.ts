@@ -25,7 +25,10 @@ export interface CoordinatorConfig {
   /** Our keys, where Psyche hard-codes a constant. */
   max_clients: number;
   max_witnesses: number;
-  /** Target false-positive rate of witness bloom filters (Psyche: a fixed 1024 bits). */
+  /**
+   * Was the target false-positive rate of witness bloom filters; still parsed and range-checked so existing run
+   * files load, unused since witnesses send exact attestations (witness/attestation.ts).
+   */
   bloom_false_positive_rate: number;
   /**
    * Sequence length in tokens: the batch-size ramp counts tokens

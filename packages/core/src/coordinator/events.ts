@@ -1,5 +1,4 @@
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
-import type { BloomFilterData } from '../witness/bloom-data.ts';
 import type { CoordinatorConfig } from './config.ts';
 import type { CoordinatorError } from './errors.ts';
 import type { ClientState, CoordinatorState, RunState } from './state.ts';
@@ -21,8 +20,11 @@ export type CoordinatorEvent =
       /** The step of the round being witnessed; a late witness for an earlier round is refused without penalty. */
       step: number;
       proof: WitnessProof;
-      participant_bloom: BloomFilterData;
-      broadcast_bloom: BloomFilterData;
+      /**
+       * One bit per result slot of the witnessed round's previous round, in `roundAssignments` order: the
+       * results this witness holds (witness/attestation.ts, docs/protocol.md "Witnesses and quorum").
+       */
+      attested: Uint8Array;
       broadcast_merkle?: string;
     }
   /**

@@ -5,7 +5,7 @@ export * from './events.ts';
 export * from './errors.ts';
 export * from './seed.ts';
 export { MAX_STRIKES } from './membership.ts';
-export { storeBloom, loadBloom } from './stored-bloom.ts';
+export { loadAttestation, roundAttestations } from './stored-attestation.ts';
 export * from './queries.ts';
 export * from './create.ts';
 export * from './tick.ts';

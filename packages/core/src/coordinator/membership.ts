@@ -5,7 +5,7 @@ import type { Ctx } from './transitions.ts';
 import { currentHeight, retireClients } from './transitions.ts';
 import type { CoordinatorState } from './state.ts';
 
-/** Invalid witness submissions (bad proof, not a witness, bad or saturated bloom) before a client is ejected. */
+/** Invalid witness submissions (bad proof, not a witness, malformed attestation) before a client is ejected. */
 export const MAX_STRIKES = 3;
 
 const ID = /^[0-9a-f]{64}$/;

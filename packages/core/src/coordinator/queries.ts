@@ -1,14 +1,14 @@
 // Read-only views of the state that clients and the coordinator share: roles, batch assignments, accepted
 // results. Derived data is memoised per round, keyed by the round's roster array: a round's seed, roster,
-// W, data index and batch size never change, and updates to a round (new witnesses, pruned blooms) copy the
+// W, data index and batch size never change, and updates to a round (new witnesses, pruned attestations) copy the
 // Round object but keep the same roster array, so asking every tick costs nothing after the first time.
 import { RoundSelection } from '../selection/committee.ts';
 import { assignBatches, type BatchId } from '../selection/data-assignment.ts';
 import { hexToBytes } from '../selection/hex.ts';
+import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
-import type { BloomFilter } from '../witness/bloom.ts';
 import type { CoordinatorState, Round } from './state.ts';
-import { loadBloom } from './stored-bloom.ts';
+import { roundAttestations } from './stored-attestation.ts';
 
 const selections = new WeakMap<readonly number[], RoundSelection>();
 const assignments = new WeakMap<readonly number[], RoundAssignment[]>();
@@ -104,19 +104,12 @@ export function isWitness(
   return roundSelection(round).isWitness(index);
 }
 
-/** Broadcast blooms of the witnesses of `round`; empty if they were already pruned. */
-export function broadcastBlooms(round: Round): BloomFilter[] {
-  const out: BloomFilter[] = [];
-  for (const w of round.witnesses) if (w.broadcast_bloom) out.push(loadBloom(w.broadcast_bloom));
-  return out;
-}
-
 export interface AcceptedCommitment {
   batch: BatchId;
   /** Index into `epoch.clients` of the assigned trainer. */
   client_index: number;
   commitment: Uint8Array | null;
-  /** Witnesses of the attesting round whose broadcast bloom holds the admitted commitment. */
+  /** Witnesses of the attesting round that attest the admitted commitment. */
   votes: number;
 }
 
@@ -183,7 +176,7 @@ export function replayExclusions(state: CoordinatorState, height: number): Set<n
  * The result every peer applies for each batch of the round at `height`, or null for the batch: the host's
  * admitted commitment, if the next round reached its witness quorum and enough of its witnesses saw that
  * commitment. The host's admission counts as one vote (it stored the result and delivers it to everyone), so
- * quorum(W) − 1 witness votes suffice: a witness minority that leaves an honest result out of its bloom
+ * quorum(W) − 1 witness votes suffice: a witness minority that leaves an honest result out of its attestation
  * cannot veto it, and no commitment the host refused (malformed, a second one for the batch) can ever be
  * accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch ends there), for a
  * result a verifier failed, or from a confirmed cheat (excludedClients).
@@ -201,7 +194,7 @@ export function acceptedCommitments(
   if (!round || !attesting) return null;
   const q = quorum(attesting.witness_count);
   const reached = attesting.witnesses.length >= q;
-  const blooms = reached ? broadcastBlooms(attesting) : [];
+  const attestations = reached ? roundAttestations(attesting) : [];
   const admitted = roundAdmitted(round);
   const excluded = excludedClients(state, height);
   const failed = new Set((round.verdicts ?? []).filter((v) => !v.pass).map((v) => v.slot));
@@ -211,7 +204,7 @@ export function acceptedCommitments(
       return { batch, client_index, commitment: null, votes: 0 };
     const commitment = hexToBytes(hex);
     let votes = 0;
-    for (const b of blooms) if (b.has(commitment)) votes++;
+    for (const bits of attestations) if (attests(bits, i)) votes++;
     return { batch, client_index, commitment: votes + 1 >= q ? commitment : null, votes };
   });
 }

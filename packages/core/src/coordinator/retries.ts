@@ -6,9 +6,8 @@
 // round h+1, exactly what queries.acceptedCommitments names for it (the host's admitted commitment of each
 // batch, if enough of round h's witnesses saw it). An assignment of round h−1 with no accepted result is
 // queued. Retries and apply read the same function of the same state, so "retried" and "not applied" coincide
-// exactly: no bloom false positive can make a batch lost or trained twice (the host's record holds
-// commitments, not blooms; only the vote count reads blooms, and a vote false positive just accepts the one
-// admitted commitment a little more readily).
+// exactly: nothing can make a batch lost or trained twice (the host's record holds the commitments; the
+// witnesses' attestations only count votes for them).
 //
 // Epoch ends. Results of the epoch's last two rounds L−1 and L are never applied, and endEpoch rewinds the
 // fresh data to L−1's data index (transitions.resumeDataIndex). So L−1 is *not* judged when the round after it

@@ -1,6 +1,6 @@
 // The coordinator's state: plain JSON data only (no BigInt, Map or class instances) so a shell can persist
 // it with JSON.stringify after every transition and resume from it byte-for-byte. u64 seeds are 16 hex
-// digits; bloom bits are base64.
+// digits; witness attestations are base64.
 import type { BatchId } from '../selection/data-assignment.ts';
 import type { CoordinatorConfig } from './config.ts';
 
@@ -31,21 +31,14 @@ export interface EpochClient extends Member {
   exited_height: number;
 }
 
-export interface StoredBloom {
-  num_bits: number;
-  num_hashes: number;
-  /** Hex. */
-  salt: string;
-  /** Base64 of ceil(num_bits / 8) bytes, LSB-first bit order. */
-  bits: string;
-}
-
 export interface WitnessRecord {
   /** Roster index of the witness in its round. */
   index: number;
-  /** Dropped (null) once no reader needs it: only the current and previous round keep blooms. */
-  participant_bloom: StoredBloom | null;
-  broadcast_bloom: StoredBloom | null;
+  /**
+   * Base64 of the witness's attestation over the previous round's result slots (witness/attestation.ts);
+   * dropped (null) once no reader needs it: only the current and previous round keep attestations.
+   */
+  attested: string | null;
   /** Hash over the received commitments, informational (docs/protocol.md "Witnesses and quorum"). */
   broadcast_merkle: string | null;
 }

@@ -21,7 +21,7 @@
 //     result the host admitted cannot be accused, and quorum(W) accusers are needed to drop.   (witnessing.ts)
 //  8. Ejected is assigned: on a shell `eject` event (proven bad signature/commitment), on equivocation (two
 //     admitted results for one batch), and after MAX_STRIKES provably invalid witness submissions (bad
-//     proof, not a witness, saturated bloom).
+//     proof, not a witness, a malformed attestation).
 //  9. What peers apply is the host's admitted commitment of each batch (one per batch, refused results never
 //     admitted), accepted when quorum(W) − 1 witnesses saw it: the host's record is the other vote, so a
 //     witness minority cannot veto a delivered result.                        (results.ts, queries.ts)

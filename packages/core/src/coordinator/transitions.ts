@@ -80,12 +80,9 @@ export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState 
   return changeState(next, 'Warmup', ctx);
 }
 
-function pruneBlooms(round: Round): Round {
-  if (round.witnesses.every((w) => w.participant_bloom === null && w.broadcast_bloom === null)) return round;
-  return {
-    ...round,
-    witnesses: round.witnesses.map((w) => ({ ...w, participant_bloom: null, broadcast_bloom: null })),
-  };
+function pruneAttestations(round: Round): Round {
+  if (round.witnesses.every((w) => w.attested === null)) return round;
+  return { ...round, witnesses: round.witnesses.map((w) => ({ ...w, attested: null })) };
 }
 
 /** Opens the next round of the epoch (or its first) and enters RoundTrain. */
@@ -126,9 +123,9 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
     batch_size: training && freshTrainers > 0 ? roundBatchSize(config, dataIndex) : 0,
     retries: took.taken,
   };
-  // Blooms are read for one round after they are submitted (consensus of round h-1's batches during round
-  // h+1, health checks in round h+1); older ones only cost state size, which at 10,000 clients is megabytes.
-  const rounds = epoch.rounds.map((r) => (r.height < height - 1 ? pruneBlooms(r) : r));
+  // Attestations are read for one round after they are submitted (consensus of round h-1's batches during
+  // round h+1, health checks in round h+1); older ones only cost state size.
+  const rounds = epoch.rounds.map((r) => (r.height < height - 1 ? pruneAttestations(r) : r));
   rounds[height % 4] = round;
   ctx.effects.push({
     type: 'RoundStarted',

@@ -2,11 +2,9 @@
 // "Witnesses and quorum", "Health checks and client removal").
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
 import { effectiveWitnessCount } from '../selection/committee.ts';
-import { hexToBytes } from '../selection/hex.ts';
-import { BloomFilter, bloomSize } from '../witness/bloom.ts';
-import type { BloomFilterData } from '../witness/bloom-data.ts';
+import { checkAttestation } from '../witness/attestation.ts';
 import { WitnessError } from '../witness/errors.ts';
-import { healthScore, participantItem } from '../witness/health.ts';
+import { healthScore } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
 import { CoordinatorError } from './errors.ts';
 import { checkId, strike } from './membership.ts';
@@ -20,14 +18,9 @@ import {
   type RoundAssignment,
 } from './queries.ts';
 import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
-import { loadBloom, storeBloom } from './stored-bloom.ts';
+import { roundAttestations, toBase64 } from './stored-attestation.ts';
 import type { Ctx } from './transitions.ts';
 import { changeState, healthyCount, retireClients, startRoundTrain } from './transitions.ts';
-
-/** A bloom whose own false-positive rate (fill^k) exceeds this "contains" nearly anything: a lie. */
-function saturationLimit(targetRate: number): number {
-  return Math.min(0.5, Math.max(0.1, 20 * targetRate));
-}
 
 function healthyClient(state: CoordinatorState, id: string): number | CoordinatorError {
   const bad = checkId(id);
@@ -83,8 +76,7 @@ export interface WitnessSubmission {
   id: string;
   step: number;
   proof: WitnessProof;
-  participant_bloom: BloomFilterData;
-  broadcast_bloom: BloomFilterData;
+  attested: Uint8Array;
   broadcast_merkle?: string;
 }
 
@@ -115,7 +107,7 @@ export function witness(
   }
   const clientIndex = healthyClient(state, sub.id);
   if (typeof clientIndex !== 'number') return { state, error: clientIndex };
-  const penalise = (code: 'BadProof' | 'NotAWitness' | 'BadBloom' | 'SaturatedBloom', message: string) => ({
+  const penalise = (code: 'BadProof' | 'NotAWitness' | 'BadAttestation', message: string) => ({
     state: strike(state, sub.id, message, ctx),
     error: new CoordinatorError(code, message),
   });
@@ -138,33 +130,21 @@ export function witness(
       error: new CoordinatorError('BadEvent', 'broadcast_merkle must be 64 lowercase hex digits'),
     };
   }
-  // A witness sizes its blooms for what it received: at most one item per client of the round.
-  const maxBits = bloomSize(Math.max(round.roster.length, 1), state.config.bloom_false_positive_rate).numBits;
-  let participant: BloomFilter;
-  let broadcast: BloomFilter;
+  // The attestation covers the previous round's result slots, whose admitted record is final since this
+  // round opened. No saturation rule is needed (unlike Psyche's blooms): a set bit can only vote for the one
+  // commitment the host admitted for that slot, or, where the host admitted none, count towards the slot's
+  // trainer being seen alive, which takes quorum(W) witnesses (docs/protocol.md "Witnesses and quorum").
+  const prev = roundAtHeight(state, round.height - 1);
+  const slots = prev ? roundAssignments(state, prev).length : 0;
   try {
-    participant = BloomFilter.fromData(sub.participant_bloom, maxBits);
-    broadcast = BloomFilter.fromData(sub.broadcast_bloom, maxBits);
+    checkAttestation(sub.attested, slots);
   } catch (e) {
-    if (e instanceof WitnessError) return penalise('BadBloom', e.message);
+    if (e instanceof WitnessError) return penalise('BadAttestation', e.message);
     throw e;
-  }
-  const limit = saturationLimit(state.config.bloom_false_positive_rate);
-  for (const [name, bloom] of [
-    ['participant', participant],
-    ['broadcast', broadcast],
-  ] as const) {
-    const rate = bloom.estimatedFalsePositiveRate();
-    if (rate > limit)
-      return penalise(
-        'SaturatedBloom',
-        `${name} bloom would match ${(rate * 100).toFixed(1)}% of anything (limit ${(limit * 100).toFixed(1)}%)`,
-      );
   }
   const record: WitnessRecord = {
     index: sub.proof.index,
-    participant_bloom: storeBloom(participant),
-    broadcast_bloom: storeBloom(broadcast),
+    attested: toBase64(sub.attested),
     broadcast_merkle: sub.broadcast_merkle ?? null,
   };
   const updated: Round = { ...round, witnesses: [...round.witnesses, record] };
@@ -199,25 +179,32 @@ export function unhealthyTrainers(state: CoordinatorState): RoundAssignment[] {
   const judged = roundAtHeight(state, cur.height - 2);
   const attesting = roundAtHeight(state, cur.height - 1);
   if (!judged || !attesting) return [];
+  const attestations = roundAttestations(attesting);
   return roundAssignments(state, judged).filter(
     (a, slot) =>
-      state.epoch.clients[a.client_index]?.state === 'Healthy' && !seenAlive(judged, attesting, a, slot),
+      state.epoch.clients[a.client_index]?.state === 'Healthy' &&
+      !seenAlive(judged, attesting, attestations, slot),
   );
 }
 
-/** Whether a trainer's result of `judged` got through: admitted by the host, or seen by a witness quorum. */
-function seenAlive(judged: Round, attesting: Round, a: RoundAssignment, slot: number): boolean {
+/**
+ * Whether the trainer of `judged`'s result slot got through: admitted by the host, or attested by a quorum of
+ * `attesting`'s witnesses (`attestations`, over `judged`'s slots).
+ */
+function seenAlive(
+  judged: Round,
+  attesting: Round,
+  attestations: readonly Uint8Array[],
+  slot: number,
+): boolean {
   if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
-  const blooms = attesting.witnesses.flatMap((w) =>
-    w.participant_bloom ? [loadBloom(w.participant_bloom)] : [],
-  );
-  return healthScore(participantItem(hexToBytes(a.id)), blooms) >= quorum(attesting.witness_count);
+  return healthScore(slot, attestations) >= quorum(attesting.witness_count);
 }
 
 /**
  * Accusations against trainers whose results did not get through
  * (docs/protocol.md "Health checks and client removal"). In round h the judged round is h−2 and the evidence
- * is the host's admitted record of it plus the participant blooms of round h−1's witnesses. All-or-nothing as
+ * is the host's admitted record of it plus the attestations of round h−1's witnesses. All-or-nothing as
  * in Psyche: if any reported client is healthy the whole report is refused. FIX (Psyche): only witnesses of
  * the open round may accuse, a trainer whose result the host admitted cannot be accused at all, and a client
  * is dropped only once quorum(W) distinct witnesses accused it — one liar (or one identity per liar short of
@@ -251,6 +238,7 @@ export function healthCheck(
     return new CoordinatorError('TooEarly', 'the rounds this check refers to are gone');
   const sel = roundSelection(judged);
   const assignments = roundAssignments(state, judged);
+  const attestations = roundAttestations(attesting);
   const accused: number[] = [];
   for (const check of checks) {
     const proof = check?.proof;
@@ -273,7 +261,7 @@ export function healthCheck(
       );
     }
     if (client.state !== 'Healthy') continue;
-    if (seenAlive(judged, attesting, assignments[slot]!, slot)) {
+    if (seenAlive(judged, attesting, attestations, slot)) {
       return new CoordinatorError(
         'ClientIsHealthy',
         `client ${check.id.slice(0, 12)}… delivered its result (admitted by the host or seen by a witness quorum)`,

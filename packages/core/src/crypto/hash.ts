@@ -1,4 +1,4 @@
-// SHA-256 helpers. Every protocol hash in meshtrain is SHA-256 (commitments, committee seeds, bloom items).
+// SHA-256 helpers. Every protocol hash in meshtrain is SHA-256 (commitments, committee seeds).
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, utf8Bytes } from './bytes.ts';
 

@@ -193,15 +193,14 @@ export function admitAnnounce(
   return null;
 }
 
-/** A round witness. The coordinator checks the proof, the step and the blooms (and strikes liars). */
+/** A round witness. The coordinator checks the proof, the step and the attestation (and strikes liars). */
 export function witnessEvent(sender: string, w: WitnessMessage): EventOf<'witness'> {
   return {
     type: 'witness',
     id: sender,
     step: w.step,
     proof: w.proof,
-    participant_bloom: w.participantBloom,
-    broadcast_bloom: w.broadcastBloom,
+    attested: w.attested,
     broadcast_merkle: bytesToHex(w.broadcastMerkle),
   };
 }

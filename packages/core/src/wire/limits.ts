@@ -9,10 +9,8 @@ export interface WireLimits {
   readonly maxElements: number;
   /** Largest UTF-8 string field (ids, reasons, error messages), in bytes. */
   readonly maxStringBytes: number;
-  /** Most clients in a coordinator-state broadcast and most reports in a health check. */
+  /** Most clients in a coordinator-state broadcast, most reports in a health check, most bits in an attestation. */
   readonly maxClients: number;
-  /** Largest bloom filter, in bits. */
-  readonly maxBloomBits: number;
 }
 
 export const DEFAULT_WIRE_LIMITS: WireLimits = {
@@ -24,8 +22,6 @@ export const DEFAULT_WIRE_LIMITS: WireLimits = {
   maxStringBytes: 4096,
   // Psyche caps a run at 256 clients; we target 10,000 and leave an order of magnitude of headroom.
   maxClients: 131_072,
-  // 2^23 bits = 1 MiB: 10,000 items at a 1e-6 false-positive rate need ~2.9e5 bits.
-  maxBloomBits: 1 << 23,
 };
 
 /** Fill unspecified limits from the defaults. */

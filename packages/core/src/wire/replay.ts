@@ -106,8 +106,7 @@ export function compactEvent(state: CoordinatorState, e: CoordinatorEvent): Wire
         who: refOf(state, e.id),
         step: e.step,
         proof: e.proof,
-        participantBloom: e.participant_bloom,
-        broadcastBloom: e.broadcast_bloom,
+        attested: e.attested,
         broadcastMerkle:
           e.broadcast_merkle === undefined ? null : hexBytes(e.broadcast_merkle, 32, 'broadcastMerkle'),
       };
@@ -179,8 +178,7 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
         id: resolveRef(state, w.who),
         step: w.step,
         proof: w.proof,
-        participant_bloom: w.participantBloom,
-        broadcast_bloom: w.broadcastBloom,
+        attested: w.attested,
       };
       if (w.broadcastMerkle !== null) e.broadcast_merkle = bytesToHex(w.broadcastMerkle);
       return e;

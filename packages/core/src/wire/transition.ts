@@ -21,8 +21,8 @@
 // | 3    | leave                          | ClientRef                                                  |
 // | 4    | eject                          | ClientRef ‖ reason string ≤ limits.maxStringBytes          |
 // | 5    | warmup_witness                 | ClientRef                                                  |
-// | 6    | witness                        | ClientRef ‖ step varint u32 ‖ WitnessProof ‖ participant    |
-// |      |                                | Bloom ‖ broadcast Bloom ‖ merkle u8 0/1 ‖ 32 B (witness.ts) |
+// | 6    | witness                        | ClientRef ‖ step varint u32 ‖ WitnessProof ‖ Attestation   |
+// |      |                                | ‖ merkle u8 0/1 ‖ 32 B (witness.ts)                        |
 // | 7    | result_admitted, open round    | slot varint u32 ‖ commitment 32 B                          |
 // | 8    | result_admitted, any           | ClientRef ‖ step varint u32 ‖ batch ‖ commitment 32 B       |
 // | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ outcome u8                   |
@@ -40,16 +40,14 @@ import { WireError } from './errors.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
 import {
-  readBloom,
+  maxAttestationBytes,
   readCommitteeProof,
   readWitnessProof,
-  writeBloom,
   writeCommitteeProof,
   writeWitnessProof,
 } from './witness.ts';
 import { PUBLIC_KEY_BYTES } from '../crypto/index.ts';
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
-import type { BloomFilterData } from '../witness/bloom-data.ts';
 
 /** Where the state an event applies to holds a client; resolved by replay.ts. */
 export type ClientRef = { client: number } | { member: number } | { key: Uint8Array };
@@ -67,8 +65,7 @@ export type WireEvent =
       who: ClientRef;
       step: number;
       proof: WitnessProof;
-      participantBloom: BloomFilterData;
-      broadcastBloom: BloomFilterData;
+      attested: Uint8Array;
       /** null: the witness sent none. */
       broadcastMerkle: Uint8Array | null;
     }
@@ -186,8 +183,7 @@ export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
       writeClientRef(w, e.who);
       w.u32(e.step, 'step');
       writeWitnessProof(w, e.proof);
-      writeBloom(w, e.participantBloom, 'participantBloom');
-      writeBloom(w, e.broadcastBloom, 'broadcastBloom');
+      w.bytes(e.attested, maxAttestationBytes(w.limits), 'attested');
       if (e.broadcastMerkle === null) w.u8(0, 'broadcastMerkle');
       else {
         w.u8(1, 'broadcastMerkle');
@@ -266,13 +262,12 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
       const who = readClientRef(r);
       const step = r.u32('step');
       const proof = readWitnessProof(r);
-      const participantBloom = readBloom(r, 'participantBloom');
-      const broadcastBloom = readBloom(r, 'broadcastBloom');
+      const attested = r.bytesField(maxAttestationBytes(r.limits), 'attested');
       const tag = r.u8('broadcastMerkle');
       if (tag > 1)
         throw new WireError('inconsistent', 'broadcastMerkle', `option tag must be 0 or 1, got ${tag}`);
       const broadcastMerkle = tag === 1 ? r.fixed(MERKLE_BYTES, 'broadcastMerkle') : null;
-      return { type, who, step, proof, participantBloom, broadcastBloom, broadcastMerkle };
+      return { type, who, step, proof, attested, broadcastMerkle };
     }
     case 'admitted': {
       const slot = r.u32('slot');

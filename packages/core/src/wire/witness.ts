@@ -5,8 +5,8 @@
 // WitnessProof:    position varint ≤ 2^53−1 ‖ index varint ≤ 2^53−1 ‖ witness bool (u8 0/1)
 // CommitteeProof:  committee u8 (0 TieBreaker, 1 Verifier, 2 Trainer: Psyche's declaration order)
 //                  ‖ position varint ‖ index varint
-// Bloom:           numBits varint (1..limits.maxBloomBits) ‖ numHashes u8 (1..64)
-//                  ‖ salt (varint length ≤ 64 ‖ bytes) ‖ bits: ⌈numBits/8⌉ B LSB-first, pad bits 0
+// Attestation:     varint length ≤ ⌈limits.maxClients/8⌉ ‖ bytes: one bit per result slot of the attested
+//                  round, LSB first (the coordinator checks the length and the padding against the round)
 //
 // Witness frame:
 // | field            | encoding                                                          |
@@ -14,8 +14,7 @@
 // | header           | "MT" ‖ version ‖ type 0x10                                        |
 // | step             | varint u32                                                        |
 // | proof            | WitnessProof                                                      |
-// | participantBloom | Bloom                                                             |
-// | broadcastBloom   | Bloom                                                             |
+// | attested         | Attestation                                                       |
 // | broadcastMerkle  | 32 B                                                              |
 // | metadata         | u8 0 = absent, 1 = present ‖ loss f32 ‖ tokensPerSec f32 ‖ bandwidth f32 |
 //
@@ -33,12 +32,8 @@ import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
 import type { Committee, CommitteeProof, WitnessProof } from '../selection/committee.ts';
-import type { BloomFilterData } from '../witness/bloom-data.ts';
 
 const COMMITTEES: readonly Committee[] = ['TieBreaker', 'Verifier', 'Trainer'];
-/** Wire caps for blooms; the witness module applies its own (tighter) sizing rules on top. */
-const WIRE_BLOOM_MAX_HASHES = 64;
-const WIRE_BLOOM_MAX_SALT_BYTES = 64;
 const MERKLE_BYTES = 32;
 
 export interface WitnessMetadata {
@@ -52,8 +47,8 @@ export interface WitnessMetadata {
 export interface WitnessMessage {
   step: number;
   proof: WitnessProof;
-  participantBloom: BloomFilterData;
-  broadcastBloom: BloomFilterData;
+  /** One bit per result slot of the previous round (witness/attestation.ts). */
+  attested: Uint8Array;
   broadcastMerkle: Uint8Array;
   metadata?: WitnessMetadata;
 }
@@ -100,59 +95,15 @@ export function readCommitteeProof(r: ByteReader, field = 'committeeProof'): Com
   return { committee, position, index };
 }
 
-function checkBloomBits(bits: Uint8Array, numBits: number, field: string): void {
-  const rem = numBits & 7;
-  if (rem !== 0 && bits[bits.length - 1]! >> rem !== 0) {
-    throw new WireError('inconsistent', `${field}.bits`, 'non-zero padding bits after numBits');
-  }
-}
-
-export function writeBloom(w: ByteWriter, b: BloomFilterData, field: string): void {
-  if (typeof b !== 'object' || b === null) throw new WireError('inconsistent', field, 'not a bloom filter');
-  if (!Number.isInteger(b.numBits) || b.numBits < 1)
-    throw new WireError('inconsistent', `${field}.numBits`, `numBits ${b.numBits} < 1`);
-  checkCount(b.numBits, w.limits.maxBloomBits, `${field}.numBits`, 'maxBloomBits');
-  if (!Number.isInteger(b.numHashes) || b.numHashes < 1 || b.numHashes > WIRE_BLOOM_MAX_HASHES) {
-    throw new WireError(
-      'inconsistent',
-      `${field}.numHashes`,
-      `numHashes ${b.numHashes} not in 1..${WIRE_BLOOM_MAX_HASHES}`,
-    );
-  }
-  const nBytes = Math.ceil(b.numBits / 8);
-  if (!(b.bits instanceof Uint8Array) || b.bits.length !== nBytes) {
-    throw new WireError('inconsistent', `${field}.bits`, `expected ${nBytes} bytes for ${b.numBits} bits`);
-  }
-  checkBloomBits(b.bits, b.numBits, field);
-  w.u53(b.numBits, `${field}.numBits`);
-  w.u8(b.numHashes, `${field}.numHashes`);
-  w.bytes(b.salt, WIRE_BLOOM_MAX_SALT_BYTES, `${field}.salt`);
-  w.raw(b.bits);
-}
-
-export function readBloom(r: ByteReader, field: string): BloomFilterData {
-  const numBits = r.u53(`${field}.numBits`);
-  if (numBits < 1) throw new WireError('inconsistent', `${field}.numBits`, 'numBits is 0');
-  checkCount(numBits, r.limits.maxBloomBits, `${field}.numBits`, 'maxBloomBits');
-  const numHashes = r.u8(`${field}.numHashes`);
-  if (numHashes < 1 || numHashes > WIRE_BLOOM_MAX_HASHES) {
-    throw new WireError(
-      'inconsistent',
-      `${field}.numHashes`,
-      `numHashes ${numHashes} not in 1..${WIRE_BLOOM_MAX_HASHES}`,
-    );
-  }
-  const salt = r.bytesField(WIRE_BLOOM_MAX_SALT_BYTES, `${field}.salt`);
-  const bits = r.fixed(Math.ceil(numBits / 8), `${field}.bits`);
-  checkBloomBits(bits, numBits, field);
-  return { numBits, numHashes, salt, bits };
+/** Largest attestation on the wire: one bit per client of the largest run (the coordinator checks the exact size). */
+export function maxAttestationBytes(limits: WireLimits): number {
+  return Math.ceil(limits.maxClients / 8);
 }
 
 export function writeWitnessPayload(w: ByteWriter, m: WitnessMessage): void {
   w.u32(m.step, 'step');
   writeWitnessProof(w, m.proof);
-  writeBloom(w, m.participantBloom, 'participantBloom');
-  writeBloom(w, m.broadcastBloom, 'broadcastBloom');
+  w.bytes(m.attested, maxAttestationBytes(w.limits), 'attested');
   w.fixed(m.broadcastMerkle, MERKLE_BYTES, 'broadcastMerkle');
   if (m.metadata === undefined) {
     w.u8(0, 'metadata');
@@ -167,10 +118,9 @@ export function writeWitnessPayload(w: ByteWriter, m: WitnessMessage): void {
 export function readWitnessPayload(r: ByteReader): WitnessMessage {
   const step = r.u32('step');
   const proof = readWitnessProof(r);
-  const participantBloom = readBloom(r, 'participantBloom');
-  const broadcastBloom = readBloom(r, 'broadcastBloom');
+  const attested = r.bytesField(maxAttestationBytes(r.limits), 'attested');
   const broadcastMerkle = r.fixed(MERKLE_BYTES, 'broadcastMerkle');
-  const m: WitnessMessage = { step, proof, participantBloom, broadcastBloom, broadcastMerkle };
+  const m: WitnessMessage = { step, proof, attested, broadcastMerkle };
   const tag = r.u8('metadata');
   if (tag === 1) {
     m.metadata = {

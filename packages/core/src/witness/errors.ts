@@ -1,6 +1,6 @@
-export type WitnessErrorCode = 'BadBloom' | 'BadArgument';
+export type WitnessErrorCode = 'BadAttestation' | 'BadArgument';
 
-/** Malformed bloom data or sizing arguments. Messages say which field is wrong and what was expected. */
+/** A malformed attestation or sizing argument. Messages say which field is wrong and what was expected. */
 export class WitnessError extends Error {
   readonly code: WitnessErrorCode;
   constructor(code: WitnessErrorCode, message: string) {

@@ -1,5 +1,4 @@
-export * from './bloom-data.ts';
 export * from './errors.ts';
-export * from './bloom.ts';
+export * from './attestation.ts';
 export * from './quorum.ts';
 export * from './health.ts';

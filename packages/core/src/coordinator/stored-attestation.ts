@@ -1,9 +1,6 @@
-// Blooms in state are JSON: hex salt, base64 bits. Decoding is memoised per stored object, since the same
-// stored bloom is read by every consensus and health query of its round.
-import { bytesToHex, hexToBytes } from '../selection/hex.ts';
-import { BloomFilter } from '../witness/bloom.ts';
-import type { BloomFilterData } from '../witness/bloom-data.ts';
-import type { StoredBloom } from './state.ts';
+// Attestations in state are JSON: base64 bits. Decoding is memoised per witness record (records are never
+// mutated, only replaced), since the same record is read by every consensus and health query of its round.
+import type { Round, WitnessRecord } from './state.ts';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const LOOKUP = (() => {
@@ -49,31 +46,30 @@ export function fromBase64(text: string): Uint8Array {
   return out;
 }
 
-export function storeBloom(filter: BloomFilter): StoredBloom {
-  const stored: StoredBloom = {
-    num_bits: filter.numBits,
-    num_hashes: filter.numHashes,
-    salt: bytesToHex(filter.salt),
-    bits: toBase64(filter.bits),
-  };
-  decoded.set(stored, filter);
-  return stored;
+const decoded = new WeakMap<WitnessRecord, Uint8Array>();
+
+/** The attestation of a stored witness record; null once pruned (or in a state stored before attestations). */
+export function loadAttestation(w: WitnessRecord): Uint8Array | null {
+  if (typeof w.attested !== 'string') return null;
+  let bits = decoded.get(w);
+  if (!bits) {
+    try {
+      bits = fromBase64(w.attested);
+    } catch {
+      // A state is checked when it is decoded; a record that still does not parse attests nothing.
+      return null;
+    }
+    decoded.set(w, bits);
+  }
+  return bits;
 }
 
-const decoded = new WeakMap<StoredBloom, BloomFilter>();
-
-/** The filter for a stored bloom; throws WitnessError if the stored data is corrupt. */
-export function loadBloom(stored: StoredBloom): BloomFilter {
-  let filter = decoded.get(stored);
-  if (!filter) {
-    const data: BloomFilterData = {
-      numBits: stored.num_bits,
-      numHashes: stored.num_hashes,
-      salt: hexToBytes(stored.salt),
-      bits: fromBase64(stored.bits),
-    };
-    filter = BloomFilter.fromData(data);
-    decoded.set(stored, filter);
+/** The attestations of `round`'s witnesses (over the round before it); empty once pruned. */
+export function roundAttestations(round: Round): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const w of round.witnesses) {
+    const bits = loadAttestation(w);
+    if (bits) out.push(bits);
   }
-  return filter;
+  return out;
 }
