@@ -19,7 +19,13 @@ import {
   type CoordinatorState,
   type TickResult,
 } from '../packages/core/src/index.ts';
-import { clientId, fakeCommitment, observedSlots, witnessEvent } from './lib/honest-client.ts';
+import {
+  clientId,
+  fakeCommitment,
+  honestAdmissionEvents,
+  observedSlots,
+  witnessEvent,
+} from './lib/honest-client.ts';
 import { InvariantChecker } from './lib/invariants.ts';
 
 function arg(name: string, fallback: number): number {
@@ -184,6 +190,9 @@ function witnessRound(): void {
     const base = witnessEvent(state, round, ri, observed) as Extract<CoordinatorEvent, { type: 'witness' }>;
     send({ ...base, proof: { ...base.proof, witness: true } });
   }
+  // The host admits the open round's results of the trainers alive during it: the record the next round's
+  // witnesses vote on (without it no commitment could reach consensus).
+  for (const e of honestAdmissionEvents(state, (id) => producedResult(id, round.step))) send(e);
   healthCheck(round);
   checkConsensus(round);
 }
