@@ -3,9 +3,11 @@
 // JSON summary says what the attack achieved. Whatever the attack, the honest trainers finish the run with
 // equal parameter hashes and none of them is dropped; what happens to the attacker depends on the kind:
 //  - fabricated results (random signs, flipped signs, a replayed result, another batch's gradient): the run
-//    verifies every result (verification_percent 100, so detection never depends on the sample), two verifiers
-//    fail one of the cheater's results, the coordinator ejects it and every replica removes whatever of its
-//    results it had applied: none stays in the model;
+//    verifies every result (verification_percent 100, so detection never depends on the sample); both
+//    verifiers fail each of the cheater's results, so none is applied; the cheat is confirmed at the first
+//    conclusive failure (sign-flip, stale-replay, other-batch) or the third strike (random signs), the
+//    coordinator ejects it and every replica removes whatever of its results it had applied: none stays in
+//    the model;
 //  - malformed results (dense, a tensor missing): the relay refuses each one at admission (bad_result);
 //  - equivocation: the second result for a batch ejects the sender at once;
 //  - a lying witness (an all-zero attestation, accusing everyone) cannot block quorum or drop anyone alone;
