@@ -36,7 +36,7 @@ import {
   type CoordinatorState,
 } from '@meshtrain/core';
 import type { ParameterMap } from './interfaces.ts';
-import { applyThrough } from './client/apply.ts';
+import { applyThrough, appliesAtOnce, settleThrough } from './client/apply.ts';
 import { EpochProgress, isHealthyMember, type ClientContext } from './client/context.ts';
 import { CooldownPhase } from './client/cooldown.ts';
 import { POLL_INTERVAL_MS } from './client/defaults.ts';
@@ -267,7 +267,7 @@ export class Client {
     this.ctx.results.forgetBefore(s.epoch.start_step);
   }
 
-  /** A round: apply through h−2, health checks, train (RoundTrain), then witness when ready. */
+  /** A round: apply (through h−2, or h−1 at once), health checks, train (RoundTrain), then witness when ready. */
   private async round(s: CoordinatorState): Promise<void> {
     const round = currentRound(s);
     if (!round) return;
@@ -277,8 +277,10 @@ export class Client {
       // Verify round h−1's sampled results first: until h−2 is applied the parameters are exactly those its
       // trainers trained on.
       await this.verifier.run(s, round, epoch);
-      // Apply everything up to h−2 next: training reads the parameters.
-      await applyThrough(this.ctx, epoch, s, round.height - 2, round);
+      // Apply everything up to h−2 next (SparseLoCo: settle h−2, apply h−1 at once): training reads them.
+      if (appliesAtOnce(this.ctx))
+        await settleThrough(this.ctx, epoch, s, round.height - 2, round.height - 1, round);
+      else await applyThrough(this.ctx, epoch, s, round.height - 2, round);
       // Applied rounds' results are never needed again (witnessing reads round h−1's); free them.
       this.ctx.results.forgetBefore(round.step - 3);
       await this.witness.healthCheck(s, round, epoch);

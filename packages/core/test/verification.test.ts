@@ -16,6 +16,7 @@ import {
   encodeVerdict,
   encodeWireEvent,
   excludedClients,
+  speculativeCommitments,
   fingerprintAgreement,
   fingerprintOf,
   fingerprintPositions,
@@ -191,6 +192,11 @@ describe('verdicts', () => {
     const accepted = acceptedCommitments(r.state, 0)!;
     expect(accepted[task.slot]!.commitment).toBeNull();
     expect(accepted.filter((a, i) => i !== task.slot).every((a) => a.commitment !== null)).toBe(true);
+    // SparseLoCo replicas applied every admitted result of round 0 at once, the failed one included; the
+    // accepted set is what they keep (docs/protocol.md "Speculative apply (SparseLoCo)").
+    const speculative = speculativeCommitments(r.state, 0)!;
+    expect(speculative.every((a) => a.commitment !== null)).toBe(true);
+    expect(speculative.map((a) => a.client_index)).toEqual(accepted.map((a) => a.client_index));
     r.now += 20;
     r.ok({ type: 'tick' });
     r.ok({ type: 'tick' });
@@ -215,6 +221,10 @@ describe('verdicts', () => {
     expect(replayExclusions(r.state, heightAtConfirm - 1)).toEqual(new Set([task.trainer.client_index]));
     expect(replayExclusions(r.state, heightAtConfirm)).toBeNull();
     expect(excludedClients(r.state, heightAtConfirm - 2).size).toBe(0);
+    // Applied at once, a round leaves out only cheats confirmed by its own end: this trainer's result of the
+    // round before the confirmation was applied (and is rebuilt out once that round settles).
+    const judged = speculativeCommitments(r.state, heightAtConfirm - 1)!;
+    expect(judged.find((a) => a.client_index === task.trainer.client_index)?.commitment).not.toBeNull();
   });
 
   it('a result failed inconclusively by both verifiers is a strike: the CONFIRMING_STRIKES-th confirms', () => {

@@ -35,27 +35,30 @@ export interface ClientContext {
 
 /**
  * One applied round: the lr it was applied with and each accepted result (as received, either optimizer's)
- * with its trainer's epoch index.
+ * with its trainer's epoch index and commitment (hex).
  */
 export interface AppliedRound {
   height: number;
   lr: number;
-  results: { clientIndex: number; tensors: DistroResult[] }[];
+  results: { clientIndex: number; commitment: string; tensors: DistroResult[] }[];
 }
 
 /** Per-epoch progress: a fresh one per epoch (number and start step), so nothing of the last one lingers. */
 export class EpochProgress {
   readonly key: string;
-  /** Highest round height whose accepted results are applied. */
+  /** Highest round height whose accepted results are applied (SparseLoCo: at least speculatively). */
   appliedThrough = -1;
+  /** SparseLoCo: highest round height whose applied results are checked against its final accepted set. */
+  settledThrough = -1;
   /** Highest round height this client handled (applied, health-checked, trained). */
   trainedHeight = -1;
   healthCheckedHeight = -1;
   /** Highest round height whose verification tasks (on the round before it) this client ran. */
   verifiedHeight = -1;
   /**
-   * What this client applied in the epoch, kept while the run verifies: if a cheat is confirmed after some of
-   * its results were applied, the replica rebuilds from the epoch's start without them (apply.ts).
+   * What this client applied in the epoch, kept while the run verifies (always in a SparseLoCo run): if a
+   * cheat is confirmed after some of its results were applied, or a round's final accepted set is smaller
+   * than what was applied at once, the replica rebuilds from the epoch's start without them (apply.ts).
    */
   readonly applied: AppliedRound[] = [];
   readonly witnessedSteps = new Set<number>();

@@ -12,7 +12,7 @@ import {
 } from '@meshtrain/core';
 import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint } from '../interfaces.ts';
-import { applyThrough } from './apply.ts';
+import { applyThrough, appliesAtOnce, settleThrough } from './apply.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
 import { UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS, UPLOAD_STANDBY_MS } from './defaults.ts';
 import { messageOf, PARAM_HASH_MISMATCH, ResyncNeeded } from './errors.ts';
@@ -30,7 +30,9 @@ export class CooldownPhase {
     if (epoch.hashReported) return;
     const last = currentRound(s);
     // Results of the last two rounds are never applied (drain rounds, or the data rewinds for them).
-    if (last) await applyThrough(ctx, epoch, s, last.height - 2, last);
+    if (last && appliesAtOnce(ctx))
+      await settleThrough(ctx, epoch, s, last.height - 2, last.height - 2, last);
+    else if (last) await applyThrough(ctx, epoch, s, last.height - 2, last);
     epoch.hashReported = true;
     const params = await ctx.replica.read();
     const hash = parameterHash(params);

@@ -50,7 +50,10 @@ export type ClientEvent =
       fingerprintAgreement: number;
       updateAgreement: number;
     }
-  /** A confirmed cheat's applied results were removed: the parameters were rebuilt from the epoch's start. */
+  /**
+   * Applied results were removed (a confirmed cheat's, or, in a SparseLoCo run, results applied at once that
+   * the round's final accepted set lacks): the parameters were rebuilt from the epoch's start.
+   */
   | { type: 'replayed'; height: number; rounds: number; excluded: number }
   | { type: 'healthCheck'; step: number; reported: number }
   | { type: 'paramHash'; epoch: number; step: number; hash: string }

@@ -208,3 +208,23 @@ export function acceptedCommitments(
     return { batch, client_index, commitment: votes + 1 >= q ? commitment : null, votes };
   });
 }
+
+/**
+ * What a SparseLoCo replica applies of the round at `height` as soon as that round ends, before its witnesses'
+ * attestations are in (docs/protocol.md "Speculative apply (SparseLoCo)"): every result the host admitted,
+ * in slot order, except those of cheats confirmed by the end of that round. Everything it reads was frozen
+ * when round height+1 opened, so every replica applies the same set whenever it gets to it. The set
+ * acceptedCommitments later names for the round is a subset (it also needs votes, a passing verdict, and
+ * excludes cheats confirmed one round later); a replica that applied more rebuilds without the difference.
+ */
+export function speculativeCommitments(state: CoordinatorState, height: number): AcceptedCommitment[] | null {
+  const round = roundAtHeight(state, height);
+  if (!round) return null;
+  const admitted = roundAdmitted(round);
+  const excluded = excludedClients(state, height - 1);
+  return roundAssignments(state, round).map(({ batch, client_index }, i) => {
+    const hex = admitted[i] ?? null;
+    const commitment = hex === null || excluded.has(client_index) ? null : hexToBytes(hex);
+    return { batch, client_index, commitment, votes: 0 };
+  });
+}
