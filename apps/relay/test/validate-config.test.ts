@@ -63,25 +63,25 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     const r = await relay('validate-config', DEFAULT);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(
-      'ok: run default preset tiny, 300 steps, gbs 64→64, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3\n',
+      'ok: run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 2e-3\n',
     );
   });
 
   it('--json prints the issues of an invalid config', async () => {
-    const file = broken(edit('epoch_time = 600', 'epoch_time = 30'));
+    const file = broken(edit('warmup_time = 30', 'warmup_time = 600'));
     const r = await relay('validate-config', file, '--json');
     expect(r.code).toBe(1);
     const out = JSON.parse(r.stdout) as { ok: boolean; issues: { path: string; message: string }[] };
     expect(out).toEqual({
       ok: false,
       file,
-      issues: [{ path: 'config.warmup_time', message: 'must be < config.epoch_time (30 >= 30)' }],
+      issues: [{ path: 'config.warmup_time', message: 'must be < config.epoch_time (600 >= 600)' }],
     });
   });
 
   it('lists a type error and a range error of one file in one run, in both forms', async () => {
     const file = broken(
-      edit('max_round_train_time = 15', 'max_round_train_time = "thirty"').replace(
+      edit('max_round_train_time = 60', 'max_round_train_time = "thirty"').replace(
         '\nmin_clients = 1\n',
         '\nmin_clients = 0\n',
       ),
@@ -116,7 +116,11 @@ describe.concurrent('meshtrain-relay validate-config', () => {
 
   const rejected: [what: string, text: () => string, paths: string[]][] = [
     ['bad TOML syntax', () => edit('total_steps = 300\n', 'total_steps = [300\n'), ['<toml>']],
-    ['warmup_time >= epoch_time', () => edit('epoch_time = 600', 'epoch_time = 30'), ['config.warmup_time']],
+    [
+      'warmup_time >= epoch_time',
+      () => edit('warmup_time = 30', 'warmup_time = 600'),
+      ['config.warmup_time'],
+    ],
     [
       'an unknown key (typo)',
       () => edit('cooldown_time = 5', 'cooldwon_time = 5'),
@@ -130,7 +134,7 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     ['a missing required key', () => edit('max_seq_len = 128\n', ''), ['model.LLM.max_seq_len']],
     [
       'a missing variant field',
-      () => edit('final_lr = 1.0e-4\n', ''),
+      () => edit('final_lr = 2.0e-4\n', ''),
       ['model.LLM.lr_schedule.Cosine.final_lr'],
     ],
   ];

@@ -1,6 +1,6 @@
 // Shared pieces of the client tests: a run config, a small pure-TypeScript model whose gradient is exact
 // arithmetic (so tests need no ONNX runtime), and a driver that runs virtual time on a LocalHub.
-import { DEFAULT_RUN_TOML, identityFromSeed, parseRunConfig, type RunConfig } from '@meshtrain/core';
+import { DISTRO_RUN_TOML, identityFromSeed, parseRunConfig, type RunConfig } from '@meshtrain/core';
 import { createCpuBackend, type DistroBackend } from '@meshtrain/distro';
 import {
   Client,
@@ -15,9 +15,9 @@ import {
 import type { DistroTensor } from '@meshtrain/distro';
 import type { LocalHub, LocalHubOptions } from '../src/testing.ts';
 
-/** The embedded default run's TOML with `[config]` / schedule keys replaced. */
+/** The default run's DisTrO variant (DISTRO_RUN_TOML) with `[config]` / schedule keys replaced. */
 function testToml(config: Record<string, number>, extra: Record<string, string | number> = {}): string {
-  let toml = DEFAULT_RUN_TOML;
+  let toml = DISTRO_RUN_TOML;
   for (const [k, v] of Object.entries({ ...config, ...extra })) {
     const re = new RegExp(`^${k} = .*$`, 'm');
     if (!re.test(toml)) throw new Error(`no key ${k} in the default run`);
@@ -26,7 +26,7 @@ function testToml(config: Record<string, number>, extra: Record<string, string |
   return toml;
 }
 
-/** The embedded default run with `[config]` / schedule keys replaced. */
+/** The default run's DisTrO variant with `[config]` / schedule keys replaced. */
 export function testRun(
   config: Record<string, number>,
   extra: Record<string, string | number> = {},

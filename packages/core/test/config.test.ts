@@ -5,6 +5,7 @@ import { DEFAULT_LIMITS } from '../src/coordinator/config.ts';
 import {
   coordinatorConfigOf,
   DEFAULT_RUN_TOML,
+  DISTRO_RUN_TOML,
   parseRunConfig,
   RunConfigError,
   runLrSchedule,
@@ -30,8 +31,8 @@ function issues(toml: string): ConfigIssue[] {
 
 /** The default run with one line replaced (the line must exist, so a stale test fails loudly). */
 function defaultWith(line: string, replacement: string): string {
-  expect(DEFAULT_RUN_TOML).toContain(line);
-  return DEFAULT_RUN_TOML.replace(line, replacement);
+  expect(DISTRO_RUN_TOML).toContain(line);
+  return DISTRO_RUN_TOML.replace(line, replacement);
 }
 
 describe("Psyche's book example", () => {
@@ -92,16 +93,30 @@ describe('the embedded default run', () => {
     expect(parsed.unsupported).toEqual([]);
     expect(parsed.notes).toEqual([]);
     expect(parsed.summary).toBe(
-      'run default preset tiny, 300 steps, gbs 64→64, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3',
+      'run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 2e-3',
     );
   });
 
-  it('has the cosine schedule of the measured defaults: 20 warmup steps to 1e-3, down to a 10% floor', () => {
+  it('has the cosine schedule of the measured defaults: 20 warmup steps to 2e-3, down to a 10% floor', () => {
     const lr = runLrSchedule(parseRunConfig(DEFAULT_RUN_TOML).config);
     expect(learningRate(lr, 0)).toBe(0);
-    expect(learningRate(lr, 20)).toBe(1e-3);
-    expect(learningRate(lr, 300)).toBe(1e-4);
-    expect(learningRate(lr, 400)).toBe(1e-4);
+    expect(learningRate(lr, 20)).toBe(2e-3);
+    expect(learningRate(lr, 300)).toBe(2e-4);
+    expect(learningRate(lr, 400)).toBe(2e-4);
+  });
+
+  it('its DisTrO variant trains the same model on the same data and tokens, one step per round', () => {
+    const sparse = parseRunConfig(DEFAULT_RUN_TOML).config;
+    const distro = parseRunConfig(DISTRO_RUN_TOML);
+    expect(distro.notes).toEqual([]);
+    expect(distro.summary).toBe(
+      'run default preset tiny, 300 steps, gbs 64→64, DisTrO chunk 64 top-8 1-bit, Cosine lr 1e-3',
+    );
+    expect(distro.config.model.LLM.data_location).toEqual(sparse.model.LLM.data_location);
+    expect(distro.config.meshtrain).toEqual(sparse.meshtrain);
+    const inner =
+      'SparseLoCo' in sparse.model.LLM.optimizer ? sparse.model.LLM.optimizer.SparseLoCo.inner_steps : 0;
+    expect(distro.config.config.total_steps).toBe(sparse.config.total_steps * inner);
   });
 });
 
@@ -110,7 +125,7 @@ describe('errors', () => {
     const [issue, ...rest] = issues(defaultWith('total_steps = 300\n', 'total_steps = = 300\n'));
     expect(rest).toEqual([]);
     expect(issue?.path).toBe('<toml>');
-    const line = DEFAULT_RUN_TOML.split('\n').findIndex((l) => l === 'total_steps = 300') + 1;
+    const line = DISTRO_RUN_TOML.split('\n').findIndex((l) => l === 'total_steps = 300') + 1;
     expect(issue?.message).toMatch(new RegExp(`^line ${line}, column \\d+: `));
   });
 
@@ -142,7 +157,7 @@ describe('errors', () => {
 
   it('unknown top-level tables and variants are errors too', () => {
     const found = issues(
-      `${DEFAULT_RUN_TOML}\n[meshtrian]\nseed = 2\n`.replace(
+      `${DISTRO_RUN_TOML}\n[meshtrian]\nseed = 2\n`.replace(
         '[model.LLM.lr_schedule.Cosine]',
         '[model.LLM.lr_schedule.Cosin]',
       ),
@@ -153,7 +168,7 @@ describe('errors', () => {
   });
 
   it('every problem is reported at once, and the message lists them all', () => {
-    const bad = DEFAULT_RUN_TOML.replace('cooldown_time = 5', 'cooldown_time = -5')
+    const bad = DISTRO_RUN_TOML.replace('cooldown_time = 5', 'cooldown_time = -5')
       .replace('preset = "tiny"', 'preset = "tinny"')
       .replace('architecture = "HfLlama"', 'architecture = 3');
     let error: unknown;
@@ -215,7 +230,7 @@ describe('errors', () => {
       'config',
       'model.LLM.lr_schedule.Cosine.total_steps',
     ]);
-    const dummy = DEFAULT_RUN_TOML.replace(/\[model\.LLM\.optimizer\.Distro\][^[]*/, '')
+    const dummy = DISTRO_RUN_TOML.replace(/\[model\.LLM\.optimizer\.Distro\][^[]*/, '')
       .replace('checkpoint = "Ephemeral"', 'checkpoint = "Ephemeral"\noptimizer = "Dummy"')
       .replace('\nmin_clients = 1\n', '\nmin_clients = 0\n');
     expect(issues(dummy).map((i) => i.path)).toEqual(['model.LLM.optimizer', 'config.min_clients']);
@@ -224,7 +239,7 @@ describe('errors', () => {
   });
 
   it('enum tables must name exactly one variant', () => {
-    const two = DEFAULT_RUN_TOML.replace(
+    const two = DISTRO_RUN_TOML.replace(
       '[model.LLM.optimizer.Distro]',
       '[model.LLM.optimizer.AdamW]\nbetas = [0.9, 0.95]\nweight_decay = 0.0\neps = 1e-8\n\n[model.LLM.optimizer.Distro]',
     );
@@ -242,7 +257,7 @@ describe('errors', () => {
   });
 
   it('the "Dummy" optimizer is rejected, as Psyche\'s Model::check does', () => {
-    const bad = DEFAULT_RUN_TOML.replace(/\[model\.LLM\.optimizer\.Distro\][^[]*/, '').replace(
+    const bad = DISTRO_RUN_TOML.replace(/\[model\.LLM\.optimizer\.Distro\][^[]*/, '').replace(
       'checkpoint = "Ephemeral"',
       'checkpoint = "Ephemeral"\noptimizer = "Dummy"',
     );
@@ -287,7 +302,7 @@ describe('errors', () => {
 
 describe('limits come from the config', () => {
   it('no 256-client cap: 1000 clients and 64 witnesses parse when the limits allow them', () => {
-    const big = DEFAULT_RUN_TOML.replace(
+    const big = DISTRO_RUN_TOML.replace(
       'min_clients = 1\ninit_min_clients = 1',
       'min_clients = 1000\ninit_min_clients = 5000',
     )
@@ -303,7 +318,7 @@ describe('limits come from the config', () => {
   });
 
   it('max_clients and max_witnesses bound the client and witness counts', () => {
-    const bad = DEFAULT_RUN_TOML.replace(
+    const bad = DISTRO_RUN_TOML.replace(
       'min_clients = 1\ninit_min_clients = 1',
       'min_clients = 10\ninit_min_clients = 20',
     )
@@ -346,7 +361,7 @@ describe('unsupported features parse and are reported', () => {
     ],
   ];
   it('verification_percent > 0 is supported (the default run verifies), and 0 turns it off', () => {
-    const parsed = parseRunConfig(DEFAULT_RUN_TOML);
+    const parsed = parseRunConfig(DISTRO_RUN_TOML);
     expect(parsed.unsupported).toEqual([]);
     expect(parsed.config.config.verification_percent).toBe(10);
     const off = parseRunConfig(defaultWith('verification_percent = 10', 'verification_percent = 0'));
@@ -360,7 +375,7 @@ describe('unsupported features parse and are reported', () => {
     });
 
   // The default run's whole Relay table: its lines up to the blank line.
-  const relay = /\[model\.LLM\.data_location\.Relay\]\n(?:.+\n)*/.exec(DEFAULT_RUN_TOML)![0];
+  const relay = /\[model\.LLM\.data_location\.Relay\]\n(?:.+\n)*/.exec(DISTRO_RUN_TOML)![0];
   const dataCases: [string, string][] = [
     ['[model.LLM.data_location]\nServer = "host:1234"\n', 'model.LLM.data_location.Server'],
     ['[model.LLM.data_location]\nLocal = "/data"\n', 'model.LLM.data_location.Local'],
@@ -393,7 +408,7 @@ describe('unsupported features parse and are reported', () => {
 
   it('AdamW → model.LLM.optimizer.AdamW', () => {
     const parsed = parseRunConfig(
-      DEFAULT_RUN_TOML.replace(
+      DISTRO_RUN_TOML.replace(
         /\[model\.LLM\.optimizer\.Distro\][^[]*/,
         '[model.LLM.optimizer.AdamW]\nbetas = [0.9, 0.95]\nweight_decay = 0.1\neps = 1e-8\n\n',
       ),
@@ -412,11 +427,11 @@ describe('unsupported features parse and are reported', () => {
 });
 
 describe('[model.LLM.data_location.Relay] shuffle', () => {
-  const shuffleLine = /^shuffle = .*\n/m.exec(DEFAULT_RUN_TOML)![0];
+  const shuffleLine = /^shuffle = .*\n/m.exec(DISTRO_RUN_TOML)![0];
   const withShuffle = (line: string) => defaultWith(shuffleLine, line);
 
   it('the default run reads its data in a seeded order', () => {
-    expect(parseRunConfig(DEFAULT_RUN_TOML).config.model.LLM.data_location).toEqual({
+    expect(parseRunConfig(DISTRO_RUN_TOML).config.model.LLM.data_location).toEqual({
       Relay: { dataset: 'brown', token_size_in_bytes: 'TwoBytes', shuffle: { Seeded: DEFAULT_SEED } },
     });
     expect(DEFAULT_SEED).toHaveLength(32);
@@ -466,7 +481,7 @@ describe('[model.LLM.data_location.Relay] shuffle', () => {
 describe('[meshtrain] model overrides', () => {
   it('are kept and counted in the summary', () => {
     const parsed = parseRunConfig(
-      `${DEFAULT_RUN_TOML}\n[meshtrain.model]\nnum_hidden_layers = 2\nrope_theta = 500000.0\n`,
+      `${DISTRO_RUN_TOML}\n[meshtrain.model]\nnum_hidden_layers = 2\nrope_theta = 500000.0\n`,
     );
     expect(parsed.config.meshtrain.model).toEqual({ num_hidden_layers: 2, rope_theta: 500000 });
     expect(parsed.summary).toContain('preset tiny (+2 overrides)');
@@ -474,7 +489,7 @@ describe('[meshtrain] model overrides', () => {
 
   it('reject head counts that do not divide', () => {
     const found = issues(
-      `${DEFAULT_RUN_TOML}\n[meshtrain.model]\nhidden_size = 100\nnum_attention_heads = 3\nnum_key_value_heads = 2\n`,
+      `${DISTRO_RUN_TOML}\n[meshtrain.model]\nhidden_size = 100\nnum_attention_heads = 3\nnum_key_value_heads = 2\n`,
     );
     expect(found.map((i) => i.path)).toEqual([
       'meshtrain.model.hidden_size',

@@ -10,7 +10,7 @@ import {
   createCoordinator,
   currentRound,
   dataIndexForStep,
-  DEFAULT_RUN_TOML,
+  DISTRO_RUN_TOML,
   encodeSignedResult,
   globalBatchSize,
   innerBatches,
@@ -44,8 +44,8 @@ const DISTRO_TABLE = /\[model\.LLM\.optimizer\.Distro\][^[]*/;
 
 /** The default run with its optimizer table replaced by `[model.LLM.optimizer.SparseLoCo]` + `body`. */
 function sparseRun(body: string): string {
-  expect(DEFAULT_RUN_TOML).toMatch(DISTRO_TABLE);
-  return DEFAULT_RUN_TOML.replace(DISTRO_TABLE, `[model.LLM.optimizer.SparseLoCo]\n${body}\n\n`);
+  expect(DISTRO_RUN_TOML).toMatch(DISTRO_TABLE);
+  return DISTRO_RUN_TOML.replace(DISTRO_TABLE, `[model.LLM.optimizer.SparseLoCo]\n${body}\n\n`);
 }
 
 function issues(toml: string): ConfigIssue[] {
@@ -70,7 +70,7 @@ describe('[model.LLM.optimizer.SparseLoCo]', () => {
     expect(innerStepsOf(opt)).toBe(10);
     expect(coordinatorConfigOf(parsed.config).inner_steps).toBe(10);
     // A DisTrO run's coordinator config is what it was: no inner_steps key.
-    const distro = parseRunConfig(DEFAULT_RUN_TOML).config;
+    const distro = parseRunConfig(DISTRO_RUN_TOML).config;
     expect('inner_steps' in coordinatorConfigOf(distro)).toBe(false);
     expect(innerStepsOf(distro.model.LLM.optimizer)).toBe(1);
   });
@@ -311,7 +311,7 @@ describe('SparseLoCo result shape', () => {
     expect(SPEC.bits).toBe(2);
     expect(SPEC.fingerprintBytes).toBe(256);
     expect(SPEC.tensors.map((t) => t.k)).toEqual([2, 2]);
-    const distro = runResultSpec(PARAMS, parseRunConfig(DEFAULT_RUN_TOML).config.model.LLM.optimizer);
+    const distro = runResultSpec(PARAMS, parseRunConfig(DISTRO_RUN_TOML).config.model.LLM.optimizer);
     expect(distro?.valueKind).toBe('sign');
     expect(runResultSpec(PARAMS, { AdamW: { betas: [0.9, 0.9], weight_decay: 0, eps: 1e-8 } })).toBeNull();
   });

@@ -6,7 +6,7 @@ import {
   attestationOf,
   bytesToHex,
   currentRound,
-  DEFAULT_RUN_TOML,
+  DISTRO_RUN_TOML,
   decodeFrame,
   encodeAnnounce,
   encodeJoin,
@@ -39,7 +39,10 @@ import { RelayLink, RelayRefusal } from '@meshtrain/client';
 import { signAdminRequest } from '../../src/middleware/admin-auth.ts';
 import { resultSpecForToml } from '../../src/run-host.ts';
 
-/** The embedded default run with timers short enough for tests (rounds end when witnesses are in). */
+/**
+ * The default run's DisTrO variant (DISTRO_RUN_TOML: one step per round, so scripted clients send one
+ * DisTrO result per round) with timers short enough for tests (rounds end when witnesses are in).
+ */
 export function fastRunToml(runId: string, overrides: Record<string, number | string> = {}): string {
   const values: Record<string, number | string> = {
     warmup_time: 20,
@@ -54,7 +57,7 @@ export function fastRunToml(runId: string, overrides: Record<string, number | st
     total_steps: 40,
     ...overrides,
   };
-  let toml = DEFAULT_RUN_TOML.replace('run_id = "default"', `run_id = "${runId}"`);
+  let toml = DISTRO_RUN_TOML.replace('run_id = "default"', `run_id = "${runId}"`);
   for (const [k, v] of Object.entries(values)) {
     const re = new RegExp(`^${k} = .*$`, 'm');
     if (!re.test(toml)) throw new Error(`no key ${k} in the default TOML`);
@@ -329,7 +332,7 @@ export async function admin(
 }
 
 /** The result shape of the default run's model (every fastRunToml run trains it). */
-export const DEFAULT_SPEC: ResultSpec = resultSpecForToml(DEFAULT_RUN_TOML)!;
+export const DEFAULT_SPEC: ResultSpec = resultSpecForToml(DISTRO_RUN_TOML)!;
 
 /**
  * A training result for `batch` of `step` that fits the run's model (what the relay admits): k entries per

@@ -1,15 +1,27 @@
-// The run the relay creates when started without a config: small enough to train on one machine in minutes,
-// near the settings docs/architecture.md "Measured defaults" found to train well on the tiny byte-level model
-// (DisTrO chunk 64, top-8, 1-bit, decay 0.999; cosine lr 1e-3 with 20 warmup steps and a 10% floor). The same
+// The run the relay creates when started without a config: small enough to train on one machine in minutes.
+// SparseLoCo (docs/protocol.md "SparseLoCo rounds") at the setting packages/distro/README.md "Tuning" measured
+// best among those at >= 1000x fewer bytes per token than fp32 gradients: 60 rounds of 5 inner AdamW steps
+// on 64 x 128-token batches (the tokens of 300 AdamW steps), top 32 of each 64 x 64 chunk at 1 bit. The same
 // text is kept as packages/core/test/fixtures/meshtrain-default.toml, and a test holds the two equal.
-export const DEFAULT_RUN_TOML = `# meshtrain's embedded default run. Psyche's [config] and [model.LLM] keys, plus [meshtrain].
+interface Variant {
+  rounds: string;
+  roundTime: string;
+  schedule: string;
+  lr: string;
+  finalLr: string;
+  optimizer: string;
+}
+
+const runToml = (
+  v: Variant,
+): string => `# meshtrain's embedded default run. Psyche's [config] and [model.LLM] keys, plus [meshtrain].
 run_id = "default"
 
 [config]
 warmup_time = 30
 cooldown_time = 5
 epoch_time = 600
-max_round_train_time = 15
+${v.roundTime}
 round_witness_time = 1
 waiting_for_members_extra_time = 3
 min_clients = 1
@@ -20,11 +32,11 @@ verification_percent = 10
 max_clients = 1024
 # 0: every round picks min(#clients, max_witnesses) witnesses.
 witness_nodes = 0
-# 64 sequences of 128 tokens: the 8,192 tokens per step of the measured defaults (docs/architecture.md).
+# 64 sequences of 128 tokens per optimizer step: 8,192 tokens (docs/architecture.md "Measured defaults").
 global_batch_size_start = 64
 global_batch_size_end = 64
 global_batch_size_warmup_tokens = 0
-total_steps = 300
+${v.rounds}
 
 [model.LLM]
 architecture = "HfLlama"
@@ -41,22 +53,59 @@ token_size_in_bytes = "TwoBytes"
 # index"); the seed is SHA-256("meshtrain default run"). Without it the run reads the corpus in document order.
 shuffle = { Seeded = [122, 238, 214, 186, 245, 128, 172, 47, 151, 38, 52, 52, 16, 86, 19, 13, 141, 14, 237, 127, 226, 21, 204, 89, 247, 176, 141, 38, 117, 82, 0, 195] }
 
-[model.LLM.lr_schedule.Cosine]
-base_lr = 1.0e-3
+${v.schedule}[model.LLM.lr_schedule.Cosine]
+base_lr = ${v.lr}
 warmup_steps = 20
 warmup_init_lr = 0.0
 total_steps = 300
-final_lr = 1.0e-4
+final_lr = ${v.finalLr}
 
-[model.LLM.optimizer.Distro]
-clip_grad_norm = 1.0
-compression_decay = 0.999
-compression_chunk = 64
-compression_topk = 8
-quantize_1bit = true
+${v.optimizer}
 
 [meshtrain]
 preset = "tiny"
 seed = 1
 micro_batch_size = 8
 `;
+
+export const DEFAULT_RUN_TOML = runToml({
+  rounds: `# Rounds: each is inner_steps optimizer steps, so 60 rounds of 5 are 300 steps of AdamW's tokens.
+total_steps = 60`,
+  roundTime: `# A round is 5 steps of 64 sequences, shared by the trainers.
+max_round_train_time = 60`,
+  schedule: `# The inner AdamW steps' schedule, in optimizer steps (300 = 60 rounds of 5).\n`,
+  lr: '2.0e-3',
+  finalLr: '2.0e-4',
+  optimizer: `# packages/distro/README.md "Tuning": the best measured setting at >= 1000x fewer bytes than fp32 gradients.
+[model.LLM.optimizer.SparseLoCo]
+inner_steps = 5
+betas = [0.9, 0.95]
+eps = 1.0e-8
+weight_decay = 0.1
+clip_grad_norm = 1.0
+error_decay = 0.95
+compression_chunk = 64
+compression_topk = 32
+quantization_bits = 1
+domain = "raw"
+outer_lr = 1.0`,
+});
+
+/**
+ * The default run with DisTrO instead (the default before SparseLoCo: chunk 64, top-8, 1-bit, decay 0.999,
+ * cosine lr 1e-3; 300 rounds of one step each): what DisTrO's tests and benches (bench:quality's `distro`,
+ * bench:integrity) train. Same data, model, batch and tokens as the default.
+ */
+export const DISTRO_RUN_TOML = runToml({
+  rounds: 'total_steps = 300',
+  roundTime: 'max_round_train_time = 15',
+  schedule: '',
+  lr: '1.0e-3',
+  finalLr: '1.0e-4',
+  optimizer: `[model.LLM.optimizer.Distro]
+clip_grad_norm = 1.0
+compression_decay = 0.999
+compression_chunk = 64
+compression_topk = 8
+quantize_1bit = true`,
+});

@@ -29,7 +29,10 @@ export function summarizeRunConfig(run: RunConfig): string {
   const lr = runLrSchedule(run);
   return [
     `run ${id} ${model}`,
-    `${c.total_steps} steps`,
+    // A SparseLoCo round is H optimizer steps: say both, so nobody reads 60 rounds as 60 steps.
+    'SparseLoCo' in run.model.LLM.optimizer
+      ? `${c.total_steps} rounds × ${run.model.LLM.optimizer.SparseLoCo.inner_steps} steps`
+      : `${c.total_steps} steps`,
     `gbs ${c.global_batch_size_start}→${c.global_batch_size_end}`,
     optimizerSummary(run.model.LLM.optimizer),
     `${lr.kind} lr ${formatRate(lr.base_lr)}`,
