@@ -60,6 +60,8 @@ describe('node-trainer baseline', () => {
       '2',
       '--data',
       data,
+      '--out',
+      join(root, 'ckpt'),
       '--json',
     );
     const { stdout, stderr, code } = await new Promise<{ stdout: string; stderr: string; code: number }>(
@@ -77,5 +79,24 @@ describe('node-trainer baseline', () => {
     expect(result.tokens_per_step).toBe(8 * 32);
     expect(result.tokens_per_second).toBeGreaterThan(0);
     expect(stderr).toMatch(/baseline micro: held-out loss .* in [\d.]+s total/);
+
+    // node-trainer eval scores the written checkpoint on the same held-out batches: the same loss.
+    const evaluated = await new Promise<{ stdout: string; code: number; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        [bin, 'eval', '--checkpoint', join(root!, 'ckpt'), '--batch-size', '8', '--seq-len', '32'].concat([
+          '--eval-batches',
+          '2',
+          '--data',
+          data,
+          '--json',
+        ]),
+        (err, stdout, stderr) => resolve({ stdout, stderr, code: err ? 1 : 0 }),
+      ),
+    );
+    expect(evaluated.code, evaluated.stderr).toBe(0);
+    const ev = JSON.parse(evaluated.stdout) as { held_out_loss: number; tokens: number };
+    expect(ev.held_out_loss).toBeCloseTo(result.final_val_loss, 5);
+    expect(ev.tokens).toBe(2 * 8 * 32);
   });
 });

@@ -78,6 +78,12 @@ export interface BaselineResult {
   total_seconds: number;
 }
 
+/** What an evaluation of the baseline's held-out batches needs. */
+export type EvalOptions = Pick<
+  BaselineOptions,
+  'preset' | 'config' | 'device' | 'batchSize' | 'seqLen' | 'evalBatches' | 'cpu'
+>;
+
 /** AdamW and schedule settings of the baseline (the quality bar); `lr` is the peak of the cosine. */
 export const TRAIN_DEFAULTS = {
   lr: 1e-3,
@@ -113,7 +119,7 @@ export function evalIndices(val: LoadedSplit, batches: number, batchSize: number
 }
 
 /** The dataset and the fixed validation batches, checked against the model and the batch size. */
-async function loadBaselineData(o: BaselineOptions, dataDir: string) {
+async function loadBaselineData(o: EvalOptions, dataDir: string) {
   const data = await loadDataset(dataDir, { seqLen: o.seqLen });
   if (data.manifest.vocab_size > o.config.vocab_size)
     throw new CliError(
@@ -147,13 +153,35 @@ async function baselineSessions(o: BaselineOptions) {
 type BaselineSessions = Awaited<ReturnType<typeof baselineSessions>>;
 
 /** Mean held-out loss of the current parameters over the fixed validation batches. */
-async function evaluateBaseline(s: BaselineSessions, d: BaselineData, params: Parameters): Promise<number> {
+async function evaluateBaseline(
+  s: Pick<BaselineSessions, 'evalGraph' | 'evalSession' | 'Tensor'>,
+  d: BaselineData,
+  params: Parameters,
+): Promise<number> {
   let sum = 0;
   for (const rows of d.evalSets) {
     const out = await s.evalSession.run(feeds(s.evalGraph, params, d.data.val.batch(rows), s.Tensor));
     sum += Number((out.loss as ort.Tensor).data[0]);
   }
   return sum / d.evalSets.length;
+}
+
+/**
+ * The held-out loss `baseline` reports, for any parameters of the preset (node-trainer eval): the same fixed
+ * validation batches (`evalIndices`), the same loss-only graph.
+ */
+export async function heldOutLossOf(
+  o: EvalOptions,
+  dataDir: string,
+  params: Parameters,
+): Promise<{ loss: number; batches: number; tokens: number }> {
+  const d = await loadBaselineData(o, dataDir);
+  const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const, withGradients: false };
+  const evalGraph = buildTrainStep(o.config, shape);
+  const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
+  const Tensor = (await import('onnxruntime-node')).Tensor;
+  const loss = await evaluateBaseline({ evalGraph, evalSession, Tensor }, d, params);
+  return { loss, batches: d.evalSets.length, tokens: d.evalSets.length * o.batchSize * o.seqLen };
 }
 
 /** One AdamW step on `rows`; returns the batch's training loss and the step's learning rate. */
