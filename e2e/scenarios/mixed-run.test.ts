@@ -1,5 +1,6 @@
 // Issue 6, scenario a: two browser tabs (WebGPU on SwiftShader, the trainer in their workers) and one
-// node-trainer (onnxruntime-node, CPU) train the same `micro` run on the real relay, with its libp2p node on.
+// node-trainer (onnxruntime-node, CPU) train the same `micro` run (SparseLoCo, as the default run) on the real
+// relay, with its libp2p node on.
 // Asserted through the relay's API: the run passes step 10, the round losses fall, and at an epoch end all three
 // clients report the same parameter hash (no mismatches), so browser and native replicas hold bit-identical
 // parameters.
@@ -55,7 +56,9 @@ beforeAll(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'meshtrain-e2e-mixed-'));
   const config = join(tmp, 'run.toml');
   // Epochs of ~50 s: the first epoch end (parameter hashes) comes after a dozen rounds or so.
-  await writeFile(config, microRunToml({ runId: RUN, steps: 400, clients: 3, epochTime: 50 }));
+  // SparseLoCo, as the embedded default run (2 inner steps a round here, to keep SwiftShader's rounds short):
+  // tabs run its inner AdamW, error feedback and top-k in WGSL, the node-trainer on the CPU.
+  await writeFile(config, microRunToml({ runId: RUN, steps: 400, clients: 3, epochTime: 50, innerSteps: 2 }));
   relay = await startRelayProcess({ args: ['--config', config], p2p: true });
   if (netns.ok) {
     ns = await createTestNamespace('mt-e2e-mixed');
@@ -202,9 +205,11 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
       fromPeers += Number(await t.page.getByTestId('p2p-peers').getAttribute('data-results'));
     }
     expect(fromPeers, 'results the tabs fetched from peers').toBeGreaterThan(0);
-    // GPU-resident training: the tabs fed ORT from DisTrO's GPU tensors and compressed ORT's gradient buffers in
-    // WGSL. Per batch, what came back to the host must be far below one copy of the parameters (the host-copy
-    // path reads them and the gradients, two copies, every step).
+    // GPU-resident training: the tabs fed ORT from the replica's GPU tensors and ran the inner steps, error
+    // feedback and top-k in WGSL. Per batch, what came back to the host must be far below one copy of the
+    // parameters (the host-copy path reads them and the gradients, two copies, every step); what does come back
+    // is mostly the result to sign and send (SparseLoCo's top-64 per chunk, indices and codes, and the small
+    // 1-D tensors whole: about 6% of a copy on micro).
     const paramBytes = parameterCount(PRESETS.micro) * 4;
     for (const [i, t] of tabs.entries()) {
       const gpu = t.page.getByTestId('gpu-resident');
@@ -212,7 +217,7 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
       const batches = Number(await gpu.getAttribute('data-batches'));
       const readback = Number(await gpu.getAttribute('data-readback'));
       expect(batches, `tab ${i + 1} batches`).toBeGreaterThan(0);
-      expect(readback / batches, `tab ${i + 1} bytes read back per batch`).toBeLessThan(paramBytes / 20);
+      expect(readback / batches, `tab ${i + 1} bytes read back per batch`).toBeLessThan(paramBytes / 10);
       await writeArtifact(
         `mixed/tab-${i + 1}.gpu.json`,
         JSON.stringify({ batches, readback, perBatch: readback / batches, paramBytes }, null, 2),

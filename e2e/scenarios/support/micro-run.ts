@@ -1,5 +1,5 @@
 // A run small enough for WebGPU on SwiftShader (≈0.35 GFLOP/s): the `micro` preset (~100k parameters), 32
-// tokens per sequence, 2 sequences per client per round, generous round timers.
+// tokens per sequence, 2 sequences per client per step, generous round timers.
 import { shortRunToml } from '../../../apps/node-trainer/src/testnet/run-toml.ts';
 
 export function microRunToml(o: {
@@ -9,6 +9,8 @@ export function microRunToml(o: {
   clients: number;
   /** Seconds per epoch: epoch ends are where clients report parameter hashes and upload checkpoints. */
   epochTime?: number;
+  /** SparseLoCo with this many inner steps per round (as the default run); absent: DisTrO. */
+  innerSteps?: number;
 }): string {
   const batch = 2 * o.clients;
   // Warmup (model load: session creation on SwiftShader takes seconds) and a round's training must fit in an epoch.
@@ -26,5 +28,6 @@ export function microRunToml(o: {
     preset: 'micro',
     seed: 7,
     microBatchSize: 2,
+    ...(o.innerSteps !== undefined ? { innerSteps: o.innerSteps } : {}),
   });
 }
