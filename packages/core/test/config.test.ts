@@ -276,7 +276,7 @@ describe('errors', () => {
   it('types and ranges: integers, u8 caps, Seeded shuffle length', () => {
     const found = issues(
       defaultWith('round_witness_time = 1', 'round_witness_time = 1.5').replace(
-        'waiting_for_members_extra_time = 3',
+        'waiting_for_members_extra_time = 15',
         'waiting_for_members_extra_time = 256',
       ),
     );

@@ -23,7 +23,8 @@ cooldown_time = 5
 epoch_time = 600
 ${v.roundTime}
 round_witness_time = 1
-waiting_for_members_extra_time = 3
+# Trainers started together (each solving the join puzzle first) all make the first epoch.
+waiting_for_members_extra_time = 15
 min_clients = 1
 init_min_clients = 1
 # Each result is re-checked by two other clients with this probability (docs/protocol.md "Verification of work").
