@@ -63,7 +63,7 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     const r = await relay('validate-config', DEFAULT);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(
-      'ok: run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 2e-3\n',
+      'ok: run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 3e-3\n',
     );
   });
 
@@ -134,7 +134,7 @@ describe.concurrent('meshtrain-relay validate-config', () => {
     ['a missing required key', () => edit('max_seq_len = 128\n', ''), ['model.LLM.max_seq_len']],
     [
       'a missing variant field',
-      () => edit('final_lr = 2.0e-4\n', ''),
+      () => edit('final_lr = 3.0e-4\n', ''),
       ['model.LLM.lr_schedule.Cosine.final_lr'],
     ],
   ];

@@ -93,16 +93,16 @@ describe('the embedded default run', () => {
     expect(parsed.unsupported).toEqual([]);
     expect(parsed.notes).toEqual([]);
     expect(parsed.summary).toBe(
-      'run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 2e-3',
+      'run default preset tiny, 60 rounds × 5 steps, gbs 64→64, SparseLoCo H=5 chunk 64 top-32 1-bit raw, Cosine lr 3e-3',
     );
   });
 
-  it('has the cosine schedule of the measured defaults: 20 warmup steps to 2e-3, down to a 10% floor', () => {
+  it('has the cosine schedule of the measured defaults: 20 warmup steps to 3e-3, down to a 10% floor', () => {
     const lr = runLrSchedule(parseRunConfig(DEFAULT_RUN_TOML).config);
     expect(learningRate(lr, 0)).toBe(0);
-    expect(learningRate(lr, 20)).toBe(2e-3);
-    expect(learningRate(lr, 300)).toBe(2e-4);
-    expect(learningRate(lr, 400)).toBe(2e-4);
+    expect(learningRate(lr, 20)).toBe(3e-3);
+    expect(learningRate(lr, 300)).toBe(3e-4);
+    expect(learningRate(lr, 400)).toBe(3e-4);
   });
 
   it('its DisTrO variant trains the same model on the same data and tokens, one step per round', () => {

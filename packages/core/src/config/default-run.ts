@@ -75,8 +75,8 @@ total_steps = 60`,
   roundTime: `# A round is 5 steps of 64 sequences, shared by the trainers.
 max_round_train_time = 60`,
   schedule: `# The inner AdamW steps' schedule, in optimizer steps (300 = 60 rounds of 5).\n`,
-  lr: '2.0e-3',
-  finalLr: '2.0e-4',
+  lr: '3.0e-3',
+  finalLr: '3.0e-4',
   optimizer: `# packages/distro/README.md "Tuning": the best measured setting at >= 1000x fewer bytes than fp32 gradients.
 [model.LLM.optimizer.SparseLoCo]
 inner_steps = 5
