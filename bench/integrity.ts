@@ -426,7 +426,7 @@ async function main(): Promise<number> {
 function flagsSource(f: IntegrityFlags): string {
   return f.verificationPercentSource === 'flag'
     ? '--verification-percent'
-    : 'DEFAULT_RUN_TOML (packages/core/src/config/default-run.ts)';
+    : 'DISTRO_RUN_TOML (packages/core/src/config/default-run.ts)';
 }
 
 process.exitCode = await main();

@@ -1,5 +1,5 @@
-// bench:integrity's settings: its flags, and the run configs its three parts train — each the embedded
-// default run (DEFAULT_RUN_TOML) with only the keys a part needs changed, validated by core's parser.
+// bench:integrity's settings: its flags, and the run configs its three parts train — each the default run's
+// DisTrO variant (DISTRO_RUN_TOML) with only the keys a part needs changed, validated by core's parser.
 import { parseArgs } from 'node:util';
 import { PRESET_NAMES, type ModelPreset, type RunConfig } from '@meshtrain/core';
 import type { AdversaryKind } from '@meshtrain/client/testing';

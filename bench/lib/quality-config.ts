@@ -1,8 +1,9 @@
-// bench:quality's settings: its flags, and the run config a network method trains — the embedded default run
-// (DEFAULT_RUN_TOML) with only the flags' keys changed, validated by core's parser like any run config.
+// bench:quality's settings: its flags, and the run config a network method trains — the default run's DisTrO
+// variant (DISTRO_RUN_TOML: the embedded default before SparseLoCo, one step per round) with only the flags'
+// keys changed, validated by core's parser like any run config.
 import { parseArgs } from 'node:util';
 import {
-  DEFAULT_RUN_TOML,
+  DISTRO_RUN_TOML,
   parseRunConfig,
   PRESET_NAMES,
   stringifyRunConfig,
@@ -142,7 +143,7 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
 }
 
 export function defaultRun(): RunConfig {
-  return parseRunConfig(DEFAULT_RUN_TOML).config;
+  return parseRunConfig(DISTRO_RUN_TOML).config;
 }
 
 /** The default run at the flags' shape: preset, steps (run and lr schedule), batch, sequence length. */

@@ -5,7 +5,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { assignBatches, DEFAULT_RUN_TOML, parseRunConfig, type BatchId } from '@meshtrain/core';
+import { assignBatches, DISTRO_RUN_TOML, parseRunConfig, type BatchId } from '@meshtrain/core';
 import { ByteTokenizer, corpusOrder } from '@meshtrain/model';
 import { prepareShards } from '@meshtrain/model/node';
 import { describe, expect, it } from 'vitest';
@@ -151,10 +151,10 @@ describe('bench:quality accounting', () => {
     );
   });
 
-  it('the default settings are the embedded default run, and --lr keeps the schedule shape', () => {
+  it('the default settings are the default run’s DisTrO variant, and --lr keeps the schedule shape', () => {
     const flags = parseQualityFlags([]);
     expect(flags).toMatchObject({ preset: 'tiny', peers: 4, steps: 300, batchSize: 64, seqLen: 128 });
-    expect(baseRunFor(flags)).toEqual(parseRunConfig(DEFAULT_RUN_TOML).config);
+    expect(baseRunFor(flags)).toEqual(parseRunConfig(DISTRO_RUN_TOML).config);
     const run = withPeakLr(baseRunFor(flags), 3e-3);
     const cosine = (
       run.model.LLM.lr_schedule as { Cosine: { base_lr: number; final_lr: number; warmup_steps: number } }
