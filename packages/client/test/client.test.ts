@@ -13,7 +13,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LocalHub } from '../src/testing.ts';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
-import { drive, residentToyBackend, startPeer, testRun, TOY_HUB, type TestPeer } from './helpers.ts';
+import {
+  drive,
+  residentToyBackend,
+  startPeer,
+  testRun,
+  TOY_HUB,
+  type TestPeer,
+  TOY_TIMERS,
+} from './helpers.ts';
 
 let peers: TestPeer[] = [];
 afterEach(async () => {
@@ -23,13 +31,7 @@ afterEach(async () => {
 });
 
 const BASE = {
-  warmup_time: 10,
-  cooldown_time: 2,
-  epoch_time: 1000,
-  max_round_train_time: 20,
-  round_witness_time: 1,
-  waiting_for_members_extra_time: 1,
-  min_clients: 2,
+  ...TOY_TIMERS,
   init_min_clients: 3,
   global_batch_size_start: 6,
   global_batch_size_end: 6,

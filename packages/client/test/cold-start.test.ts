@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesToHex, type CoordinatorEvent } from '@meshtrain/core';
 import { LocalHub } from '../src/testing.ts';
-import { drive, startPeer, testRun, TOY_HUB, type TestPeer } from './helpers.ts';
+import { drive, startPeer, testRun, TOY_HUB, type TestPeer, TOY_TIMERS } from './helpers.ts';
 
 let peers: TestPeer[] = [];
 afterEach(async () => {
@@ -27,13 +27,7 @@ function admin(hub: LocalHub, type: 'pause' | 'resume'): void {
 describe('cold start', () => {
   it('the first results after a pause and resume follow the gradient: every verdict passes, nobody is ejected', async () => {
     const run = testRun({
-      warmup_time: 10,
-      cooldown_time: 2,
-      epoch_time: 1000,
-      max_round_train_time: 20,
-      round_witness_time: 1,
-      waiting_for_members_extra_time: 1,
-      min_clients: 2,
+      ...TOY_TIMERS,
       init_min_clients: 4,
       global_batch_size_start: 8,
       global_batch_size_end: 8,

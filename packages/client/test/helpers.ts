@@ -208,6 +208,17 @@ export interface TestPeer {
   done: Promise<void>;
 }
 
+/** The timers every toy run of these tests shares: one long epoch, rounds that end when witnesses are in. */
+export const TOY_TIMERS = {
+  warmup_time: 10,
+  cooldown_time: 2,
+  epoch_time: 1000,
+  max_round_train_time: 20,
+  round_witness_time: 1,
+  waiting_for_members_extra_time: 1,
+  min_clients: 2,
+};
+
 export function startPeer(
   hub: LocalHub,
   run: RunConfig,

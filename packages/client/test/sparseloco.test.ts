@@ -16,6 +16,7 @@ import {
   toyData,
   TOY_HUB,
   type TestPeer,
+  TOY_TIMERS,
 } from './helpers.ts';
 
 let peers: TestPeer[] = [];
@@ -26,13 +27,7 @@ afterEach(async () => {
 });
 
 const BASE = {
-  warmup_time: 10,
-  cooldown_time: 2,
-  epoch_time: 1000,
-  max_round_train_time: 20,
-  round_witness_time: 1,
-  waiting_for_members_extra_time: 1,
-  min_clients: 2,
+  ...TOY_TIMERS,
   init_min_clients: 3,
   // Sequences per inner step across the run: a round's batch is H × this.
   global_batch_size_start: 6,

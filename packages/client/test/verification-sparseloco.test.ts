@@ -6,7 +6,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { bytesToHex } from '@meshtrain/core';
 import { LocalHub, adversary, type AdversaryKind } from '../src/testing.ts';
-import { drive, sparseLoCoRun, startPeer, toyBackend, TOY_HUB, toyData, type TestPeer } from './helpers.ts';
+import {
+  drive,
+  sparseLoCoRun,
+  startPeer,
+  toyBackend,
+  TOY_HUB,
+  toyData,
+  type TestPeer,
+  TOY_TIMERS,
+} from './helpers.ts';
 
 let peers: TestPeer[] = [];
 afterEach(async () => {
@@ -16,13 +25,7 @@ afterEach(async () => {
 });
 
 const BASE = {
-  warmup_time: 10,
-  cooldown_time: 2,
-  epoch_time: 1000,
-  max_round_train_time: 20,
-  round_witness_time: 1,
-  waiting_for_members_extra_time: 1,
-  min_clients: 2,
+  ...TOY_TIMERS,
   init_min_clients: 4,
   global_batch_size_start: 4,
   global_batch_size_end: 4,

@@ -35,19 +35,30 @@ export async function applyThrough(
   for (let h = epoch.appliedThrough + 1; h <= height; h++) {
     const exclusions = replayExclusions(s, h);
     if (exclusions) await replayWithout(ctx, epoch, exclusions, h);
-    const { step, results, skipped } = await acceptedResults(ctx, s, h);
-    const lr = learningRateAt(ctx.schedule, applying.step, s);
-    apply(
-      ctx,
-      results.map((r) => r.tensors),
-      lr,
-    );
-    await ctx.o.distro.finish();
-    epoch.appliedThrough = h;
-    if (verifying) epoch.applied.push({ height: h, lr, results });
-    ctx.stats.resultsApplied += results.length;
-    ctx.emit({ type: 'applied', step, height: h, results: results.length, skipped });
+    const got = await acceptedResults(ctx, s, h);
+    await applyRound(ctx, epoch, h, learningRateAt(ctx.schedule, applying.step, s), got, verifying);
   }
+}
+
+/** Applies one round's fetched results, records it (and logs it when `log`), and says so. */
+async function applyRound(
+  ctx: ClientContext,
+  epoch: EpochProgress,
+  height: number,
+  lr: number,
+  { step, results, skipped }: { step: number; results: AppliedRound['results']; skipped: number },
+  log: boolean,
+): Promise<void> {
+  apply(
+    ctx,
+    results.map((r) => r.tensors),
+    lr,
+  );
+  await ctx.o.distro.finish();
+  epoch.appliedThrough = height;
+  if (log) epoch.applied.push({ height, lr, results });
+  ctx.stats.resultsApplied += results.length;
+  ctx.emit({ type: 'applied', step, height, results: results.length, skipped });
 }
 
 /** SparseLoCo runs apply each round's admitted results as soon as it ends (lag 0); DisTrO runs keep lag 2. */
@@ -86,18 +97,8 @@ export async function settleThrough(
         throw new ResyncNeeded(`round ${h} left the coordinator's ring before this client applied it`);
       got = await fetchNamed(ctx, s, r, named);
     }
-    const { step, results, skipped } = got;
-    apply(
-      ctx,
-      results.map((x) => x.tensors),
-      lr,
-    );
-    await ctx.o.distro.finish();
-    epoch.appliedThrough = h;
+    await applyRound(ctx, epoch, h, lr, got, true);
     if (final) epoch.settledThrough = h;
-    epoch.applied.push({ height: h, lr, results });
-    ctx.stats.resultsApplied += results.length;
-    ctx.emit({ type: 'applied', step, height: h, results: results.length, skipped });
   }
 }
 
