@@ -191,11 +191,11 @@ describe('web app on the relay', () => {
     // Update the config while paused.
     await page.getByRole('button', { name: 'Edit config…' }).click();
     const edit = page.locator('#edit-toml');
-    await edit.fill(toml.replace('max_round_train_time = 15', 'max_round_train_time = 20'));
+    await edit.fill(toml.replace('max_round_train_time = 60', 'max_round_train_time = 90'));
     await page.getByRole('button', { name: 'Save config' }).click();
     await waitFor('the new config on the relay', async () => {
       const d = await fetchRunInfo(relay.url, runId);
-      return d.config.toml.includes('max_round_train_time = 20') ? d : undefined;
+      return d.config.toml.includes('max_round_train_time = 90') ? d : undefined;
     });
 
     // Resume.
