@@ -1,10 +1,12 @@
 // A whole run of the network in one process: N real Clients (node-trainer's assembly: the ONNX train step on
-// onnxruntime-node's CPU EP, DisTrO on the CPU reference) on core's real coordinator behind a LocalHub, on
-// virtual time (virtual-time.ts). It trains the way a relay run does — committee and data assignment by the
-// coordinator, witnesses and quorum, the two-round apply lag, drain rounds and epoch ends — and measures what
-// the run produced: held-out loss along the way and at the end, and what each peer sent.
+// onnxruntime-node's CPU EP, DisTrO's backend on the CPU reference at the run's chunk) on core's real
+// coordinator behind a LocalHub, on virtual time (virtual-time.ts). It trains the way a relay run does —
+// committee and data assignment by the coordinator, witnesses and quorum, the two-round apply lag (DisTrO) or
+// speculative apply (SparseLoCo), drain rounds and epoch ends — and measures what the run produced: held-out
+// loss along the way and at the end, and what each peer sent. Steps are optimizer steps: a DisTrO round is
+// one, a SparseLoCo round H inner steps, so curves line up with single-process AdamW's.
 import type { DataSource, ParameterMap } from '@meshtrain/client';
-import { bytesToHex, type BatchId, type RunConfig } from '@meshtrain/core';
+import { bytesToHex, compressionChunkOf, innerStepsOf, type BatchId, type RunConfig } from '@meshtrain/core';
 import { createCpuBackend } from '@meshtrain/distro';
 import { initParameters, modelConfigForRun, parameterCount } from '@meshtrain/model';
 import { InProcessNetwork, type NetPeer } from './in-process-network.ts';
@@ -22,14 +24,17 @@ export interface NetworkRunOptions {
   data: DataSource;
   ort: SharedOrt;
   heldOut: readonly HeldOutBatch[];
-  /** Evaluate once the applied parameters include at least these steps (the first time they do). */
+  /**
+   * Evaluate once the applied parameters include at least these optimizer steps (the first time they do;
+   * SparseLoCo: inner steps).
+   */
   evalSteps: readonly number[];
   /** Called at every quiet point with the coordinator's step (for progress lines). */
   onStep?: (step: number, detail: string) => void;
 }
 
 export interface CurvePoint {
-  /** Training steps whose results the evaluated parameters include. */
+  /** Optimizer steps (SparseLoCo: inner steps) whose results the evaluated parameters include. */
   step: number;
   held_out_loss: number;
   /** Mean train loss of the steps since the previous point (null at step 0). */
@@ -41,8 +46,14 @@ export interface NetworkRunResult {
   /** The first peer's parameters at the end (every replica's, when replicas_identical). */
   final_params: ParameterMap;
   curve: CurvePoint[];
-  /** Every result a peer trained, with its step and batch (the run's data order). */
-  trained: { peer: number; step: number; batch: BatchId; loss: number }[];
+  /**
+   * Every result a peer trained, with its round step, batch (the run's data order) and the optimizer steps
+   * it covers (SparseLoCo: its inner batches).
+   */
+  trained: { peer: number; step: number; batch: BatchId; loss: number; innerSteps: number }[];
+  /** Inner steps per round: 1 for DisTrO, SparseLoCo's H. */
+  inner_steps: number;
+  /** Optimizer steps trained: the trained rounds' inner steps (DisTrO: the trained rounds). */
   trained_steps: number;
   peers: PeerTraffic[];
   protocol: {
@@ -69,7 +80,10 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
   const parameters = parameterCount(model);
   const seqLen = o.run.model.LLM.max_seq_len;
   const opt = o.run.model.LLM.optimizer;
-  if (!('Distro' in opt)) throw new Error('the in-process network trains DisTrO runs');
+  // Both optimizers cut tensors into chunks of this side (node-trainer's createTrainer does the same).
+  const chunk = compressionChunkOf(opt);
+  if (chunk === null) throw new Error('the in-process network trains DisTrO and SparseLoCo runs');
+  const innerSteps = innerStepsOf(opt);
   const net = new InProcessNetwork(o.run, 'quality', () => o.ort.busy());
   const { hub, clock } = net;
   const t0 = clock.seconds;
@@ -80,7 +94,7 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
       net.addPeer({
         identitySeed: new Uint8Array(32).fill(i + 1),
         backend: o.ort.forPeer(),
-        distro: createCpuBackend({ chunk: opt.Distro.compression_chunk }),
+        distro: createCpuBackend({ chunk }),
         data: o.data,
         shapes: o.ort.backend.shapes,
       }),
@@ -94,6 +108,8 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
       train_loss: null,
     },
   ];
+  // The coordinator step (round) each curve point was taken at, for the train losses between points.
+  const curveRounds = [0];
   const pendingEvals = [...new Set(o.evalSteps)].filter((s) => s > 0).sort((a, b) => a - b);
   const trainLossAt = (from: number, to: number): number | null => {
     const losses = peers.flatMap((p) =>
@@ -101,8 +117,25 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
     );
     return losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null;
   };
-  const appliedThrough = (): number =>
-    first.events.reduce((m, e) => (e.type === 'applied' && e.results > 0 ? Math.max(m, e.step) : m), 0);
+  // Optimizer steps a round's results cover: the most any of its results took (H; fewer only when every
+  // interval of the round had fewer than H samples). Coordinator steps also count drain rounds, which train
+  // nothing, so steps are counted over the rounds that trained, never derived from the step number.
+  const stepsOfRound = (): Map<number, number> => {
+    const m = new Map<number, number>();
+    for (const p of peers)
+      for (const e of p.events)
+        if (e.type === 'trained') m.set(e.step, Math.max(m.get(e.step) ?? 0, e.innerSteps));
+    return m;
+  };
+  /** The last round whose results the first replica applied, and the optimizer steps applied through it. */
+  const appliedThrough = (): { round: number; steps: number } => {
+    const rounds = new Set<number>();
+    for (const e of first.events) if (e.type === 'applied' && e.results > 0) rounds.add(e.step);
+    const of = stepsOfRound();
+    let steps = 0;
+    for (const r of rounds) steps += of.get(r) ?? innerSteps;
+    return { round: rounds.size ? Math.max(...rounds) : 0, steps };
+  };
 
   // Generous: every round at its timeouts, plus each epoch's warmup and cooldown.
   const cfg = o.run.config;
@@ -115,19 +148,19 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
     while (hub.state.run_state !== 'Finished') {
       await net.quiesce();
       const applied = appliedThrough();
-      if (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) {
-        while (pendingEvals.length > 0 && applied >= (pendingEvals[0] as number)) pendingEvals.shift();
-        const prev = curve[curve.length - 1] as CurvePoint;
+      if (pendingEvals.length > 0 && applied.steps >= (pendingEvals[0] as number)) {
+        while (pendingEvals.length > 0 && applied.steps >= (pendingEvals[0] as number)) pendingEvals.shift();
         curve.push({
-          step: applied,
+          step: applied.steps,
           held_out_loss: await o.ort.heldOutLoss(await first.client.parameters(), o.heldOut),
-          train_loss: trainLossAt(prev.step, applied),
+          train_loss: trainLossAt(curveRounds.at(-1) as number, applied.round),
         });
+        curveRounds.push(applied.round);
       }
       const last = curve[curve.length - 1] as CurvePoint;
       o.onStep?.(
         hub.state.progress.step,
-        `epoch ${hub.state.progress.epoch} applied ${applied} held-out ${last.held_out_loss.toFixed(3)}@${last.step}`,
+        `epoch ${hub.state.progress.epoch} applied ${applied.steps} held-out ${last.held_out_loss.toFixed(3)}@${last.step}`,
       );
       if (clock.seconds - t0 > maxSeconds)
         throw new Error(`the run did not finish in ${maxSeconds} virtual seconds (${hub.state.run_state})`);
@@ -140,27 +173,38 @@ export async function runNetwork(o: NetworkRunOptions): Promise<NetworkRunResult
   }
 
   const hashes = await Promise.all(peers.map(async (p) => bytesToHex(await p.client.parameterHash())));
-  const finalStep = appliedThrough();
+  const finalApplied = appliedThrough();
   const prev = curve[curve.length - 1] as CurvePoint;
   const finalParams = await first.client.parameters();
   const final = await o.ort.heldOutLoss(finalParams, o.heldOut);
-  if (prev.step !== finalStep)
-    curve.push({ step: finalStep, held_out_loss: final, train_loss: trainLossAt(prev.step, finalStep) });
+  if (prev.step !== finalApplied.steps)
+    curve.push({
+      step: finalApplied.steps,
+      held_out_loss: final,
+      train_loss: trainLossAt(curveRounds.at(-1) as number, finalApplied.round),
+    });
 
   const trained = peers.flatMap((p, peer) =>
     p.events.flatMap((e) =>
-      e.type === 'trained' ? [{ peer, step: e.step, batch: { ...e.batch }, loss: e.loss }] : [],
+      e.type === 'trained'
+        ? [{ peer, step: e.step, batch: { ...e.batch }, loss: e.loss, innerSteps: e.innerSteps }]
+        : [],
     ),
   );
   const results = (p: NetPeer): PeerResult[] =>
-    p.events.flatMap((e) => (e.type === 'trained' ? [{ step: e.step, batch: e.batch, bytes: e.bytes }] : []));
+    p.events.flatMap((e) =>
+      e.type === 'trained'
+        ? [{ step: e.step, batch: e.batch, bytes: e.bytes, innerSteps: e.innerSteps }]
+        : [],
+    );
   const all = peers.flatMap((p) => p.events);
   return {
     final_held_out_loss: final,
     final_params: finalParams,
     curve,
     trained,
-    trained_steps: new Set(trained.map((t) => t.step)).size,
+    inner_steps: innerSteps,
+    trained_steps: [...stepsOfRound().values()].reduce((a, b) => a + b, 0),
     peers: peers.map((p) => peerTraffic(results(p), seqLen, parameters)),
     protocol: {
       epochs: hub.state.progress.epoch,

@@ -47,15 +47,16 @@ describe('bench:quality accounting', () => {
     expect(fp32Ratio(1_082_496, 3, 15_336)).toBeCloseTo((4 * 1_082_496 * 3) / 15_336, 9);
     const t = peerTraffic(
       [
-        { step: 1, batch: { start: 0, end: 15 }, bytes: 5112 },
-        { step: 2, batch: { start: 64, end: 79 }, bytes: 5112 },
-        { step: 3, batch: { start: 128, end: 144 }, bytes: 5200 },
+        { step: 1, batch: { start: 0, end: 15 }, bytes: 5112, innerSteps: 1 },
+        { step: 2, batch: { start: 64, end: 79 }, bytes: 5112, innerSteps: 1 },
+        { step: 3, batch: { start: 128, end: 144 }, bytes: 5200, innerSteps: 1 },
       ],
       128,
       1_082_496,
     );
     expect(t).toEqual({
       results: 3,
+      optimizer_steps: 3,
       tokens: (16 + 16 + 17) * 128,
       bytes_sent: 15_424,
       bytes_per_token: 15_424 / (49 * 128),
