@@ -2,10 +2,12 @@
 // data order: held-out loss (nats/byte on a fixed slice of the dataset's held-out split, the same for every
 // method), its ratio to single-process AdamW, the bytes each peer sends per token it trains on and the ratio
 // to fp32 data-parallel gradients, the loss curve, wall time and settings. Network methods run the real
-// client, coordinator and optimizer code with N peers in this process (bench/lib/network-run.ts).
+// client, coordinator and optimizer code with N peers in this process (bench/lib/network-run.ts): `distro`
+// the default run's DisTrO variant, `sparseloco` the default run itself. Steps are optimizer steps of one
+// global batch (a SparseLoCo round is H of them), so every method trains the same tokens.
 // Progress on stderr; prints one JSON object on stdout (`--json`: nothing else).
 //
-//   npm run -s bench:quality -- --json [--preset tiny] [--peers 4] [--steps 300] [--method adamw,distro]
+//   npm run -s bench:quality -- --json [--preset tiny] [--peers 4] [--steps 300] [--method adamw,distro,sparseloco]
 import { cpus, loadavg } from 'node:os';
 import { createRequire } from 'node:module';
 import { modelConfigForRun, parameterCount } from '@meshtrain/model';
@@ -27,7 +29,7 @@ async function main(): Promise<number> {
     console.error(USAGE);
     console.error(
       `\nmethods:\n${Object.entries(METHODS)
-        .map(([n, m]) => `  ${n.padEnd(8)} ${m.summary}`)
+        .map(([n, m]) => `  ${n.padEnd(11)} ${m.summary}`)
         .join('\n')}`,
     );
     return e.message ? 2 : 0;

@@ -1,17 +1,27 @@
 // The methods bench:quality compares, one table entry each. A network method is a way to turn the default
 // run into run configs (one per setting the flags ask for); the in-process network (network-run.ts) trains
-// each exactly as peers on a relay would. AdamW is the single-process reference at equal tokens and order.
-import type { RunConfig } from '@meshtrain/core';
+// each exactly as peers on a relay would. AdamW is the single-process reference at equal tokens and order:
+// one AdamW step per optimizer step of the network run (a SparseLoCo round is H of them).
+import { innerStepsOf, type RunConfig } from '@meshtrain/core';
 import type { Progress } from '../../apps/node-trainer/src/progress/index.ts';
 import { adamwSettings, runAdamW, type AdamWOrder } from './adamw-run.ts';
 import {
   FP32_BYTES,
+  equalBatches,
   globalBatches,
+  innerStepBatches,
   plannedBatches,
   sameBatches,
   type PeerTraffic,
 } from './quality-accounting.ts';
-import { describeSchedule, validated, withPeakLr, type QualityFlags } from './quality-config.ts';
+import {
+  describeSchedule,
+  sparseLoCoRunFor,
+  UsageError,
+  validated,
+  withPeakLr,
+  type QualityFlags,
+} from './quality-config.ts';
 import { runNetwork, type CurvePoint, type HeldOutBatch, type NetworkRunResult } from './network-run.ts';
 import type { DataSource } from '@meshtrain/client';
 import type { SharedOrt } from './shared-ort.ts';
@@ -19,7 +29,10 @@ import { shuffleSeedOf, type LlamaConfig, type SampleOrder } from '@meshtrain/mo
 
 export interface MethodContext {
   flags: QualityFlags;
-  /** The default run at the flags' shape (preset, steps, batch, sequence length). */
+  /**
+   * The default run's DisTrO variant at the flags' shape (preset, steps, batch, sequence length): what every
+   * method shares (model, data, AdamW's warmup); each network method derives its runs from its own template.
+   */
   base: RunConfig;
   model: LlamaConfig;
   parameters: number;
@@ -32,10 +45,19 @@ export interface MethodContext {
   /** Held-out samples 0..15 in micro-batches, as \`node-trainer train\` evaluates by default. */
   first16: readonly HeldOutBatch[];
   ort: SharedOrt;
-  /** The global batches the first network run trained, once one ran (AdamW trains exactly these). */
-  recordedOrder: number[][] | null;
+  /**
+   * The global batch of every optimizer step the first network run trained, once one ran (AdamW trains
+   * exactly these), with the method that trained them and whether its rounds were the planned ones.
+   */
+  recordedOrder: RecordedOrder | null;
   progress(label: string, total: number): Progress;
   log(line: string): void;
+}
+
+export interface RecordedOrder {
+  method: string;
+  batches: number[][];
+  matchesPlan: boolean;
 }
 
 export interface MethodResult {
@@ -54,7 +76,17 @@ export interface MethodResult {
   ratio_vs_fp32: number;
   peers: PeerTraffic[] | null;
   curve: CurvePoint[];
-  data_order: { source: 'network run' | 'planned' | 'shuffled'; matches_plan: boolean; steps: number };
+  data_order: {
+    source: 'network run' | 'planned' | 'shuffled';
+    /**
+     * Network methods: every round trained the planned consecutive samples (H × the batch for SparseLoCo),
+     * one step per inner batch. AdamW: that, and it trains exactly those steps.
+     */
+    matches_plan: boolean;
+    steps: number;
+    /** AdamW only: the recorded steps were not all one batch size and were re-cut (equalBatches). */
+    recut?: boolean;
+  };
   protocol: NetworkRunResult['protocol'] | null;
   wall_seconds: number;
   /** Network methods: seconds inside ONNX Runtime (train steps and evaluations; the rest is DisTrO, protocol
@@ -84,9 +116,12 @@ function networkMethod(
       const out: MethodResult[] = [];
       for (const v of variants(ctx)) {
         const { flags } = ctx;
-        const steps = v.run.config.total_steps;
+        const rounds = v.run.config.total_steps;
+        // Evaluation points and the curve count optimizer steps (SparseLoCo: H inner steps per round).
+        const h = innerStepsOf(v.run.model.LLM.optimizer);
+        const steps = rounds * h;
         ctx.log(`${name}: ${JSON.stringify(v.settings)}`);
-        const progress = ctx.progress(name, steps);
+        const progress = ctx.progress(name, rounds);
         const r = await runNetwork({
           run: v.run,
           peers: flags.peers,
@@ -100,9 +135,14 @@ function networkMethod(
           onStep: (step, detail) => progress.update(step, detail),
         });
         progress.finish(`held-out ${r.final_held_out_loss.toFixed(4)}`);
-        const order = globalBatches(r.trained);
-        ctx.recordedOrder ??= order;
-        const ramp = { ...v.run.config, max_seq_len: v.run.model.LLM.max_seq_len };
+        // One global batch per optimizer step: a SparseLoCo round's inner step h is the union of its trainers'
+        // h-th inner batches. The plan is checked per round (H × the batch, consecutive from sample 0).
+        const order = innerStepBatches(r.trained, h);
+        const ramp = { ...v.run.config, max_seq_len: v.run.model.LLM.max_seq_len, inner_steps: h };
+        const rounds_ = globalBatches(r.trained);
+        const matchesPlan =
+          sameBatches(rounds_, plannedBatches(ramp, rounds_.length)) && order.length === rounds_.length * h;
+        ctx.recordedOrder ??= { method: name, batches: order, matchesPlan };
         out.push({
           method: name,
           settings: v.settings,
@@ -115,11 +155,7 @@ function networkMethod(
           ratio_vs_fp32: mean(r.peers.map((p) => p.ratio_vs_fp32)),
           peers: r.peers,
           curve: r.curve,
-          data_order: {
-            source: 'network run',
-            matches_plan: sameBatches(order, plannedBatches(ramp, order.length)),
-            steps: order.length,
-          },
+          data_order: { source: 'network run', matches_plan: matchesPlan, steps: order.length },
           protocol: r.protocol,
           wall_seconds: r.wall_seconds,
           ort_seconds: r.ort_seconds,
@@ -157,7 +193,10 @@ function distroVariants(ctx: MethodContext): { run: RunConfig; settings: Record<
       const d = (run.model.LLM.optimizer as typeof opt).Distro;
       d.compression_topk = topk;
       if (flags.chunk !== null) d.compression_chunk = flags.chunk;
-      if (flags.bits !== null) d.quantize_1bit = flags.bits === 1;
+      if (flags.bits !== null) {
+        if (flags.bits !== 1 && flags.bits !== 32) throw new UsageError('--bits: 1 or 32 for distro');
+        d.quantize_1bit = flags.bits === 1;
+      }
       run = lr === null ? validated(run) : withPeakLr(run, lr);
       out.push({
         run,
@@ -169,6 +208,53 @@ function distroVariants(ctx: MethodContext): { run: RunConfig; settings: Record<
           compression_decay: d.compression_decay,
           clip_grad_norm: d.clip_grad_norm ?? null,
           weight_decay: d.weight_decay ?? 0,
+        },
+      });
+    }
+  return out;
+}
+
+/**
+ * The embedded default run (SparseLoCo) at the flags' shape, one config per --topk × --lr: --lr is the inner
+ * AdamW's peak (the schedule's shape kept), --chunk, --bits and --inner-steps set the optimizer's table.
+ */
+export function sparseLoCoVariants(
+  ctx: Pick<MethodContext, 'flags'>,
+): { run: RunConfig; settings: Record<string, unknown> }[] {
+  const { flags } = ctx;
+  const base = sparseLoCoRunFor(flags);
+  const opt = base.model.LLM.optimizer;
+  if (!('SparseLoCo' in opt)) throw new Error('the embedded default run is not a SparseLoCo run');
+  const out = [];
+  for (const topk of flags.topk.length ? flags.topk : [opt.SparseLoCo.compression_topk])
+    for (const lr of flags.lr.length ? flags.lr : [null]) {
+      let run = structuredClone(base);
+      const d = (run.model.LLM.optimizer as typeof opt).SparseLoCo;
+      d.compression_topk = topk;
+      if (flags.chunk !== null) d.compression_chunk = flags.chunk;
+      if (flags.bits !== null) {
+        if (flags.bits > 8) throw new UsageError('--bits: 1..8 for sparseloco');
+        d.quantization_bits = flags.bits;
+      }
+      run = lr === null ? validated(run) : withPeakLr(run, lr);
+      const o = (run.model.LLM.optimizer as typeof opt).SparseLoCo;
+      out.push({
+        run,
+        settings: {
+          ...runSettings(run, flags.peers),
+          // runSettings' steps are rounds here; these are the optimizer steps AdamW compares with.
+          rounds: run.config.total_steps,
+          steps: run.config.total_steps * o.inner_steps,
+          inner_steps: o.inner_steps,
+          chunk: o.compression_chunk,
+          topk: o.compression_topk,
+          bits: o.quantization_bits,
+          domain: o.domain,
+          error_decay: o.error_decay,
+          outer_lr: o.outer_lr,
+          betas: o.betas,
+          weight_decay: o.weight_decay,
+          clip_grad_norm: o.clip_grad_norm,
         },
       });
     }
@@ -187,7 +273,13 @@ const adamw: QualityMethod = {
     for (const kind of flags.adamwOrders) {
       // Without a network run, the order a clean single-epoch run trains: every step but the last (the last
       // step is a drain round that applies the final results).
-      const batches = ctx.recordedOrder ?? plannedBatches(ramp, base.config.total_steps - 1);
+      // AdamW's train step takes one batch size; a recorded order with steps of other sizes is re-cut.
+      const recorded = ctx.recordedOrder ? equalBatches(ctx.recordedOrder.batches, flags.batchSize) : null;
+      if (kind === 'run' && recorded?.recut)
+        ctx.log(
+          `adamw: the ${ctx.recordedOrder?.method} run's steps are not all ${flags.batchSize} samples; its samples re-cut into equal steps in the same sequence (${recorded.dropped} left over)`,
+        );
+      const batches = recorded?.batches ?? plannedBatches(ramp, base.config.total_steps - 1);
       const order: AdamWOrder =
         kind === 'run'
           ? { kind: 'batches', batches, order: ctx.sampleOrder }
@@ -223,7 +315,7 @@ const adamw: QualityMethod = {
           init_seed: seed,
           data_order:
             kind === 'run'
-              ? `the network run's global batches (${ctx.sampleOrder.kind} order)`
+              ? `${ctx.recordedOrder ? `the ${ctx.recordedOrder.method} run's` : 'the planned'} global batches (${ctx.sampleOrder.kind} order)`
               : "node-trainer baseline's shuffle (seed 0)",
         },
         // Through the same evaluation as the network methods (runBaseline's own final eval reads the same set).
@@ -239,7 +331,12 @@ const adamw: QualityMethod = {
         curve: r.evals.map((e) => ({ step: e.step, held_out_loss: e.val_loss, train_loss: e.train_loss })),
         data_order: {
           source: kind === 'shuffled' ? 'shuffled' : ctx.recordedOrder ? 'network run' : 'planned',
-          matches_plan: kind === 'run' && sameBatches(batches, plannedBatches(ramp, batches.length)),
+          // The network run's rounds were the planned ones and AdamW trains its steps as they were.
+          matches_plan:
+            kind === 'run' &&
+            !recorded?.recut &&
+            (ctx.recordedOrder?.matchesPlan ?? sameBatches(batches, plannedBatches(ramp, batches.length))),
+          recut: kind === 'run' && Boolean(recorded?.recut),
           steps: r.steps,
         },
         protocol: null,
@@ -252,8 +349,8 @@ const adamw: QualityMethod = {
 };
 
 /**
- * Every method by its --method name. SparseLoCo joins as one more networkMethod entry whose variants set the
- * run's optimizer to SparseLoCo's table, once the client trains such runs.
+ * Every method by its --method name. A new network method is one more networkMethod entry: a summary and a
+ * function from the flags to run configs (the in-process network trains any DisTrO or SparseLoCo run).
  */
 export const METHODS: Record<string, QualityMethod> = {
   adamw,
@@ -261,5 +358,10 @@ export const METHODS: Record<string, QualityMethod> = {
     'distro',
     "the run's DisTrO (chunk, top-k, bits, decay from the run; --topk, --lr, --chunk, --bits override)",
     distroVariants,
+  ),
+  sparseloco: networkMethod(
+    'sparseloco',
+    "the embedded default run's SparseLoCo (H inner AdamW steps per round; --lr: inner peak, --inner-steps, --topk, --chunk, --bits 1..8 override)",
+    sparseLoCoVariants,
   ),
 };
