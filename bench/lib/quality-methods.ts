@@ -139,9 +139,10 @@ function networkMethod(
         // h-th inner batches. The plan is checked per round (H × the batch, consecutive from sample 0).
         const order = innerStepBatches(r.trained, h);
         const ramp = { ...v.run.config, max_seq_len: v.run.model.LLM.max_seq_len, inner_steps: h };
-        const rounds_ = globalBatches(r.trained);
+        const roundBatches = globalBatches(r.trained);
         const matchesPlan =
-          sameBatches(rounds_, plannedBatches(ramp, rounds_.length)) && order.length === rounds_.length * h;
+          sameBatches(roundBatches, plannedBatches(ramp, roundBatches.length)) &&
+          order.length === roundBatches.length * h;
         ctx.recordedOrder ??= { method: name, batches: order, matchesPlan };
         out.push({
           method: name,
