@@ -40,6 +40,7 @@ import {
   verificationTasks,
   bytesToHex,
   packSigns,
+  peerIdOfKey,
   type CoordinatorState,
   type Identity,
   type ResultSpec,
@@ -134,10 +135,6 @@ function identityOf(n: number): Identity {
   return identityFromSeed(seed);
 }
 
-/** A libp2p-sized peer id (52 characters), so joins cost what real ones do. */
-function peerIdOf(n: number): string {
-  return `12D3KooW${n.toString(36).padStart(8, '0')}${'x'.repeat(36)}`;
-}
 
 function send(s: Session, kind: string, frame: Uint8Array): void {
   if (!s.ws || s.ws.readyState !== WebSocket.OPEN) return;
@@ -219,7 +216,7 @@ function open(s: Session): void {
     if (m.kind === 'challenge') {
       const join = signJoin(
         s.id.secretKey,
-        { runId: cfg.runId, p2pPeerId: peerIdOf(s.n), deviceKind: 'bench', challenge: m.message.challenge },
+        { runId: cfg.runId, p2pPeerId: peerIdOfKey(s.id.publicKey), deviceKind: 'bench', challenge: m.message.challenge },
         m.message.powBits,
       );
       send(s, 'join', encodeJoin(join));

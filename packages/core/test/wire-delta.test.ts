@@ -12,6 +12,7 @@ import {
   encodeWireEvent,
   MAX_DELTA_TRANSITIONS,
   MESSAGE_TYPE,
+  peerIdOfKey,
   WireError,
   wireLimits,
 } from '../src/index.ts';
@@ -41,8 +42,9 @@ const eventArb: fc.Arbitrary<WireEvent> = fc.oneof(
   fc.constantFrom<WireEvent>({ type: 'tick' }, { type: 'pause' }, { type: 'resume' }),
   fc.uint8Array({ maxLength: 64 }).map((entropy) => ({ type: 'entropy' as const, entropy })),
   fc
-    .record({ key: bytes(32), p2pId: fc.option(fc.string({ maxLength: 60 }), { nil: null }) })
-    .map((r) => ({ type: 'join' as const, ...r })),
+    .tuple(bytes(32), fc.option(fc.option(fc.string({ maxLength: 60 }), { nil: null }), { nil: undefined }))
+    // undefined: the key's own libp2p PeerId, as node-trainer and the tab join with.
+    .map(([key, p]) => ({ type: 'join' as const, key, p2pId: p === undefined ? peerIdOfKey(key) : p })),
   refArb.map((who) => ({ type: 'leave' as const, who })),
   refArb.map((who) => ({ type: 'warmupWitness' as const, who })),
   fc
@@ -260,6 +262,42 @@ describe('state deltas on the wire', () => {
       }).length;
     expect(join(100)).toBeLessThan(120);
     expect(Math.abs(join(1_000_000) - join(100))).toBeLessThanOrEqual(2);
+  });
+
+  it("spells a join's own PeerId in one byte, and only that way", () => {
+    const key = new Uint8Array(32).fill(7);
+    const frame = (p2pId: string | null) =>
+      encodeStateDelta({
+        runId: 'run-1',
+        fromSeq: 9,
+        transitions: [{ now: 1_700_000_000, entropy: null, event: { type: 'join', key, p2pId } }],
+      });
+    const derived = frame(peerIdOfKey(key));
+    expect(derived.length).toBe(frame(null).length);
+    expect(decodeStateDelta(derived).transitions[0]!.event).toEqual({
+      type: 'join',
+      key,
+      p2pId: peerIdOfKey(key),
+    });
+    expect(peerIdOfKey(key)).toMatch(/^12D3KooW[1-9A-HJ-NP-Za-km-z]{44}$/);
+    // The same PeerId (or the key's hex) spelled out as a string under tag 1 is another spelling: refused.
+    const other = 'Q'.repeat(52);
+    const spelled = frame(other);
+    const respell = (alias: string) => {
+      const text = new TextEncoder().encode(alias);
+      const at = spelled.findIndex((_, i) => spelled[i] === 0x51 && spelled[i + 51] === 0x51);
+      const forged = new Uint8Array(spelled.length - 52 + text.length);
+      forged.set(spelled.subarray(0, at));
+      forged[at - 1] = text.length; // the string's varint length
+      forged.set(text, at);
+      forged.set(spelled.subarray(at + 52), at + text.length);
+      return forged;
+    };
+    expect(decodeStateDelta(respell('R'.repeat(60))).transitions[0]!.event).toMatchObject({
+      p2pId: 'R'.repeat(60),
+    });
+    expect(wireCode(() => decodeStateDelta(respell(peerIdOfKey(key))))).toBe('inconsistent');
+    expect(wireCode(() => decodeStateDelta(respell('07'.repeat(32))))).toBe('inconsistent');
   });
 
   it('refuses empty deltas, too many transitions, reserved header bits and unknown event types', () => {

@@ -22,6 +22,7 @@ import {
 } from '../src/index.ts';
 import type { CoordinatorState, WireMessage } from '../src/index.ts';
 import { bytes, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
+import { internState } from '../src/wire/state-interning.ts';
 
 const config = coordinatorConfigOf(parseRunConfig(DEFAULT_RUN_TOML).config);
 
@@ -148,7 +149,8 @@ describe('relay session messages', () => {
   it('state JSON must be canonical, an object, version 1 and name the frame run', () => {
     const good = samples.find((m) => m.kind === 'stateSnapshot')!;
     if (good.kind !== 'stateSnapshot') throw new Error('sample order');
-    const text = JSON.stringify(good.message.state);
+    // The frame carries the state interned (state-interning.ts); its text is still canonical JSON.
+    const text = internState(good.message.state).text;
     // Re-spell the JSON by hand and splice it into an otherwise valid frame.
     const withState = (json: string) => {
       const frame = encodeStateSnapshot(good.message);

@@ -14,6 +14,7 @@ export * from './verdict.ts';
 export * from './membership.ts';
 export * from './challenge.ts';
 export * from './state-snapshot.ts';
+export { peerIdOfKey } from './state-interning.ts';
 export * from './state-hash.ts';
 export * from './transition.ts';
 export * from './state-delta.ts';

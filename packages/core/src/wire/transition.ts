@@ -17,7 +17,8 @@
 // |------|--------------------------------|------------------------------------------------------------|
 // | 0    | tick                           | —                                                          |
 // | 1    | entropy                        | entropy: bytes ≤ 64                                        |
-// | 2    | join                           | key 32 B ‖ p2p u8 0 = the key's hex, 1 = string ≤ 1024 B    |
+// | 2    | join                           | key 32 B ‖ p2p u8 0 = the key's hex, 1 = string ≤ 1024 B,  |
+// |      |                                | 2 = the key's libp2p PeerId (state-interning.ts peerIdOfKey) |
 // | 3    | leave                          | ClientRef                                                  |
 // | 4    | eject                          | ClientRef ‖ reason string ≤ limits.maxStringBytes          |
 // | 5    | warmup_witness                 | ClientRef                                                  |
@@ -46,7 +47,8 @@ import {
   writeCommitteeProof,
   writeWitnessProof,
 } from './witness.ts';
-import { PUBLIC_KEY_BYTES } from '../crypto/index.ts';
+import { bytesToHex, PUBLIC_KEY_BYTES } from '../crypto/index.ts';
+import { peerIdOfKey } from './state-interning.ts';
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
 
 /** Where the state an event applies to holds a client; resolved by replay.ts. */
@@ -166,6 +168,8 @@ export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
     case 'join':
       w.fixed(e.key, PUBLIC_KEY_BYTES, 'key');
       if (e.p2pId === null) w.u8(0, 'p2pId');
+      // node-trainer and the tab derive their libp2p key from the identity key: 1 byte instead of 52.
+      else if (e.p2pId === peerIdOfKey(e.key)) w.u8(2, 'p2pId');
       else {
         w.u8(1, 'p2pId');
         w.string(e.p2pId, JOIN_P2P_ID_MAX_BYTES, 'p2pId');
@@ -248,8 +252,12 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
     case 'join': {
       const key = r.fixed(PUBLIC_KEY_BYTES, 'key');
       const tag = r.u8('p2pId');
-      if (tag > 1) throw new WireError('inconsistent', 'p2pId', `option tag must be 0 or 1, got ${tag}`);
-      return { type, key, p2pId: tag === 1 ? r.string(JOIN_P2P_ID_MAX_BYTES, 'p2pId') : null };
+      if (tag > 2) throw new WireError('inconsistent', 'p2pId', `p2p tag must be 0, 1 or 2, got ${tag}`);
+      if (tag !== 1) return { type, key, p2pId: tag === 2 ? peerIdOfKey(key) : null };
+      const p2pId = r.string(JOIN_P2P_ID_MAX_BYTES, 'p2pId');
+      if (p2pId === peerIdOfKey(key) || p2pId === bytesToHex(key))
+        throw new WireError('inconsistent', 'p2pId', "the key's own PeerId or hex has a tag of its own");
+      return { type, key, p2pId };
     }
     case 'leave':
     case 'warmupWitness':
