@@ -40,6 +40,7 @@ import { createHash } from 'node:crypto';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import { encodedDistroResultSize } from '../packages/core/src/index.ts';
 import {
@@ -70,20 +71,56 @@ import { ensureBrown, loadDataset } from '../packages/model/src/node/index.ts';
 import { cacheRoot } from '../apps/node-trainer/src/dataset/brown.ts';
 import { createSession } from '../apps/node-trainer/src/ort/session.ts';
 
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
+const VALUE_FLAGS = [
+  'steps',
+  'rounds',
+  'peers',
+  'inner',
+  'batch',
+  'seq',
+  'topk',
+  'bits',
+  'beta',
+  'lr',
+  'warmup',
+  'floor',
+  'outer-lr',
+  'divide-by',
+  'lag',
+  'delayed',
+  'adamw-lr',
+  'runs',
+  'eval-every',
+  'threads',
+  'seed',
+  'log',
+  'tag',
+] as const;
+// Strict: a mistyped flag is an error, not a silently ignored setting of a half-hour run.
+const valueFlags = Object.fromEntries(VALUE_FLAGS.map((f) => [f, { type: 'string' as const }])) as Record<
+  (typeof VALUE_FLAGS)[number],
+  { type: 'string' }
+>;
+const { values: argv } = parseArgs({
+  options: {
+    ...valueFlags,
+    json: { type: 'boolean' },
+    eager: { type: 'boolean' },
+    webgpu: { type: 'boolean' },
+  },
+  strict: true,
+});
+function flag(name: (typeof VALUE_FLAGS)[number], fallback: string): string {
+  return argv[name] ?? fallback;
 }
-function positiveInt(name: string, fallback: string, min = 1): number {
+function positiveInt(name: (typeof VALUE_FLAGS)[number], fallback: string, min = 1): number {
   const v = Number(flag(name, fallback));
   if (!Number.isSafeInteger(v) || v < min) throw new RangeError(`--${name} must be an integer ≥ ${min}`);
   return v;
 }
-const JSON_OUT = process.argv.includes('--json');
+const JSON_OUT = argv.json === true;
 const inner = positiveInt('inner', '10');
-const steps = process.argv.includes('--steps')
-  ? positiveInt('steps', '80')
-  : positiveInt('rounds', '8') * inner;
+const steps = argv.steps !== undefined ? positiveInt('steps', '80') : positiveInt('rounds', '8') * inner;
 if (steps % inner !== 0) throw new RangeError(`--steps ${steps} is not a multiple of --inner ${inner}`);
 const lag = positiveInt('lag', '0', 0);
 if (lag > 2) throw new RangeError('--lag must be 0, 1 or 2');
@@ -108,7 +145,7 @@ const setup = {
   outer_lr: Number(flag('outer-lr', '1')),
   divide_by: divideBy as 'senders' | 'results',
   lag,
-  eager: process.argv.includes('--eager'),
+  eager: argv.eager === true,
   delayed,
   adamw: {
     beta1: 0.9,
@@ -229,7 +266,7 @@ const rowsOf = (step: number, peer: number, batch: number): number[] =>
     (_, j) => order[((step * setup.peers + peer) * setup.batch + j) % order.length] as number,
   );
 
-const dawn = process.argv.includes('--webgpu') ? await dawnDevice() : undefined;
+const dawn = argv.webgpu === true ? await dawnDevice() : undefined;
 const digest = async (be: DistroBackend, ts: readonly DistroTensor[]): Promise<string> => {
   const h = createHash('sha256');
   for (const t of ts) h.update(new Uint8Array((await be.read(t)).buffer));
