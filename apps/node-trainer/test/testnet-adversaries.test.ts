@@ -66,6 +66,14 @@ function honestUnaffected(r: TestnetResult): void {
 
 const MINUTES = 60_000;
 
+/**
+ * A run that cannot end inside its first epoch on any machine: epochs of 30 s (the shortest the run's timers
+ * allow) and rounds of at least 3 s whatever the machine's speed (RoundWitness lasts round_witness_time), so 24
+ * steps take over 72 s and span at least two epoch ends (with 1 s rounds an idle CI machine once finished all
+ * 24 steps in the first epoch).
+ */
+const SEVERAL_EPOCHS = ['--epoch-time', '30', '--round-witness-time', '3', '--steps', '24'] as const;
+
 describe('local-testnet --adversary', () => {
   for (const kind of ['random-signs', 'sign-flip', 'stale-replay', 'other-batch'])
     it(
@@ -119,22 +127,8 @@ describe('local-testnet --adversary', () => {
   it(
     'no-upload: a standby voter uploads the checkpoint and the next epoch’s joiner starts from it',
     async () => {
-      // Epochs of 30 s (the shortest the run's timers allow), and rounds of at least 3 s whatever the machine's
-      // speed (RoundWitness lasts round_witness_time): 24 steps take over 72 s, so there are at least two epoch
-      // ends on a fast machine too (at 1 s, an idle CI machine once finished all 24 steps in the first epoch).
       // The late joiner comes in at the second epoch.
-      const r = await testnet(
-        '--adversary',
-        'no-upload',
-        '--late-joiners',
-        '1',
-        '--epoch-time',
-        '30',
-        '--round-witness-time',
-        '3',
-        '--steps',
-        '24',
-      );
+      const r = await testnet('--adversary', 'no-upload', '--late-joiners', '1', ...SEVERAL_EPOCHS);
       honestUnaffected(r);
       // The adversary joined first, so it was the designated uploader of every epoch end.
       expect(r.adversary_designated_uploads).toBeGreaterThanOrEqual(2);
@@ -170,17 +164,7 @@ describe('local-testnet --adversary', () => {
   it(
     'sybil: the per-address cap admits a few of 50 identities; they cost one epoch and are all dropped',
     async () => {
-      // Rounds of at least 3 s (see no-upload): the run cannot end inside the first epoch on a fast machine.
-      const r = await testnet(
-        '--adversary',
-        'sybil:50',
-        '--epoch-time',
-        '30',
-        '--round-witness-time',
-        '3',
-        '--steps',
-        '24',
-      );
+      const r = await testnet('--adversary', 'sybil:50', ...SEVERAL_EPOCHS);
       honestUnaffected(r);
       expect(r.adversary_identities).toBe(50);
       expect(r.adversaries_joined).toBeLessThanOrEqual(16 - 3);
