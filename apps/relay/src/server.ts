@@ -39,7 +39,11 @@ export interface RunningRelay {
 
 export async function startRelayServer(opts: RelayServerOptions): Promise<RunningRelay> {
   const limits = wireLimits(opts.limits);
-  const store = new RelayStore(opts.dataDir === ':memory:' ? ':memory:' : opts.dataDir);
+  // The store is opened before the relay that owns the log: its warnings go to stderr until then.
+  let warn = (m: string): void => void process.stderr.write(`relay store: ${m}\n`);
+  const store = new RelayStore(opts.dataDir === ':memory:' ? ':memory:' : opts.dataDir, {
+    warn: (m) => warn(m),
+  });
   const {
     dataDir: _dir,
     host: _host,
@@ -49,6 +53,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     ...relayOptions
   } = opts;
   const relay = new Relay({ ...relayOptions, store, limits });
+  warn = (m) => relay.log.warn(`store: ${m}`);
 
   const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];
   const app = createRelayApp(relay, extra);

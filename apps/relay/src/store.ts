@@ -8,10 +8,18 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import type { StatementSync } from 'node:sqlite';
+import { StoreCheckpointer, type CheckpointerStats } from './store-checkpointer.ts';
 // The API's row shapes (types only): what the store returns is what GET /api/runs/:id sends.
 import type { AcceptedBatch, GrantRow, RoundRow } from '@meshtrain/client/relay-api';
 
 export type { GrantRow, RoundRow };
+
+export interface StoreOptions {
+  /** Interval of the WAL checkpoint thread; 0 leaves checkpoints to SQLite on the relay's thread. */
+  checkpointMs?: number;
+  /** Hears problems of the checkpoint thread (default: stderr). */
+  warn?: (message: string) => void;
+}
 
 /**
  * 2: the transition log replaced version 1's `transitions` table, whose rows each held a full state (opening a
@@ -283,19 +291,24 @@ export class RelayStore {
   /** Client upserts since the last pruning of idle client rows. */
   private clientWrites = 0;
 
+  /** Checkpoints the WAL on its own thread (store-checkpointer.ts); null in memory or once it has failed. */
+  private checkpointer: StoreCheckpointer | null = null;
+
   /** Opens (creating if needed) `<dataDir>/relay.db`; `:memory:` for tests that need no restart. */
-  constructor(dataDir: string | ':memory:') {
+  constructor(dataDir: string | ':memory:', opts: StoreOptions = {}) {
     let path = ':memory:';
     if (dataDir !== ':memory:') {
       mkdirSync(dataDir, { recursive: true });
       path = join(dataDir, 'relay.db');
     }
     this.db = new DatabaseSync(path);
+    // First: a store closed a moment ago may still be finishing its checkpoint thread's last checkpoint.
+    this.db.exec('PRAGMA busy_timeout = 5000');
     this.db.exec('PRAGMA journal_mode = WAL');
     this.db.exec('PRAGMA synchronous = NORMAL');
     this.db.exec('PRAGMA foreign_keys = ON');
-    this.db.exec('PRAGMA busy_timeout = 5000');
     this.db.exec(SCHEMA);
+    if (path !== ':memory:' && opts.checkpointMs !== 0) this.startCheckpointer(path, opts);
     const v = this.q('SELECT value FROM meta WHERE key = ?').get('schema_version') as Row | undefined;
     if (v === undefined) {
       this.q('INSERT INTO meta(key, value) VALUES (?, ?)').run('schema_version', String(SCHEMA_VERSION));
@@ -329,6 +342,34 @@ export class RelayStore {
     });
   }
 
+  private startCheckpointer(path: string, opts: StoreOptions): void {
+    const warn = opts.warn ?? ((m: string) => process.stderr.write(`relay store: ${m}\n`));
+    // The WAL file is reused from its start once checkpointed; this caps what it keeps on disk after a burst.
+    this.db.exec(`PRAGMA journal_size_limit = ${64 * 1024 * 1024}`);
+    this.db.exec('PRAGMA wal_autocheckpoint = 0');
+    this.checkpointer = new StoreCheckpointer(
+      path,
+      opts.checkpointMs ?? 1000,
+      (m) => warn(`WAL checkpoint failed: ${m}`),
+      () => {
+        // Without its thread the WAL would grow without bound: the relay's connection checkpoints again.
+        warn('the WAL checkpoint thread ended; checkpointing on the main thread from now on');
+        this.checkpointer = null;
+        if (this.db.isOpen) this.db.exec('PRAGMA wal_autocheckpoint = 1000');
+      },
+    );
+  }
+
+  /** Checkpoints the WAL now (tests, and before a snapshot copy): resolves when the pass is done. */
+  async checkpointNow(): Promise<void> {
+    await this.checkpointer?.passNow();
+  }
+
+  /** The WAL checkpoint thread's counters; null when there is none (in memory, or it ended). */
+  checkpointStats(): CheckpointerStats | null {
+    return this.checkpointer ? { ...this.checkpointer.stats } : null;
+  }
+
   private q(sql: string): StatementSync {
     let s = this.stmts.get(sql);
     if (!s) {
@@ -352,6 +393,8 @@ export class RelayStore {
   }
 
   close(): void {
+    this.checkpointer?.stop();
+    this.checkpointer = null;
     if (this.db.isOpen) this.db.close();
   }
 
