@@ -1,7 +1,7 @@
 // SparseLoCo's lag-0 apply (docs/protocol.md "Speculative apply (SparseLoCo)"): each round's admitted results
 // are applied before the next round trains, and a result applied that way but missing from the round's final
 // accepted set (here: one the verifiers failed) is taken out by a rebuild on every replica alike.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bytesToHex } from '@meshtrain/core';
 import { LocalHub, adversary } from '../src/testing.ts';
 import {
@@ -13,14 +13,11 @@ import {
   toyData,
   type TestPeer,
   TOY_TIMERS,
+  stopPeersAfterEach,
 } from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 const CONFIG = {
   ...TOY_TIMERS,

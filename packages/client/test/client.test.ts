@@ -9,7 +9,7 @@ import {
   signResult,
   identityFromSeed,
 } from '@meshtrain/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalHub } from '../src/testing.ts';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
@@ -21,14 +21,12 @@ import {
   TOY_HUB,
   type TestPeer,
   TOY_TIMERS,
+  stopPeersAfterEach,
+  stopStartedPeers,
 } from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 const BASE = {
   ...TOY_TIMERS,
@@ -116,9 +114,7 @@ describe('client', () => {
         }
         expect(new Set(await hashes(peers)).size).toBe(1);
       } finally {
-        for (const p of peers) p.client.stop();
-        await Promise.all(peers.map((p) => p.done));
-        peers = [];
+        await stopStartedPeers();
         dawn.device.destroy();
       }
     },

@@ -4,17 +4,21 @@
 // against the gradient, which verifiers fail (on the toy model: update agreement 0.33 at the cold-start round
 // instead of 1). End to end in-process (LocalHub with core's coordinator, real Clients, the toy model),
 // verification on every result.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bytesToHex, type CoordinatorEvent } from '@meshtrain/core';
 import { LocalHub } from '../src/testing.ts';
-import { drive, startPeer, testRun, TOY_HUB, type TestPeer, TOY_TIMERS } from './helpers.ts';
+import {
+  drive,
+  startPeer,
+  testRun,
+  TOY_HUB,
+  type TestPeer,
+  TOY_TIMERS,
+  stopPeersAfterEach,
+} from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 /** The admin's pause / resume, as the relay feeds them to core. */
 function admin(hub: LocalHub, type: 'pause' | 'resume'): void {

@@ -1,5 +1,6 @@
 // Shared pieces of the client tests: a run config, a small pure-TypeScript model whose gradient is exact
 // arithmetic (so tests need no ONNX runtime), and a driver that runs virtual time on a LocalHub.
+import { afterEach } from 'vitest';
 import { DISTRO_RUN_TOML, identityFromSeed, parseRunConfig, type RunConfig } from '@meshtrain/core';
 import { createCpuBackend, type DistroBackend } from '@meshtrain/distro';
 import {
@@ -219,6 +220,21 @@ export const TOY_TIMERS = {
   min_clients: 2,
 };
 
+/** Every peer startPeer started and nothing stopped yet: one afterEach stops them (stopPeersAfterEach). */
+const started: TestPeer[] = [];
+
+/** Stops every peer started so far and waits for their run loops to end. */
+export async function stopStartedPeers(): Promise<void> {
+  const peers = started.splice(0);
+  for (const p of peers) p.client.stop();
+  await Promise.all(peers.map((p) => p.done));
+}
+
+/** Call at a test file's top level: after each test, every peer it started is stopped. */
+export function stopPeersAfterEach(): void {
+  afterEach(stopStartedPeers);
+}
+
 export function startPeer(
   hub: LocalHub,
   run: RunConfig,
@@ -251,7 +267,9 @@ export function startPeer(
     fetchPatienceMs: patienceMs,
   });
   client.setShapes(SHAPES);
-  return { client, id: link.clientId, events, done: client.run() };
+  const peer = { client, id: link.clientId, events, done: client.run() };
+  started.push(peer);
+  return peer;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

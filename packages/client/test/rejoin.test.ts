@@ -1,18 +1,14 @@
 // A client the coordinator dropped (here: accused by a witness quorum for results it never sent) is no longer a
 // member; at the next WaitingForMembers it joins again by itself and trains the rest of the run, ending with
 // the same parameters as everyone else.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bytesToHex } from '@meshtrain/core';
 import { LocalHub } from '../src/testing.ts';
 import type { CoordinatorLink } from '../src/interfaces.ts';
-import { drive, startPeer, testRun, TOY_HUB, type TestPeer } from './helpers.ts';
+import { drive, startPeer, testRun, TOY_HUB, type TestPeer, stopPeersAfterEach } from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 /** A link that swallows this client's results while `silent()` holds: to the witnesses it trained nothing. */
 function silentWhile(link: CoordinatorLink, silent: () => boolean): CoordinatorLink {

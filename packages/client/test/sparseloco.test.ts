@@ -5,7 +5,7 @@
 import { bytesToHex, innerBatches, roundAssignments, type RunConfig } from '@meshtrain/core';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalHub } from '../src/testing.ts';
 import {
   drive,
@@ -17,14 +17,12 @@ import {
   TOY_HUB,
   type TestPeer,
   TOY_TIMERS,
+  stopPeersAfterEach,
+  stopStartedPeers,
 } from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 const BASE = {
   ...TOY_TIMERS,
@@ -126,9 +124,7 @@ describe('SparseLoCo', () => {
         const mean = (xs: { loss: number }[]) => xs.reduce((a, b) => a + b.loss, 0) / xs.length;
         expect(mean(last)).toBeLessThan(mean(first));
       } finally {
-        for (const p of peers) p.client.stop();
-        await Promise.all(peers.map((p) => p.done));
-        peers = [];
+        await stopStartedPeers();
         dawn.device.destroy();
       }
     },
@@ -178,9 +174,7 @@ describe('SparseLoCo', () => {
             expect(v.pass).toBe(true);
             expect(v.fingerprintAgreement).toBe(1);
           }
-          for (const p of peers) p.client.stop();
-          await Promise.all(peers.map((p) => p.done));
-          peers = [];
+          await stopStartedPeers();
         }
       } finally {
         dawn.device.destroy();

@@ -3,7 +3,7 @@
 // fingerprint of the first inner step agrees exactly) and results whose signs were made up or flipped, that
 // were trained on other samples, or replayed from an earlier round are caught by both verifiers, their
 // trainer ejected and its results removed, with the honest replicas staying bit-identical.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bytesToHex } from '@meshtrain/core';
 import { LocalHub, adversary, type AdversaryKind } from '../src/testing.ts';
 import {
@@ -15,14 +15,11 @@ import {
   toyData,
   type TestPeer,
   TOY_TIMERS,
+  stopPeersAfterEach,
 } from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 const BASE = {
   ...TOY_TIMERS,

@@ -1,17 +1,22 @@
 // Verification of work, end to end in-process (LocalHub with core's coordinator, real Clients, the toy model):
 // honest replicas pass every check and stay bit-identical; a cheater is caught by two verifiers, ejected, and
 // its results — also those applied before it was caught — are removed from every replica alike.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bytesToHex } from '@meshtrain/core';
 import { LocalHub, adversary, type AdversaryKind } from '../src/testing.ts';
-import { drive, startPeer, testRun, TOY_HUB, toyData, type TestPeer, TOY_TIMERS } from './helpers.ts';
+import {
+  drive,
+  startPeer,
+  testRun,
+  TOY_HUB,
+  toyData,
+  type TestPeer,
+  TOY_TIMERS,
+  stopPeersAfterEach,
+} from './helpers.ts';
 
 let peers: TestPeer[] = [];
-afterEach(async () => {
-  for (const p of peers) p.client.stop();
-  await Promise.all(peers.map((p) => p.done));
-  peers = [];
-});
+stopPeersAfterEach();
 
 const BASE = {
   ...TOY_TIMERS,
