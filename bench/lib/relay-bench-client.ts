@@ -135,7 +135,6 @@ function identityOf(n: number): Identity {
   return identityFromSeed(seed);
 }
 
-
 function send(s: Session, kind: string, frame: Uint8Array): void {
   if (!s.ws || s.ws.readyState !== WebSocket.OPEN) return;
   s.sent++;
@@ -216,7 +215,12 @@ function open(s: Session): void {
     if (m.kind === 'challenge') {
       const join = signJoin(
         s.id.secretKey,
-        { runId: cfg.runId, p2pPeerId: peerIdOfKey(s.id.publicKey), deviceKind: 'bench', challenge: m.message.challenge },
+        {
+          runId: cfg.runId,
+          p2pPeerId: peerIdOfKey(s.id.publicKey),
+          deviceKind: 'bench',
+          challenge: m.message.challenge,
+        },
         m.message.powBits,
       );
       send(s, 'join', encodeJoin(join));
