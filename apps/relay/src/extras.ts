@@ -156,17 +156,47 @@ function wireMetrics(
     ['run'],
   );
   relay.hooks.stateHashMismatch = (runId) => hashMismatches.inc({ run: runId });
+  const observeWal = walCheckpointMetrics(relay, metrics);
   const beforeScrape = () => {
     observeChanged();
     const u = process.cpuUsage();
     cpu.set({}, (u.user + u.system) / 1e6);
     rss.set({}, process.memoryUsage.rss());
+    observeWal();
   };
   relay.hooks.bytesIn = (n) => metrics.countBytesIn(n);
   relay.hooks.bytesOut = (n) => metrics.countBytesOut(n);
   relay.hooks.loss = (runId, loss) => metrics.setLoss(runId, loss);
   wireParamHashMetrics(relay, metrics);
   return { metrics, beforeScrape };
+}
+
+/**
+ * relay.db's checkpoint thread (store-checkpointer.ts): whether it runs, and its passes and failures, so an
+ * operator sees a WAL that stopped being checkpointed before the disk does. Returns the scrape-time update.
+ */
+function walCheckpointMetrics(relay: Relay, metrics: RelayMetrics): () => void {
+  const r = metrics.registry;
+  const thread = r.gauge(
+    'meshtrain_store_wal_checkpoint_thread',
+    "1 while relay.db's WAL is checkpointed by a thread of its own; 0 when SQLite checkpoints on the relay's thread (in memory, or the thread ended).",
+  );
+  const passes = r.counter('meshtrain_store_wal_checkpoints_total', 'Checkpoint passes of the WAL thread.');
+  const errors = r.counter(
+    'meshtrain_store_wal_checkpoint_errors_total',
+    'Checkpoint passes of the WAL thread that failed (the next pass tries again).',
+  );
+  passes.inc({}, 0);
+  errors.inc({}, 0);
+  let seen = { passes: 0, errors: 0 };
+  return () => {
+    const s = relay.store.checkpointStats();
+    thread.set({}, s ? 1 : 0);
+    if (!s) return;
+    passes.inc({}, Math.max(0, s.passes - seen.passes));
+    errors.inc({}, Math.max(0, s.errors - seen.errors));
+    seen = { passes: s.passes, errors: s.errors };
+  };
 }
 
 /**

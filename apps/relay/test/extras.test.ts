@@ -107,6 +107,9 @@ describe('composed services', () => {
     expect(text).toMatch(/meshtrain_clients\{run="extras",state="Waiting"\} 1/);
     expect(text).toMatch(/meshtrain_bytes_in_total \d+/);
     expect(Number(/meshtrain_bytes_in_total (\d+)/.exec(text)![1])).toBeGreaterThan(0);
+    // relay.db on disk: its WAL is checkpointed by the store's own thread.
+    expect(text).toMatch(/meshtrain_store_wal_checkpoint_thread 1/);
+    expect(text).toMatch(/meshtrain_store_wal_checkpoint_errors_total 0/);
     const missing = await fetch(`${relay.url}/api/runs/nope/data/manifest`);
     expect(missing.status).toBe(404);
   });
