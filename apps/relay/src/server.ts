@@ -39,10 +39,9 @@ export interface RunningRelay {
 
 export async function startRelayServer(opts: RelayServerOptions): Promise<RunningRelay> {
   const limits = wireLimits(opts.limits);
-  // The store is opened before the relay that owns the log: its warnings go to stderr until then.
-  let warn = (m: string): void => void process.stderr.write(`relay store: ${m}\n`);
+  // The store's warnings come from its checkpoint thread, so never before `relay` below exists.
   const store = new RelayStore(opts.dataDir === ':memory:' ? ':memory:' : opts.dataDir, {
-    warn: (m) => warn(m),
+    warn: (m) => relay.log.warn(`store: ${m}`),
   });
   const {
     dataDir: _dir,
@@ -52,8 +51,14 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     extraRoutes: _extra,
     ...relayOptions
   } = opts;
-  const relay = new Relay({ ...relayOptions, store, limits });
-  warn = (m) => relay.log.warn(`store: ${m}`);
+  let relay: Relay;
+  try {
+    relay = new Relay({ ...relayOptions, store, limits });
+  } catch (e) {
+    // Also ends the checkpoint thread, whose warnings would have no relay to go to.
+    store.close();
+    throw e;
+  }
 
   const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];
   const app = createRelayApp(relay, extra);

@@ -360,7 +360,7 @@ export class RelayStore {
     );
   }
 
-  /** Checkpoints the WAL now (tests, and before a snapshot copy): resolves when the pass is done. */
+  /** Checkpoints the WAL now (for tests): resolves when the pass is done. */
   async checkpointNow(): Promise<void> {
     await this.checkpointer?.passNow();
   }
