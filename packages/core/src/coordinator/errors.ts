@@ -22,7 +22,9 @@ export type CoordinatorErrorCode =
   | 'DuplicateAccusation'
   | 'NotAVerifier'
   | 'NothingToVerify'
-  | 'DuplicateVerdict';
+  | 'DuplicateVerdict'
+  | 'MissingOutcome'
+  | 'OutcomeMismatch';
 
 /**
  * Why the coordinator refused an event. Returned in TickResult, never thrown: a refused event leaves the

@@ -19,3 +19,13 @@ export {
   type VerificationTask,
 } from './verification.ts';
 export type { AdmittedResult } from './results.ts';
+export {
+  acceptedSlots,
+  admittedSlots,
+  applyRoundOutcome,
+  judgeRound,
+  sameOutcome,
+  type RoundOutcome,
+} from './round-outcome.ts';
+export { holdsEvidence, summarizeState } from './summary.ts';
+export { lightEventsFor, lightTick, type EvidenceEvent, type LightEvent } from './light-replica.ts';

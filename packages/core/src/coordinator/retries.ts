@@ -20,7 +20,8 @@
 // holds more than 2·max_clients intervals (max_clients being the largest the run has had), and nothing is ever
 // truncated: dropping an entry would lose its samples. Entries are deduplicated by interval as a safeguard.
 import type { BatchId } from '../selection/data-assignment.ts';
-import { acceptedCommitments, retryQueue, roundAtHeight, roundRetries } from './queries.ts';
+import { acceptedCommitments, retryQueue, roundAssignments, roundAtHeight, roundRetries } from './queries.ts';
+import { acceptedSlots } from './round-outcome.ts';
 import type { CoordinatorState, Round } from './state.ts';
 
 /** The most intervals the queue can hold (see "Bound" above); for tests and monitoring, never enforced. */
@@ -35,6 +36,13 @@ export function retryQueueBound(state: CoordinatorState): number {
 export function unattestedBatches(state: CoordinatorState, judged: Round, attesting: Round): BatchId[] {
   if (roundAtHeight(state, judged.height) !== judged || roundAtHeight(state, attesting.height) !== attesting)
     return [];
+  // The recorded outcome when the attesting round has ended (a replica without the evidence has only that);
+  // the same decision from the evidence while it is still open.
+  const recorded = acceptedSlots(state, judged.height);
+  if (recorded)
+    return roundAssignments(state, judged)
+      .filter((_, slot) => !recorded[slot])
+      .map((a) => ({ start: a.batch.start, end: a.batch.end }));
   const accepted = acceptedCommitments(state, judged.height) ?? [];
   return accepted
     .filter((a) => a.commitment === null)

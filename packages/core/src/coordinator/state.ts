@@ -87,6 +87,15 @@ export interface Round {
    * conclusive (coordinator/verification.ts).
    */
   verdicts?: { slot: number; by: number; pass: boolean; conclusive?: true }[];
+  /**
+   * Set when this round ends (coordinator/round-outcome.ts): its slots with an admitted result (base64, the
+   * attestation bit layout) and the Merkle root over those results, so replicas and fetchers can check a
+   * result against the round without its full admitted list. Absent while the round is open.
+   */
+  admitted_bits?: string;
+  admitted_root?: string;
+  /** Set when the round after this one ends: the slots every peer applies (base64 bitmap). */
+  accepted_bits?: string;
 }
 
 export interface EpochState {

@@ -56,8 +56,21 @@ import { healthCheck, warmupWitness, witness } from './witnessing.ts';
 const ENTROPY = /^(?:[0-9a-f]{2}){0,64}$/;
 
 export function tick(state: CoordinatorState, event: CoordinatorEvent, now: number): TickResult {
+  return tickIn(state, event, now, {});
+}
+
+/**
+ * `tick` for a replica that may lack the evidence: `outcome` is what the host judged for a round this event
+ * ends (coordinator/light-replica.ts); with `light`, ending a round without it is an error.
+ */
+export function tickIn(
+  state: CoordinatorState,
+  event: CoordinatorEvent,
+  now: number,
+  extra: Pick<Ctx, 'outcome' | 'light'>,
+): TickResult {
   const effects: CoordinatorEffect[] = [];
-  const ctx: Ctx = { now, effects };
+  const ctx: Ctx = { now, effects, ...extra };
   if (!Number.isSafeInteger(now) || now < 0)
     return refuse(
       state,
@@ -65,6 +78,17 @@ export function tick(state: CoordinatorState, event: CoordinatorEvent, now: numb
     );
   if (typeof event !== 'object' || event === null)
     return refuse(state, new CoordinatorError('BadEvent', 'event must be an object'));
+  try {
+    return dispatch(state, event, ctx);
+  } catch (e) {
+    // Only endRound throws, and only for a replica handed no (or a wrong) round outcome.
+    if (e instanceof CoordinatorError) return refuse(state, e);
+    throw e;
+  }
+}
+
+function dispatch(state: CoordinatorState, event: CoordinatorEvent, ctx: Ctx): TickResult {
+  const { effects } = ctx;
   const done = (next: CoordinatorState | CoordinatorError): TickResult =>
     next instanceof CoordinatorError ? refuse(state, next) : { state: next, effects };
   switch (event.type) {

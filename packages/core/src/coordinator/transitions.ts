@@ -7,12 +7,18 @@ import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorEffect } from './events.ts';
 import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
 import { queueUnattested, requeueUnapplied, takeRetries } from './retries.ts';
+import { CoordinatorError } from './errors.ts';
+import { applyRoundOutcome, judgeRound, sameOutcome, type RoundOutcome } from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
 import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
 
 export interface Ctx {
   now: number;
   effects: CoordinatorEffect[];
+  /** The host's judgement of the round this event ends, for a replica without the evidence (round-outcome.ts). */
+  outcome?: RoundOutcome;
+  /** The state holds no evidence (a light replica): a round can only end with `outcome`. */
+  light?: boolean;
 }
 
 /** Psyche's check_timeout: at least one new second must have passed, and `duration` of them. */
@@ -153,9 +159,29 @@ function epochTimedOut(state: CoordinatorState, now: number): boolean {
 
 /** RoundWitness timeout: close the round and start the next one or cool down. */
 export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
-  const round = currentRound(state);
-  if (!round) return changeState(state, 'Cooldown', ctx);
-  let next: CoordinatorState = { ...state, progress: { ...state.progress, step: state.progress.step + 1 } };
+  const ended = currentRound(state);
+  if (!ended) return changeState(state, 'Cooldown', ctx);
+  // Round h's admitted record and round h−1's fate are final now: record them before anything reads them.
+  // A light replica takes the host's outcome as given; a full one judges the evidence itself and, handed the
+  // host's outcome too, checks it (a mismatch proves the host wrong). Thrown, and turned into a refusal by tickIn.
+  const own = ctx.light ? null : judgeRound(state, ended);
+  const outcome = own ?? ctx.outcome;
+  if (!outcome || outcome.height !== ended.height)
+    throw new CoordinatorError(
+      'MissingOutcome',
+      `ending round ${ended.height} needs the host's round outcome`,
+    );
+  if (own && ctx.outcome && !sameOutcome(own, ctx.outcome))
+    throw new CoordinatorError(
+      'OutcomeMismatch',
+      `the host's outcome of round ${ended.height} is not the evidence's`,
+    );
+  const judged = applyRoundOutcome(state, outcome);
+  const round = currentRound(judged) as Round;
+  let next: CoordinatorState = {
+    ...judged,
+    progress: { ...judged.progress, step: judged.progress.step + 1 },
+  };
   // FIX (Psyche): Psyche compares the submitted count with quorum(submitted count) when witness_nodes = 0, a
   // check that can never fail. The quorum here is always that of W, the witnesses selected for the round.
   const q = quorum(round.witness_count);

@@ -147,13 +147,55 @@ export function witness(
     attested: toBase64(sub.attested),
     broadcast_merkle: sub.broadcast_merkle ?? null,
   };
+  return { state: recordWitness(state, round, record, sub.id, ctx) };
+}
+
+function recordWitness(
+  state: CoordinatorState,
+  round: Round,
+  record: WitnessRecord,
+  id: string,
+  ctx: Ctx,
+): CoordinatorState {
   const updated: Round = { ...round, witnesses: [...round.witnesses, record] };
   let next = withRound(state, updated);
-  ctx.effects.push({ type: 'WitnessAccepted', step: round.step, index: sub.proof.index, id: sub.id });
+  ctx.effects.push({ type: 'WitnessAccepted', step: round.step, index: record.index, id });
   // Opportunistic witnessing: once all W have spoken there is nothing left to wait for.
   if (next.run_state === 'RoundTrain' && updated.witnesses.length >= updated.witness_count)
     next = changeState(next, 'RoundWitness', ctx);
-  return { state: next };
+  return next;
+}
+
+/**
+ * A light replica's record of a witness the host accepted (coordinator/light-replica.ts): the witness's roster
+ * index without its attestation, which only the host and full replicas keep. Checked for what the replica
+ * can check itself — the open round, a selected witness, not yet recorded.
+ */
+export function witnessSeen(
+  state: CoordinatorState,
+  step: number,
+  index: number,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')
+    return new CoordinatorError('WrongPhase', `no round takes witnesses (run is ${state.run_state})`);
+  const round = currentRound(state);
+  if (!round || round.step !== step)
+    return new CoordinatorError('StaleRound', `witness_seen is for step ${String(step)}, not the open round`);
+  if (
+    !Number.isInteger(index) ||
+    index < 0 ||
+    index >= round.roster.length ||
+    !roundSelection(round).isWitness(index)
+  )
+    return new CoordinatorError(
+      'NotAWitness',
+      `roster index ${String(index)} is not a witness of this round`,
+    );
+  if (round.witnesses.some((w) => w.index === index))
+    return new CoordinatorError('DuplicateWitness', 'this witness is already recorded for the round');
+  const id = state.epoch.clients[round.roster[index] as number]?.id ?? '';
+  return recordWitness(state, round, { index, attested: null, broadcast_merkle: null }, id, ctx);
 }
 
 function isCommitteeProofShape(p: unknown): p is CommitteeProof {

@@ -1,0 +1,172 @@
+// Light replicas (docs/protocol.md "Light replicas"): a replica that follows the coordinator without the
+// per-result evidence. The host turns each event it applied into the light events that take the summary of
+// its state before to the summary after (`lightEventsFor`), and a light replica applies them with `lightTick`.
+// Timers, membership and shell events pass through unchanged and run core's own `tick`; a tick that ends a
+// round carries the host's round outcome (coordinator/round-outcome.ts) instead of the evidence it was judged
+// from; an accepted witness becomes its roster index; what an evidence event decided (a cheat confirmed, a
+// client dropped or ejected) becomes one `retire` event. A full replica that receives the same outcome judges
+// the evidence itself and refuses an outcome that differs from its own (OutcomeMismatch).
+import { CoordinatorError } from './errors.ts';
+import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
+import { eject } from './membership.ts';
+import { roundAtHeight } from './queries.ts';
+import type { RoundOutcome } from './round-outcome.ts';
+import type { CoordinatorState } from './state.ts';
+import { tickIn } from './tick.ts';
+import type { Ctx } from './transitions.ts';
+import { retireClients } from './transitions.ts';
+import { witnessSeen } from './witnessing.ts';
+
+/** Events that carry evidence: only the host and full replicas apply them. */
+export type EvidenceEvent = Extract<
+  CoordinatorEvent,
+  { type: 'witness' | 'result_admitted' | 'verdict' | 'health_check' }
+>;
+
+export type LightEvent =
+  | Exclude<CoordinatorEvent, EvidenceEvent | { type: 'tick' }>
+  /** A timer tick; `outcome` when it ends a round. */
+  | { type: 'tick'; entropy?: string; outcome?: RoundOutcome }
+  /** The host accepted the witness at roster index `index` of the open round (step `step`). */
+  | { type: 'witness_seen'; step: number; index: number }
+  /**
+   * What an evidence event decided: cheats confirmed (appended to the epoch's), epoch clients dropped, and
+   * clients (or members) ejected, applied in that order as the host applied them.
+   */
+  | {
+      type: 'retire';
+      cheats: { client_index: number; height: number }[];
+      dropped: number[];
+      ejected: string[];
+    };
+
+const EVIDENCE = new Set<string>(['witness', 'result_admitted', 'verdict', 'health_check']);
+
+/**
+ * The light events for one event the host applied to `before` with result `after` (the state and effects
+ * `tick` returned). Empty when the event changed only evidence.
+ */
+export function lightEventsFor(
+  before: CoordinatorState,
+  event: CoordinatorEvent,
+  after: TickResult,
+): LightEvent[] {
+  if (after.state === before) return [];
+  if (!EVIDENCE.has(event.type)) {
+    if (event.type !== 'tick') return [event as LightEvent];
+    const ended = after.effects.find(
+      (e): e is Extract<CoordinatorEffect, { type: 'RoundEnded' }> => e.type === 'RoundEnded',
+    );
+    const light: LightEvent = {
+      type: 'tick',
+      ...(event.entropy !== undefined ? { entropy: event.entropy } : {}),
+    };
+    return ended ? [{ ...light, outcome: recordedOutcome(after.state, ended.height) }] : [light];
+  }
+  const out: LightEvent[] = [];
+  for (const e of after.effects)
+    if (e.type === 'WitnessAccepted') out.push({ type: 'witness_seen', step: e.step, index: e.index });
+  const retire = retiredBetween(before, after.state);
+  if (retire) out.push(retire);
+  return out;
+}
+
+/** The outcome endRound recorded for the round at `height` (and the one before it) in `state`. */
+function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome {
+  const ended = roundAtHeight(state, height);
+  if (!ended || ended.admitted_bits === undefined || ended.admitted_root === undefined)
+    throw new Error(`round ${height} ended without a recorded outcome`);
+  return {
+    height,
+    admitted_bits: ended.admitted_bits,
+    admitted_root: ended.admitted_root,
+    accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
+  };
+}
+
+function retiredBetween(
+  before: CoordinatorState,
+  after: CoordinatorState,
+): Extract<LightEvent, { type: 'retire' }> | null {
+  const cheats = (after.epoch.cheats ?? []).slice((before.epoch.cheats ?? []).length);
+  const dropped: number[] = [];
+  after.epoch.clients.forEach((c, i) => {
+    if (c.state === 'Dropped' && before.epoch.clients[i]?.state === 'Healthy') dropped.push(i);
+  });
+  const ejected = after.ejected.slice(before.ejected.length);
+  if (cheats.length === 0 && dropped.length === 0 && ejected.length === 0) return null;
+  return {
+    type: 'retire',
+    cheats: cheats.map((c) => ({ client_index: c.client_index, height: c.height })),
+    dropped,
+    ejected,
+  };
+}
+
+/** A light replica's `tick`: the light events of one host event, in order. */
+export function lightTick(state: CoordinatorState, event: LightEvent, now: number): TickResult {
+  const refuse = (error: CoordinatorError): TickResult => ({ state, effects: [], error });
+  if (typeof event !== 'object' || event === null)
+    return refuse(new CoordinatorError('BadEvent', 'event must be an object'));
+  if (EVIDENCE.has(event.type))
+    return refuse(new CoordinatorError('BadEvent', `a light replica takes no ${event.type} events`));
+  if (event.type === 'witness_seen' || event.type === 'retire') {
+    const effects: CoordinatorEffect[] = [];
+    const ctx: Ctx = { now, effects, light: true };
+    const next =
+      event.type === 'witness_seen'
+        ? witnessSeen(state, event.step, event.index, ctx)
+        : retire(state, event, ctx);
+    return next instanceof CoordinatorError ? refuse(next) : { state: next, effects };
+  }
+  const outcome = event.type === 'tick' ? event.outcome : undefined;
+  const plain: CoordinatorEvent =
+    event.type === 'tick'
+      ? { type: 'tick', ...(event.entropy !== undefined ? { entropy: event.entropy } : {}) }
+      : event;
+  return tickIn(state, plain, now, { light: true, ...(outcome ? { outcome } : {}) });
+}
+
+function retire(
+  state: CoordinatorState,
+  e: Extract<LightEvent, { type: 'retire' }>,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  const clients = state.epoch.clients.length;
+  const index = (i: unknown): i is number =>
+    Number.isInteger(i) && (i as number) >= 0 && (i as number) < clients;
+  if (
+    !Array.isArray(e.cheats) ||
+    !Array.isArray(e.dropped) ||
+    !Array.isArray(e.ejected) ||
+    !e.cheats.every((c) => index(c?.client_index) && Number.isInteger(c.height) && c.height >= 0) ||
+    !e.dropped.every(index) ||
+    !e.ejected.every((id) => typeof id === 'string' && /^[0-9a-f]{64}$/.test(id))
+  )
+    return new CoordinatorError(
+      'BadEvent',
+      'retire names epoch client indices, cheat heights and client ids',
+    );
+  let next = state;
+  if (e.cheats.length > 0) {
+    const cheats = [...(next.epoch.cheats ?? []), ...e.cheats.map((c) => ({ ...c }))];
+    next = { ...next, epoch: { ...next.epoch, cheats } };
+    for (const c of e.cheats)
+      ctx.effects.push({
+        type: 'CheatConfirmed',
+        id: next.epoch.clients[c.client_index]!.id,
+        step: roundAtHeight(next, c.height)?.step ?? next.progress.step,
+      });
+  }
+  if (e.dropped.length > 0) {
+    next = retireClients(next, e.dropped, 'Dropped');
+    for (const i of e.dropped)
+      ctx.effects.push({
+        type: 'ClientDropped',
+        id: next.epoch.clients[i]!.id,
+        reason: 'dropped by the host',
+      });
+  }
+  for (const id of e.ejected) next = eject(next, id, 'ejected by the host', ctx);
+  return next;
+}

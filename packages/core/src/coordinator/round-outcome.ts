@@ -1,0 +1,104 @@
+// What becomes final when a round's witness phase ends, recorded in the state as decisions rather than
+// re-derived from evidence by every reader (docs/protocol.md "Round outcomes").
+//
+// When round h ends, two things can no longer change: round h's admitted record (results are taken only while
+// their round is open) and the fate of round h−1's results (its attesting round h took its last witness, its
+// verifiers reported during h, and a cheat confirmed later is excluded by replayExclusions, not here). The
+// coordinator judges both from the evidence at that moment — the host's admitted commitments, round h's
+// attestations, the verdicts, the epoch's cheats — and stores the outcome: bitmaps over the rounds' result
+// slots and a Merkle root over the admitted results. Everything that runs later (the retry queue, apply)
+// reads the outcome, so a replica that holds the outcome but not the evidence takes the same decisions.
+import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
+import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
+import { attestationOf, attests } from '../witness/attestation.ts';
+import { acceptedCommitments, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
+import type { CoordinatorState, Round } from './state.ts';
+import { fromBase64, toBase64 } from './stored-attestation.ts';
+
+export interface RoundOutcome {
+  /** Height of the round that ended. */
+  height: number;
+  /** Its slots (in `roundAssignments` order) with an admitted result: base64, attestation bit layout. */
+  admitted_bits: string;
+  /** Hex Merkle root over `admittedLeaf(slot, commitment)` of those slots in ascending order (crypto/merkle.ts). */
+  admitted_root: string;
+  /** The round before it: the slots every peer applies (base64 bitmap), or null when the ring holds no such round. */
+  accepted_bits: string | null;
+}
+
+/** The outcome of round `ended` (the current round, at its witness timeout), from the evidence in `state`. */
+export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome {
+  const slots = roundAssignments(state, ended).length;
+  const admitted = roundAdmitted(ended);
+  const leaves: Uint8Array[] = [];
+  for (let i = 0; i < slots; i++) {
+    const hex = admitted[i] ?? null;
+    if (hex !== null) leaves.push(admittedLeaf(i, hexToBytes(hex)));
+  }
+  const judged = roundAtHeight(state, ended.height - 1);
+  let accepted_bits: string | null = null;
+  if (judged) {
+    const accepted = acceptedCommitments(state, judged.height) ?? [];
+    accepted_bits = toBase64(attestationOf(accepted.length, (i) => accepted[i]?.commitment != null));
+  }
+  return {
+    height: ended.height,
+    admitted_bits: toBase64(attestationOf(slots, (i) => (admitted[i] ?? null) !== null)),
+    admitted_root: bytesToHex(merkleRoot(leaves)),
+    accepted_bits,
+  };
+}
+
+export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
+  return (
+    a.height === b.height &&
+    a.admitted_bits === b.admitted_bits &&
+    a.admitted_root === b.admitted_root &&
+    a.accepted_bits === b.accepted_bits
+  );
+}
+
+/** The state with `outcome` recorded on its two rounds. */
+export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome): CoordinatorState {
+  let next = state;
+  const ended = roundAtHeight(next, outcome.height);
+  if (ended)
+    next = withRound(next, {
+      ...ended,
+      admitted_bits: outcome.admitted_bits,
+      admitted_root: outcome.admitted_root,
+    });
+  const judged = roundAtHeight(next, outcome.height - 1);
+  if (judged && outcome.accepted_bits !== null)
+    next = withRound(next, { ...judged, accepted_bits: outcome.accepted_bits });
+  return next;
+}
+
+/**
+ * Which slots of the round at `height` every peer applies, once its attesting round has ended (null before,
+ * or when the ring no longer holds it). Reads the recorded outcome, so it needs no evidence.
+ */
+export function acceptedSlots(state: CoordinatorState, height: number): boolean[] | null {
+  const round = roundAtHeight(state, height);
+  if (!round || typeof round.accepted_bits !== 'string') return null;
+  return slotBits(state, round, round.accepted_bits);
+}
+
+/** Which slots of the round at `height` the host admitted, once that round has ended (else null). */
+export function admittedSlots(state: CoordinatorState, height: number): boolean[] | null {
+  const round = roundAtHeight(state, height);
+  if (!round || typeof round.admitted_bits !== 'string') return null;
+  return slotBits(state, round, round.admitted_bits);
+}
+
+function slotBits(state: CoordinatorState, round: Round, text: string): boolean[] | null {
+  let bits: Uint8Array;
+  try {
+    bits = fromBase64(text);
+  } catch {
+    return null;
+  }
+  const slots = roundAssignments(state, round).length;
+  if (bits.length !== Math.ceil(slots / 8)) return null;
+  return Array.from({ length: slots }, (_, i) => attests(bits, i));
+}

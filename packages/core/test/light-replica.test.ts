@@ -1,0 +1,203 @@
+// Light replicas reach the host's summary. A host drives a coordinator through random runs with every kind of
+// event (fixtures/random-run.ts); for each event it applied, lightEventsFor gives the light events, and a light
+// replica that started from the summary of a snapshot at a random point applies them with lightTick. After
+// every transition the replica's state must print exactly the JSON of the host's state summarised (so the two
+// share a hash), and the recorded round outcomes must agree with the evidence they were judged from.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  acceptedCommitments,
+  acceptedSlots,
+  admittedLeaf,
+  admittedSlots,
+  currentRound,
+  hexToBytes,
+  lightEventsFor,
+  lightTick,
+  merkleTree,
+  roundAdmitted,
+  roundAtHeight,
+  stateHash,
+  summarizeState,
+  tick,
+  tickIn,
+  verifyMerkleProof,
+} from '../src/index.ts';
+import type { CoordinatorEvent, CoordinatorState, LightEvent, RoundOutcome } from '../src/index.ts';
+import { actionArb, drive, type Host } from './fixtures/random-run.ts';
+
+/** Applies one host event to `full` and its light events to `light`; returns both new states. */
+function step(
+  full: CoordinatorState,
+  light: CoordinatorState,
+  event: CoordinatorEvent,
+  now: number,
+  seen: Set<string>,
+): { full: CoordinatorState; light: CoordinatorState } {
+  const r = tick(full, event, now);
+  let l = light;
+  for (const e of lightEventsFor(full, event, r)) {
+    seen.add(e.type === 'tick' && e.outcome ? 'tick+outcome' : e.type);
+    const out = lightTick(l, e, now);
+    expect(out.error, `${e.type} refused: ${out.error?.message}`).toBeUndefined();
+    l = out.state;
+  }
+  return { full: r.state, light: l };
+}
+
+function followFrom(host: Host, k: number, seen: Set<string>): void {
+  let light = JSON.parse(JSON.stringify(summarizeState(host.history[k]!))) as CoordinatorState;
+  for (let i = k; i < host.applied.length; i++) {
+    const t = host.applied[i]!;
+    let full = host.history[i]!;
+    if (t.entropy !== undefined)
+      ({ full, light } = step(full, light, { type: 'entropy', entropy: t.entropy }, t.now, seen));
+    ({ full, light } = step(full, light, t.event, t.now, seen));
+    const want = summarizeState(host.history[i + 1]!);
+    expect(JSON.stringify(light)).toBe(JSON.stringify(want));
+    expect(stateHash(light)).toEqual(stateHash(want));
+  }
+}
+
+/** The recorded outcomes of every round the ring holds agree with the evidence still in the host's state. */
+function checkOutcomes(s: CoordinatorState): number {
+  let checked = 0;
+  for (const round of s.epoch.rounds) {
+    if (!round) continue;
+    const admitted = admittedSlots(s, round.height);
+    if (admitted) {
+      const record = roundAdmitted(round);
+      expect(admitted).toEqual(admitted.map((_, i) => (record[i] ?? null) !== null));
+      const leaves = admitted.flatMap((a, i) => (a ? [admittedLeaf(i, hexToBytes(record[i]!))] : []));
+      const tree = merkleTree(leaves);
+      expect(Buffer.from(tree.root).toString('hex')).toBe(round.admitted_root);
+      leaves.forEach((leaf, j) =>
+        expect(
+          verifyMerkleProof(hexToBytes(round.admitted_root!), leaves.length, j, leaf, tree.proof(j)),
+        ).toBe(true),
+      );
+      checked++;
+    }
+    const accepted = acceptedSlots(s, round.height);
+    if (accepted) {
+      const fromEvidence = acceptedCommitments(s, round.height);
+      // Attestations are pruned from older rounds; where they are still held the two must agree.
+      const attesting = roundAtHeight(s, round.height + 1);
+      if (fromEvidence && attesting?.witnesses.every((w) => w.attested !== null))
+        expect(accepted).toEqual(fromEvidence.map((a) => a.commitment !== null));
+      checked++;
+    }
+  }
+  return checked;
+}
+
+describe('light replicas', () => {
+  it('reach the summary of the host state after every transition, from any starting point', () => {
+    const seen = new Set<string>();
+    let outcomes = 0;
+    fc.assert(
+      fc.property(
+        fc.array(actionArb, { minLength: 60, maxLength: 300, size: 'max' }),
+        fc.integer({ min: 0, max: 2e9 }),
+        fc.nat(),
+        (actions, t0, startPick) => {
+          const host = drive(actions, t0);
+          if (host.applied.length === 0) return;
+          followFrom(host, startPick % host.applied.length, seen);
+          for (const s of host.history) outcomes += checkOutcomes(s);
+        },
+      ),
+      { numRuns: 100 },
+    );
+    for (const kind of [
+      'tick',
+      'tick+outcome',
+      'witness_seen',
+      'retire',
+      'join',
+      'leave',
+      'eject',
+      'entropy',
+    ])
+      expect(seen, `no ${kind} light event in any run`).toContain(kind);
+    expect(outcomes).toBeGreaterThan(100);
+  });
+
+  it('a light replica takes no evidence and ends no round without the host outcome', () => {
+    const { state: s, now } = roundEnd();
+    const light = summarizeState(s);
+    expect(light).not.toBe(s);
+    // Without the outcome the light replica cannot judge the round: refused, state unchanged.
+    const blind = lightTick(light, { type: 'tick' }, now);
+    expect(blind.error?.code).toBe('MissingOutcome');
+    expect(blind.state).toBe(light);
+    // With it, the light replica ends the round exactly as the host did.
+    const host = tick(s, { type: 'tick' }, now);
+    const [ev] = lightEventsFor(s, { type: 'tick' }, host);
+    const ended = lightTick(light, ev!, now);
+    expect(ended.error).toBeUndefined();
+    expect(JSON.stringify(ended.state)).toBe(JSON.stringify(summarizeState(host.state)));
+    // An outcome for another round is refused.
+    const other = { ...(ev as { outcome: RoundOutcome }).outcome };
+    other.height += 1;
+    expect(lightTick(light, { type: 'tick', outcome: other }, now).error?.code).toBe('MissingOutcome');
+    // Evidence events are the host's and full replicas' only.
+    const witness = { type: 'witness', id: s.epoch.clients[0]!.id } as unknown as LightEvent;
+    expect(lightTick(light, witness, now).error?.code).toBe('BadEvent');
+    // A witness_seen for another step, or an index past the roster, is refused.
+    const round = currentRound(s)!;
+    expect(lightTick(light, { type: 'witness_seen', step: round.step + 1, index: 0 }, now).error?.code).toBe(
+      'StaleRound',
+    );
+    expect(
+      lightTick(light, { type: 'witness_seen', step: round.step, index: round.roster.length }, now).error
+        ?.code,
+    ).toBe('NotAWitness');
+    // A retire that names a client the epoch does not have is refused.
+    const bad = { type: 'retire', cheats: [], dropped: [s.epoch.clients.length], ejected: [] } as const;
+    expect(lightTick(light, { ...bad, dropped: [...bad.dropped] }, now).error?.code).toBe('BadEvent');
+  });
+
+  it('a full replica handed the host outcome checks it against its own judgement', () => {
+    const { state: s, now } = roundEnd();
+    const own = tick(s, { type: 'tick' }, now);
+    const [ev] = lightEventsFor(s, { type: 'tick' }, own);
+    const outcome = (ev as { outcome: RoundOutcome }).outcome;
+    expect(outcome.accepted_bits).not.toBeNull();
+    const audited = tickIn(s, { type: 'tick' }, now, { outcome });
+    expect(audited.error).toBeUndefined();
+    expect(JSON.stringify(audited.state)).toBe(JSON.stringify(own.state));
+    // Claim the first admitted slot was not admitted: the evidence says otherwise.
+    const bits = Buffer.from(outcome.admitted_bits, 'base64');
+    bits[0] = bits[0]! ^ 1;
+    const forged = { ...outcome, admitted_bits: bits.toString('base64') };
+    const refused = tickIn(s, { type: 'tick' }, now, { outcome: forged });
+    expect(refused.error?.code).toBe('OutcomeMismatch');
+    expect(refused.state).toBe(s);
+    // So is a different root over the same slots.
+    const root = { ...outcome, admitted_root: '00'.repeat(32) };
+    expect(tickIn(s, { type: 'tick' }, now, { outcome: root }).error?.code).toBe('OutcomeMismatch');
+  });
+});
+
+/**
+ * A host state in RoundWitness whose round has admitted results and a round before it in the ring, and the
+ * time at which a tick ends it: found in deterministic random runs.
+ */
+function roundEnd(): { state: CoordinatorState; now: number } {
+  for (const actions of fc.sample(fc.array(actionArb, { minLength: 200, maxLength: 300 }), {
+    seed: 7,
+    numRuns: 200,
+  })) {
+    const host = drive(actions, 1_000_000);
+    for (const s of host.history) {
+      const round = currentRound(s);
+      if (s.run_state !== 'RoundWitness' || !round || !roundAtHeight(s, round.height - 1)) continue;
+      if (!roundAdmitted(round).some((c) => c !== null)) continue;
+      const now = s.run_state_start + s.config.round_witness_time + 1;
+      if (tick(s, { type: 'tick' }, now).effects.some((e) => e.type === 'RoundEnded'))
+        return { state: s, now };
+    }
+  }
+  throw new Error('no random run reached a round end with admitted results');
+}
