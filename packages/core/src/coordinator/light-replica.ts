@@ -41,6 +41,7 @@ export type LightEvent =
     };
 
 const EVIDENCE = new Set<string>(['witness', 'result_admitted', 'verdict', 'health_check']);
+const RETIRING = new Set<string>(['ClientDropped', 'ClientEjected', 'CheatConfirmed']);
 
 /**
  * The light events for one event the host applied to `before` with result `after` (the state and effects
@@ -66,8 +67,12 @@ export function lightEventsFor(
   const out: LightEvent[] = [];
   for (const e of after.effects)
     if (e.type === 'WitnessAccepted') out.push({ type: 'witness_seen', step: e.step, index: e.index });
-  const retire = retiredBetween(before, after.state);
-  if (retire) out.push(retire);
+  // Every drop, ejection and confirmed cheat announces itself in an effect; the common evidence event (a
+  // result admitted) has none, so the O(clients) comparison runs only when something was decided.
+  if (after.effects.some((e) => RETIRING.has(e.type))) {
+    const retire = retiredBetween(before, after.state);
+    if (retire) out.push(retire);
+  }
   return out;
 }
 
@@ -81,6 +86,7 @@ function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome 
     admitted_bits: ended.admitted_bits,
     admitted_root: ended.admitted_root,
     accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
+    alive_bits: roundAtHeight(state, height - 1)?.alive_bits ?? null,
   };
 }
 

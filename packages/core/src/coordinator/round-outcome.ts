@@ -12,6 +12,7 @@ import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { attestationOf, attests } from '../witness/attestation.ts';
 import { acceptedCommitments, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
+import { aliveFromEvidence } from './witnessing.ts';
 import type { CoordinatorState, Round } from './state.ts';
 import { fromBase64, toBase64 } from './stored-attestation.ts';
 
@@ -24,6 +25,11 @@ export interface RoundOutcome {
   admitted_root: string;
   /** The round before it: the slots every peer applies (base64 bitmap), or null when the ring holds no such round. */
   accepted_bits: string | null;
+  /**
+   * The round before it: the slots whose trainer got through — admitted, or seen by a quorum of the ended
+   * round's witnesses — which health checks may not accuse (coordinator/witnessing.ts); null as above.
+   */
+  alive_bits: string | null;
 }
 
 /** The outcome of round `ended` (the current round, at its witness timeout), from the evidence in `state`. */
@@ -37,15 +43,19 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
   }
   const judged = roundAtHeight(state, ended.height - 1);
   let accepted_bits: string | null = null;
+  let alive_bits: string | null = null;
   if (judged) {
     const accepted = acceptedCommitments(state, judged.height) ?? [];
     accepted_bits = toBase64(attestationOf(accepted.length, (i) => accepted[i]?.commitment != null));
+    const alive = aliveFromEvidence(state, judged, ended);
+    alive_bits = toBase64(attestationOf(alive.length, (i) => alive[i] === true));
   }
   return {
     height: ended.height,
     admitted_bits: toBase64(attestationOf(slots, (i) => (admitted[i] ?? null) !== null)),
     admitted_root: bytesToHex(merkleRoot(leaves)),
     accepted_bits,
+    alive_bits,
   };
 }
 
@@ -54,7 +64,8 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
     a.height === b.height &&
     a.admitted_bits === b.admitted_bits &&
     a.admitted_root === b.admitted_root &&
-    a.accepted_bits === b.accepted_bits
+    a.accepted_bits === b.accepted_bits &&
+    a.alive_bits === b.alive_bits
   );
 }
 
@@ -69,8 +80,12 @@ export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome
       admitted_root: outcome.admitted_root,
     });
   const judged = roundAtHeight(next, outcome.height - 1);
-  if (judged && outcome.accepted_bits !== null)
-    next = withRound(next, { ...judged, accepted_bits: outcome.accepted_bits });
+  if (judged && outcome.accepted_bits !== null && outcome.alive_bits !== null)
+    next = withRound(next, {
+      ...judged,
+      accepted_bits: outcome.accepted_bits,
+      alive_bits: outcome.alive_bits,
+    });
   return next;
 }
 
@@ -82,6 +97,13 @@ export function acceptedSlots(state: CoordinatorState, height: number): boolean[
   const round = roundAtHeight(state, height);
   if (!round || typeof round.accepted_bits !== 'string') return null;
   return slotBits(state, round, round.accepted_bits);
+}
+
+/** Which trainers of the round at `height` got through, once its attesting round has ended (else null). */
+export function aliveSlots(state: CoordinatorState, height: number): boolean[] | null {
+  const round = roundAtHeight(state, height);
+  if (!round || typeof round.alive_bits !== 'string') return null;
+  return slotBits(state, round, round.alive_bits);
 }
 
 /** Which slots of the round at `height` the host admitted, once that round has ended (else null). */

@@ -96,6 +96,8 @@ export interface Round {
   admitted_root?: string;
   /** Set when the round after this one ends: the slots every peer applies (base64 bitmap). */
   accepted_bits?: string;
+  /** Set with accepted_bits: the slots whose trainer got through (admitted, or seen by a witness quorum). */
+  alive_bits?: string;
 }
 
 export interface EpochState {

@@ -17,6 +17,7 @@ import {
   withRound,
   type RoundAssignment,
 } from './queries.ts';
+import { aliveSlots } from './round-outcome.ts';
 import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
 import { roundAttestations, toBase64 } from './stored-attestation.ts';
 import type { Ctx } from './transitions.ts';
@@ -221,12 +222,17 @@ export function unhealthyTrainers(state: CoordinatorState): RoundAssignment[] {
   const judged = roundAtHeight(state, cur.height - 2);
   const attesting = roundAtHeight(state, cur.height - 1);
   if (!judged || !attesting) return [];
-  const attestations = roundAttestations(attesting);
+  // The recorded outcome (round h−1 has ended, so it is there); a light replica has nothing else.
+  const alive = aliveSlots(state, judged.height) ?? aliveFromEvidence(state, judged, attesting);
   return roundAssignments(state, judged).filter(
-    (a, slot) =>
-      state.epoch.clients[a.client_index]?.state === 'Healthy' &&
-      !seenAlive(judged, attesting, attestations, slot),
+    (a, slot) => state.epoch.clients[a.client_index]?.state === 'Healthy' && !alive[slot],
   );
+}
+
+/** For each slot of `judged`, whether its trainer got through by the evidence (admitted, or seen by a quorum). */
+export function aliveFromEvidence(state: CoordinatorState, judged: Round, attesting: Round): boolean[] {
+  const attestations = roundAttestations(attesting);
+  return roundAssignments(state, judged).map((_, slot) => seenAlive(judged, attesting, attestations, slot));
 }
 
 /**
