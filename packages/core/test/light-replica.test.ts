@@ -8,6 +8,12 @@ import { describe, expect, it } from 'vitest';
 import {
   acceptedCommitments,
   acceptedSlots,
+  applyLightDelta,
+  decodeLightDelta,
+  encodeLightDelta,
+  lightStateHash,
+  lightTransitionOf,
+  WireError,
   aliveFromEvidence,
   admittedLeaf,
   aliveSlots,
@@ -25,7 +31,13 @@ import {
   tickIn,
   verifyMerkleProof,
 } from '../src/index.ts';
-import type { CoordinatorEvent, CoordinatorState, LightEvent, RoundOutcome } from '../src/index.ts';
+import type {
+  CoordinatorEvent,
+  CoordinatorState,
+  LightEvent,
+  LightTransition,
+  RoundOutcome,
+} from '../src/index.ts';
 import { actionArb, drive, type Host } from './fixtures/random-run.ts';
 
 /** Applies one host event to `full` and its light events to `light`; returns both new states. */
@@ -209,3 +221,118 @@ function roundEnd(): { state: CoordinatorState; now: number } {
   }
   throw new Error('no random run reached a round end with admitted results');
 }
+
+describe('LightDelta frames', () => {
+  /** The host's light log of a run: one entry per transition that changes the summary. */
+  function lightLog(host: Host): LightTransition[] {
+    const out: LightTransition[] = [];
+    host.applied.forEach((t, i) => {
+      const prev = host.history[i]!;
+      let base = prev;
+      if (t.entropy !== undefined) base = tick(prev, { type: 'entropy', entropy: t.entropy }, t.now).state;
+      const r = tick(base, t.event, t.now);
+      const lt = lightTransitionOf(prev, t, r, i + 1);
+      if (lt) out.push(lt);
+    });
+    return out;
+  }
+
+  it('carry a light replica from any snapshot to the summary of the host state at every frame end', () => {
+    let full = 0;
+    let light = 0;
+    fc.assert(
+      fc.property(
+        fc.array(actionArb, { minLength: 60, maxLength: 300, size: 'max' }),
+        fc.integer({ min: 0, max: 2e9 }),
+        fc.nat(),
+        fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 32 }),
+        (actions, t0, startPick, chunks) => {
+          const host = drive(actions, t0);
+          const end = host.applied.length;
+          if (end === 0) return;
+          const log = lightLog(host);
+          full += host.log.length;
+          light += log.length;
+          const k = startPick % end;
+          let replica = JSON.parse(JSON.stringify(summarizeState(host.history[k]!))) as CoordinatorState;
+          let seq = k;
+          let from = Math.max(0, k - 1);
+          let c = 0;
+          while (from < end) {
+            const to = Math.min(end, from + chunks[c++ % chunks.length]!);
+            const want = summarizeState(host.history[to]!);
+            const frame = encodeLightDelta({
+              runId: 'replay',
+              fromSeq: from,
+              toSeq: to,
+              transitions: log.filter((t) => t.seq > from && t.seq <= to),
+              stateHash: stateHash(want),
+            });
+            const delta = decodeLightDelta(frame);
+            const out = applyLightDelta(replica, seq, delta);
+            expect(out.gap).toBe(false);
+            ({ state: replica, seq } = out);
+            expect(seq).toBe(to);
+            expect(JSON.stringify(replica)).toBe(JSON.stringify(want));
+            expect(lightStateHash(replica)).toEqual(delta.stateHash);
+            from = to;
+          }
+        },
+      ),
+      { numRuns: 80 },
+    );
+    // Most transitions (results, attestations, verdicts) change nothing a light replica holds.
+    expect(light).toBeLessThan(full * 0.8);
+  });
+
+  it('a frame past the replica is a gap; hostile bytes are refused with a WireError', () => {
+    const host = drive(
+      fc.sample(fc.array(actionArb, { minLength: 200, maxLength: 200 }), { seed: 11, numRuns: 1 })[0]!,
+      5000,
+    );
+    const log = lightLog(host);
+    const end = host.applied.length;
+    const frame = encodeLightDelta({ runId: 'r', fromSeq: 0, toSeq: end, transitions: log });
+    const start = summarizeState(host.history[0]!);
+    expect(applyLightDelta(start, 0, { ...decodeLightDelta(frame), fromSeq: 1 }).gap).toBe(true);
+    // Any truncation or byte flip decodes to a WireError or to a delta (never another exception).
+    fc.assert(
+      fc.property(fc.nat(frame.length - 1), fc.integer({ min: 1, max: 255 }), fc.boolean(), (at, x, cut) => {
+        const bad = cut ? frame.slice(0, at) : frame.slice();
+        if (!cut) bad[at] = bad[at]! ^ x;
+        try {
+          const d = decodeLightDelta(bad);
+          // A delta that decodes may still not fit the state: that too is a WireError.
+          try {
+            applyLightDelta(start, 0, d);
+          } catch (e) {
+            expect(e).toBeInstanceOf(WireError);
+          }
+        } catch (e) {
+          expect(e).toBeInstanceOf(WireError);
+        }
+      }),
+      { numRuns: 400 },
+    );
+    // Evidence events cannot be smuggled in as plain events.
+    const smuggled = {
+      runId: 'r',
+      fromSeq: 0,
+      toSeq: 1,
+      transitions: [
+        {
+          seq: 1,
+          now: 1,
+          entropy: null,
+          events: [
+            {
+              type: 'plain' as const,
+              event: { type: 'admitted' as const, slot: 0, commitment: new Uint8Array(32) },
+            },
+          ],
+        },
+      ],
+    };
+    expect(() => encodeLightDelta(smuggled)).toThrow(WireError);
+  });
+});

@@ -34,6 +34,7 @@ export const MESSAGE_TYPE = {
   paramHash: 0x32,
   stateDelta: 0x33,
   resyncRequest: 0x34,
+  lightDelta: 0x35,
   error: 0x70,
   ack: 0x71,
 } as const;

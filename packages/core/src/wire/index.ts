@@ -19,6 +19,7 @@ export * from './state-hash.ts';
 export * from './transition.ts';
 export * from './state-delta.ts';
 export * from './replay.ts';
+export * from './light-delta.ts';
 export * from './param-hash.ts';
 export * from './coordinator-state.ts';
 export * from './control.ts';

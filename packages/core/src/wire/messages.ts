@@ -1,5 +1,6 @@
 // The generic entry points: one discriminated union over every message, `encodeMessage` and
 // `decodeFrame`. Transports call decodeFrame on every inbound frame and switch on `kind`.
+import { encodeLightDelta, readLightDeltaPayload, type LightDelta } from './light-delta.ts';
 import type { Announce } from './announce.ts';
 import { encodeAnnounce, readAnnouncePayload } from './announce.ts';
 import type { ByteReader } from './codec.ts';
@@ -53,6 +54,7 @@ export type WireMessage =
   | { kind: 'stateSnapshot'; message: StateSnapshot }
   | { kind: 'stateDelta'; message: StateDelta }
   | { kind: 'resyncRequest'; message: ResyncRequest }
+  | { kind: 'lightDelta'; message: LightDelta }
   | { kind: 'paramHash'; message: ParamHash }
   | { kind: 'error'; message: ControlError }
   | { kind: 'ack'; message: Ack };
@@ -96,6 +98,8 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeStateDelta(m.message, limits);
     case 'resyncRequest':
       return encodeResyncRequest(m.message, limits);
+    case 'lightDelta':
+      return encodeLightDelta(m.message, limits);
     case 'paramHash':
       return encodeParamHash(m.message, limits);
     case 'error':
@@ -143,6 +147,8 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readStateDeltaPayload(r) };
     case 'resyncRequest':
       return { kind, message: readResyncRequestPayload(r) };
+    case 'lightDelta':
+      return { kind, message: readLightDeltaPayload(r) };
     case 'paramHash':
       return { kind, message: readParamHashPayload(r) };
     case 'error':
