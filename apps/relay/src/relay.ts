@@ -37,6 +37,7 @@ import { IdentityLimits } from './identity-limits.ts';
 import { nativeEd25519Verify } from './native-ed25519.ts';
 import { RunHost } from './run-host.ts';
 import type { Clock, CommittedTransition } from './run-host.ts';
+import { LightFeed } from './light-feed.ts';
 import { SlicedQueue } from './sliced-queue.ts';
 import type { RelayStore } from './store.ts';
 
@@ -68,6 +69,8 @@ interface RunFeed {
   ringBytes: number;
   /** Sessions waiting for a snapshot (joiners, resyncs): sent at the next broadcast, one encoding for all. */
   waiting: Set<SessionHandle>;
+  /** The same run for light sessions. */
+  light: LightFeed;
 }
 
 /** Grantee meaning "anyone" (docs/protocol.md "Run permissions": the all-zero public key). */
@@ -105,6 +108,8 @@ export class RelayError extends Error {
 /** What a live coordinator session exposes to the relay (implemented in session.ts). */
 export interface SessionHandle {
   readonly identity: string;
+  /** The session follows the run as a light replica (LightDelta frames and summary snapshots). */
+  readonly light?: boolean;
   /** Sends raw frame bytes; never throws (a dead socket just drops them). */
   send(frame: Uint8Array): void;
   /** Closes the transport with a WebSocket close code. */
@@ -528,6 +533,7 @@ export class Relay {
         ring: [],
         ringBytes: 0,
         waiting: new Set(),
+        light: new LightFeed(),
       };
       this.feeds.set(runId, f);
     }
@@ -538,7 +544,9 @@ export class Relay {
     const feed = this.feed(host.runId);
     if (feed.pending.length === 0) feed.pendingFrom = t.seq - 1;
     feed.pending.push(t.wire);
-    if (t.effects.some((e) => e.type === 'RunStateChanged')) feed.hashNow = true;
+    const phaseChanged = t.effects.some((e) => e.type === 'RunStateChanged');
+    if (phaseChanged) feed.hashNow = true;
+    feed.light.push(t.seq, t.light, phaseChanged);
     this.scheduleBroadcast(host);
     for (const l of this.changeListeners) {
       try {
@@ -570,12 +578,15 @@ export class Relay {
     const feed = this.feed(host.runId);
     try {
       if (feed.pending.length > 0) this.sendDeltas(host, feed);
+      this.sendLightDelta(host, feed);
       if (feed.waiting.size > 0) {
-        const frame = host.snapshotFrame();
         const to = [...feed.waiting];
         feed.waiting.clear();
         for (const s of to) this.sentSeq.set(s, host.seq);
-        this.fanOut(frame, to);
+        const light = to.filter((s) => s.light === true);
+        const full = to.filter((s) => s.light !== true);
+        if (full.length > 0) this.fanOut(host.snapshotFrame(), full);
+        if (light.length > 0) this.fanOut(host.lightSnapshotFrame(), light);
       }
     } catch (e) {
       // A timer callback: an exception here would end the process. The next change broadcasts again.
@@ -617,6 +628,7 @@ export class Relay {
         feed.ringBytes -= feed.ring.shift()!.frame.length;
       const targets: SessionHandle[] = [];
       for (const s of sessions) {
+        if (s.light === true) continue;
         const at = this.sentSeq.get(s);
         if (at === undefined || at >= to) continue;
         targets.push(s);
@@ -625,6 +637,27 @@ export class Relay {
       this.fanOut(frame, targets);
       from = to;
     }
+  }
+
+  /** The light sessions' frame for everything up to the run's seq, when they need one. */
+  private sendLightDelta(host: RunHost, feed: RunFeed): void {
+    const f = feed.light.flush(
+      host.runId,
+      host.seq,
+      host.paramHash,
+      () => host.lightStateHash(),
+      this.limits,
+    );
+    if (!f) return;
+    const targets: SessionHandle[] = [];
+    for (const s of this.sessions.get(host.runId)?.values() ?? []) {
+      if (s.light !== true) continue;
+      const at = this.sentSeq.get(s);
+      if (at === undefined || at >= f.to) continue;
+      targets.push(s);
+      this.sentSeq.set(s, f.to);
+    }
+    this.fanOut(f.frame, targets);
   }
 
   /** Sends `frame` to `targets` through the work queue, a chunk per job (after everything queued before). */
@@ -650,7 +683,17 @@ export class Relay {
    */
   resync(session: SessionHandle, host: RunHost, q: ResyncRequest): 'deltas' | 'snapshot' | 'too_soon' {
     const feed = this.feed(host.runId);
-    if (q.reason === 'gap' && q.seq <= host.seq) {
+    if (q.reason === 'gap' && q.seq <= host.seq && session.light === true) {
+      const frames = feed.light.framesAfter(q.seq);
+      if (frames) {
+        queueMicrotask(() => {
+          for (const f of frames) session.send(f.frame);
+        });
+        const to = frames.at(-1)?.to ?? q.seq;
+        this.sentSeq.set(session, Math.max(this.sentSeq.get(session) ?? -1, to));
+        return 'deltas';
+      }
+    } else if (q.reason === 'gap' && q.seq <= host.seq) {
       const i = feed.ring.findIndex((f) => f.to > q.seq);
       if (i >= 0 && feed.ring[i]!.from <= q.seq) {
         const frames = feed.ring.slice(i).map((f) => f.frame);

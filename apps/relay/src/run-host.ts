@@ -12,6 +12,8 @@ import {
   compactTransition,
   encodeStateSnapshot,
   encodeWireEvent,
+  lightTransitionOf,
+  summarizeState,
   epochEndOf,
   hexToBytes,
   maxSignedResultBytes,
@@ -29,6 +31,7 @@ import type {
   CoordinatorEvent,
   CoordinatorState,
   EpochEnd,
+  LightTransition,
   ParamHash,
   ParamHashVerdict,
   ProtocolRefusal,
@@ -58,6 +61,8 @@ export const SNAPSHOT_EVERY = 1000;
 export interface CommittedTransition {
   seq: number;
   wire: WireTransition;
+  /** What light replicas apply for it (core's lightTransitionOf); null when their summary did not change. */
+  light: LightTransition | null;
   effects: readonly CoordinatorEffect[];
 }
 
@@ -127,6 +132,13 @@ export class RunHost {
   private snapshotCache: { seq: number; paramHash: SnapshotParamHash | undefined; frame: Uint8Array } | null =
     null;
   private hashCache: { seq: number; hash: Uint8Array } | null = null;
+  /** The same two for light replicas: the summary's snapshot frame and hash at one seq. */
+  private lightSnapshotCache: {
+    seq: number;
+    paramHash: SnapshotParamHash | undefined;
+    frame: Uint8Array;
+  } | null = null;
+  private lightHashCache: { seq: number; hash: Uint8Array } | null = null;
   /** The canonical JSON of the state at one seq (a snapshot write and the state hash of a phase change share it). */
   private jsonCache: { seq: number; text: string } | null = null;
 
@@ -250,7 +262,7 @@ export class RunHost {
     this.state = r.state;
     this.sinceSnapshot = snapshot ? 0 : this.sinceSnapshot + 1;
     if (json !== null) this.jsonCache = { seq, text: json };
-    this.onChange(this, { seq, wire, effects: r.effects });
+    this.onChange(this, { seq, wire, light: lightTransitionOf(prev, t, r, seq), effects: r.effects });
   }
 
   /** Round history rows from core's effects; accepted commitments as core decides them. */
@@ -332,6 +344,35 @@ export class RunHost {
     );
     this.snapshotCache = { seq: this.seq, paramHash, frame };
     return frame;
+  }
+
+  /** snapshotFrame for light replicas: the summary of the current state (core's summarizeState). */
+  lightSnapshotFrame(): Uint8Array {
+    const paramHash = this.paramHashCache;
+    const c = this.lightSnapshotCache;
+    if (c && c.seq === this.seq && c.paramHash === paramHash) return c.frame;
+    const frame = encodeStateSnapshot(
+      {
+        runId: this.runId,
+        seq: this.seq,
+        serverTime: this.clock(),
+        state: summarizeState(this.state),
+        ...(paramHash === undefined ? {} : { paramHash }),
+      },
+      this.limits,
+    );
+    this.lightSnapshotCache = { seq: this.seq, paramHash, frame };
+    return frame;
+  }
+
+  /** The hash light replicas check: core's stateHash of the summary of the current state. */
+  lightStateHash(): Uint8Array {
+    const c = this.lightHashCache;
+    if (c && c.seq === this.seq) return c.hash;
+    const json = JSON.stringify(summarizeState(this.state));
+    const hash = new Uint8Array(createHash('sha256').update(json, 'utf8').digest());
+    this.lightHashCache = { seq: this.seq, hash };
+    return hash;
   }
 
   /** Core's stateHash of the current state (SHA-256 of its canonical JSON, on Node's native SHA-256). */

@@ -122,10 +122,14 @@ export class CoordinatorSession implements SessionHandle {
   private tokens: number;
   private tokensAt = performance.now();
 
-  constructor(relay: Relay, runId: string, transport: Transport) {
+  /** Follows the run as a light replica (LightDelta frames; the connection asked with `?replica=light`). */
+  readonly light: boolean;
+
+  constructor(relay: Relay, runId: string, transport: Transport, opts: { light?: boolean } = {}) {
     this.relay = relay;
     this.runId = runId;
     this.transport = transport;
+    this.light = opts.light === true;
     this.tokens = 2 * relay.maxFramesPerSecond;
   }
 

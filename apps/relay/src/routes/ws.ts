@@ -53,6 +53,8 @@ export function wsRoutes(relay: Relay): Hono {
     },
     upgradeWebSocket((c) => {
       const runId = c.req.param('runId') ?? '';
+      // A light replica follows the summary of the state (docs/protocol.md "Light replicas").
+      const light = c.req.query('replica') === 'light';
       const incoming = incomingOf(c.env);
       const socket: Socket | undefined = incoming?.socket;
       let session: CoordinatorSession | undefined;
@@ -71,26 +73,31 @@ export function wsRoutes(relay: Relay): Hono {
             setTimeout(() => raw?.terminate?.(), CUT_GRACE_MS).unref();
           };
           socket?.on('data', countPreJoin);
-          session = new CoordinatorSession(relay, runId, {
-            send(frame) {
-              if (ws.readyState !== 1) return;
-              if ((raw?.bufferedAmount ?? 0) > MAX_BUFFERED_BYTES) {
-                ws.close(1008, 'client is not reading its messages');
-                return;
-              }
-              ws.send(frame as Uint8Array<ArrayBuffer>);
+          session = new CoordinatorSession(
+            relay,
+            runId,
+            {
+              send(frame) {
+                if (ws.readyState !== 1) return;
+                if ((raw?.bufferedAmount ?? 0) > MAX_BUFFERED_BYTES) {
+                  ws.close(1008, 'client is not reading its messages');
+                  return;
+                }
+                ws.send(frame as Uint8Array<ArrayBuffer>);
+              },
+              close(code, reason) {
+                ws.close(code, reason);
+              },
+              joined() {
+                socket?.off('data', countPreJoin);
+                if (incoming) slotOf.get(incoming)?.();
+              },
+              address: socket?.remoteAddress ?? '',
+              pause: () => raw?.pause?.(),
+              resume: () => raw?.resume?.(),
             },
-            close(code, reason) {
-              ws.close(code, reason);
-            },
-            joined() {
-              socket?.off('data', countPreJoin);
-              if (incoming) slotOf.get(incoming)?.();
-            },
-            address: socket?.remoteAddress ?? '',
-            pause: () => raw?.pause?.(),
-            resume: () => raw?.resume?.(),
-          });
+            { light },
+          );
           session.open();
         },
         onMessage(evt) {

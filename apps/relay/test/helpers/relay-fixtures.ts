@@ -2,6 +2,7 @@
 // (it follows the state from its snapshot by replaying deltas with core's applyStateDelta), signed admin
 // requests, and the scripted behaviour of an honest client (results, announces, witnesses).
 import {
+  applyLightDelta,
   applyStateDelta,
   attestationOf,
   bytesToHex,
@@ -139,6 +140,12 @@ export class TestClient implements Participant {
         this.state = out.state;
         this.seq = out.seq;
       }
+      if (m.kind === 'lightDelta' && this.state) {
+        const out = applyLightDelta(this.state, this.seq, m.message);
+        if (out.gap) this.gaps++;
+        this.state = out.state;
+        this.seq = out.seq;
+      }
       this.received.push(m);
       this.wake();
     };
@@ -154,8 +161,16 @@ export class TestClient implements Participant {
     for (const f of w) f();
   }
 
-  static async open(baseUrl: string, runId: string, id: Identity): Promise<TestClient> {
-    const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(runId)}`);
+  static async open(
+    baseUrl: string,
+    runId: string,
+    id: Identity,
+    opts: { light?: boolean } = {},
+  ): Promise<TestClient> {
+    const query = opts.light ? '?replica=light' : '';
+    const ws = new WebSocket(
+      `${baseUrl.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(runId)}${query}`,
+    );
     const c = new TestClient(ws, runId, id);
     await new Promise<void>((resolve, reject) => {
       ws.onopen = () => resolve();
@@ -165,8 +180,14 @@ export class TestClient implements Participant {
   }
 
   /** Opens, answers the challenge and waits for the Join's reply (Ack or ControlError). */
-  static async joined(baseUrl: string, runId: string, id: Identity, deviceKind = 'cpu'): Promise<TestClient> {
-    const c = await TestClient.open(baseUrl, runId, id);
+  static async joined(
+    baseUrl: string,
+    runId: string,
+    id: Identity,
+    deviceKind = 'cpu',
+    opts: { light?: boolean } = {},
+  ): Promise<TestClient> {
+    const c = await TestClient.open(baseUrl, runId, id, opts);
     const reply = await c.join(deviceKind);
     if (reply.kind !== 'ack') throw new Error(`join refused: ${JSON.stringify(reply.message)}`);
     await c.until(() => c.state !== undefined);

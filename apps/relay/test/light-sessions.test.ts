@@ -1,0 +1,87 @@
+// Light sessions (`/ws/runs/:id?replica=light`) follow the summary of the state: a snapshot of core's
+// summarizeState, then LightDelta frames that skip what only evidence changed. Checked against a run that real
+// honest clients drive through rounds on a real relay: the light watcher ends at the summary of the relay's
+// state, with the summary's hash, on fewer and smaller frames than a full watcher; a gap is filled from the
+// light ring (or a snapshot), and full and light sessions of one run each get their own kind of frame.
+import { afterAll, describe, expect, it } from 'vitest';
+import { encodeResyncRequest, stateHash, summarizeState } from '@meshtrain/core';
+import { startRelayServer } from '../src/server.ts';
+import type { RunningRelay } from '../src/server.ts';
+import { fastRunToml, hexKey, HonestClient, identity, TestClient } from './helpers/relay-fixtures.ts';
+
+const relays: RunningRelay[] = [];
+const clients: TestClient[] = [];
+afterAll(async () => {
+  for (const c of clients) c.close();
+  for (const r of relays) await r.close();
+});
+
+describe('light sessions', () => {
+  it('follow the summary of a run that honest clients drive, for fewer bytes than a full session', async () => {
+    const r = await startRelayServer({ dataDir: ':memory:', tickMs: 100 });
+    relays.push(r);
+    r.relay.createRun({
+      toml: fastRunToml('light', { min_clients: 2, init_min_clients: 3, max_round_train_time: 10 }),
+      mainAuthority: hexKey(identity(1)),
+    });
+    const host = r.relay.run('light')!;
+    const join = async (n: number, light: boolean) => {
+      const c = await TestClient.joined(r.url, 'light', identity(n), 'cpu', { light });
+      clients.push(c);
+      return c;
+    };
+    const honest = [
+      new HonestClient(await join(801, false)),
+      new HonestClient(await join(802, false)),
+      new HonestClient(await join(803, false)),
+    ];
+    const loops = honest.map((h) => h.run());
+    const w = honest[0]!.c;
+    await w.until(() => w.state?.run_state === 'RoundTrain', 30_000, 'the first round');
+    // Two watchers that join once the epoch runs (members waiting for the next one): one full, one light.
+    const full = await join(804, false);
+    const light = await join(805, true);
+    expect(light.received.find((m) => m.kind === 'stateSnapshot')).toBeDefined();
+    await w.until(() => (w.state?.progress.step ?? 0) >= 5, 60_000, 'step 5');
+    for (const h of honest) h.stop();
+    await Promise.all(loops);
+    for (const h of honest) expect(h.log).toEqual([]);
+    await light.until(() => light.seq === host.seq, 5000, 'the light watcher caught up');
+    await full.until(() => full.seq === host.seq, 5000, 'the full watcher caught up');
+    expect(light.gaps).toBe(0);
+    expect(JSON.stringify(light.state)).toBe(JSON.stringify(summarizeState(host.state)));
+    expect(JSON.stringify(full.state)).toBe(JSON.stringify(host.state));
+    // Each kind of session got only its kind of frame, and the light frames' hashes were the summary's.
+    expect(light.received.some((m) => m.kind === 'stateDelta')).toBe(false);
+    expect(full.received.some((m) => m.kind === 'lightDelta')).toBe(false);
+    const hashed = light.received.flatMap((m) =>
+      m.kind === 'lightDelta' && m.message.stateHash ? [m.message] : [],
+    );
+    expect(hashed.length).toBeGreaterThan(3);
+    expect(hashed.at(-1)!.toSeq).toBeLessThanOrEqual(host.seq);
+    expect(stateHash(summarizeState(host.state))).toEqual(r.relay.run('light')!.lightStateHash());
+    // Results, witnesses and verdicts are evidence: the light session skipped them.
+    const bytes = (c: TestClient, kind: string) =>
+      c.received.reduce((a, m, i) => a + (m.kind === kind ? c.sizes[i]! : 0), 0);
+    const lightBytes = bytes(light, 'lightDelta');
+    const fullBytes = bytes(full, 'stateDelta');
+    expect(lightBytes).toBeGreaterThan(0);
+    expect(lightBytes).toBeLessThan(fullBytes);
+
+    // A recent gap comes from the light ring, an old one as a summary snapshot.
+    const n = light.received.length;
+    const ask = (seq: number) => light.request(encodeResyncRequest({ runId: 'light', seq, reason: 'gap' }));
+    const firstLight = light.received.find((m) => m.kind === 'lightDelta');
+    expect(firstLight?.kind).toBe('lightDelta');
+    if (firstLight?.kind !== 'lightDelta') return;
+    expect((await ask(firstLight.message.fromSeq)).kind).toBe('ack');
+    await light.until(
+      () => light.received.slice(n).some((m) => m.kind === 'lightDelta'),
+      5000,
+      'ring frames',
+    );
+    expect(light.received.slice(n).some((m) => m.kind === 'stateSnapshot')).toBe(false);
+    expect(light.received.slice(n).some((m) => m.kind === 'stateDelta')).toBe(false);
+    expect(JSON.stringify(light.state)).toBe(JSON.stringify(summarizeState(host.state)));
+  });
+});
