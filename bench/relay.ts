@@ -13,7 +13,9 @@
 // over the joins; /healthz round trips; rounds completed with quorum. Prints one JSON object on stdout.
 //
 // Usage: npm run -s bench:relay -- --clients N --rounds R [--verification-percent 10] [--processes K]
-//        [--train-ms 1500] [--relay-priority P] [--json]
+//        [--train-ms 1500] [--relay-priority P] [--light] [--json]
+// --light: the clients follow the run as light replicas (docs/protocol.md "Light replicas": a summary of the
+// state, LightDelta frames) instead of replaying every event.
 // --relay-priority sets the relay process's scheduling priority (os.setPriority; negative needs root): on a
 // machine shared with other work it keeps the OS from handing the relay's core to others, so the lag
 // measures the relay (the JSON says which priority it ran at).
@@ -49,6 +51,7 @@ const ROUNDS = Math.max(2, flag('rounds', 5));
 const VERIFY = flag('verification-percent', 10);
 const PROCESSES = flag('processes', Math.min(4, Math.max(1, Math.ceil(CLIENTS / 250))));
 const TRAIN_MS = flag('train-ms', 1500);
+const LIGHT = process.argv.includes('--light');
 const PRIORITY = (() => {
   const i = process.argv.indexOf('--relay-priority');
   return i >= 0 ? Number(process.argv[i + 1]) : 0;
@@ -97,13 +100,16 @@ async function mark(): Promise<Mark> {
 }
 
 const start = await mark();
-log(`relay ${relay.url} (pid ${pid}); ${CLIENTS} clients in ${PROCESSES} processes`);
+log(
+  `relay ${relay.url} (pid ${pid}); ${CLIENTS} ${LIGHT ? 'light' : 'full'} clients in ${PROCESSES} processes`,
+);
 const fleet = new ClientFleet({
   url: relay.url,
   toml,
   clients: CLIENTS,
   processes: PROCESSES,
   trainMs: TRAIN_MS,
+  light: LIGHT,
 });
 
 // Joins: until every session is acknowledged and the first round started.
@@ -190,6 +196,7 @@ const out = {
     verification_percent: VERIFY,
     processes: PROCESSES,
     train_ms: TRAIN_MS,
+    replica: LIGHT ? 'light' : 'full',
     join_pow_bits: 0,
     relay_priority: PRIORITY,
   },

@@ -12,6 +12,8 @@
 import { createHash, createPrivateKey, sign as nodeSign } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import {
+  admittedSlots,
+  applyLightDelta,
   applyStateDelta,
   attestationOf,
   canonicalStateBytes,
@@ -60,6 +62,14 @@ export interface BenchClientConfig {
   trainMs: number;
   /** Sessions of this process that may be waiting for their Join's Ack at once (the relay allows 256 per address). */
   maxPendingJoins: number;
+  /**
+   * Follow the run as light replicas (`?replica=light`, LightDelta frames): witnesses attest the previous
+   * round's admitted slots from its recorded outcome, and a verifier derives the commitment of the result it
+   * is drawn to check the way it would after downloading it (the bench's results are a function of trainer,
+   * step and batch), so it needs every identity of the fleet: `fleet`.
+   */
+  light?: boolean;
+  fleet?: { first: number; count: number };
 }
 
 export interface BenchClientStats {
@@ -156,6 +166,22 @@ function count(kind: string, bytes: number): void {
 
 function onLeaderFrame(m: ReturnType<typeof decodeFrame>, size: number): void {
   if (m.kind === 'stateSnapshot') count('snapshot', size);
+  if (m.kind === 'lightDelta') {
+    count('lightDelta', size);
+    if (!state) return;
+    const out = applyLightDelta(state, seq, m.message);
+    if (out.gap) {
+      stats.gaps++;
+      return;
+    }
+    state = out.state;
+    seq = out.seq;
+    if (m.message.stateHash) {
+      stats.hashChecks++;
+      if (bytesToHex(stateHash(state)) !== bytesToHex(m.message.stateHash)) stats.hashMismatches++;
+    }
+    return;
+  }
   if (m.kind === 'stateDelta') {
     let events = 0;
     for (const t of m.message.transitions) {
@@ -189,7 +215,7 @@ function onLeaderFrame(m: ReturnType<typeof decodeFrame>, size: number): void {
 }
 
 function open(s: Session): void {
-  const url = `${cfg.url.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(cfg.runId)}`;
+  const url = `${cfg.url.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(cfg.runId)}${cfg.light ? '?replica=light' : ''}`;
   const ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
   s.ws = ws;
@@ -207,7 +233,7 @@ function open(s: Session): void {
     stats.bytesByStep[step] = (stats.bytesByStep[step] ?? 0) + bytes.length;
     const type = bytes[3];
     // Acks, errors and challenges are decoded everywhere; state frames only by the leader (all get the same).
-    if (type === 0x31 || type === 0x33) {
+    if (type === 0x31 || type === 0x33 || type === 0x35) {
       if (s === leader) onLeaderFrame(decodeFrame(bytes), bytes.length);
       return;
     }
@@ -322,6 +348,24 @@ function resultFor(step: number, batch: { start: number; end: number }, salt: nu
   };
 }
 
+/** Identity number of each key of the fleet (light verifiers only; built on first use). */
+let fleetNumbers: Map<string, number> | null = null;
+
+/**
+ * The commitment of the bench result that trainer `id` sends for `batch` of `step`: what a light verifier
+ * would read from the result it downloads (the bench downloads none). Null for a key outside the fleet.
+ */
+function commitmentOf(step: number, batch: { start: number; end: number }, id: string): string | null {
+  if (!fleetNumbers) {
+    const f = cfg.fleet ?? { first: cfg.first, count: cfg.count };
+    fleetNumbers = new Map();
+    for (let n = f.first; n < f.first + f.count; n++)
+      fleetNumbers.set(bytesToHex(identityOf(n).publicKey), n);
+  }
+  const n = fleetNumbers.get(id);
+  return n === undefined ? null : bytesToHex(resultCommitment(resultFor(step, batch, n)));
+}
+
 // --- per-state lookups, rebuilt when the arrays they index change --------------------------------------
 
 const clientIndexOf = new WeakMap<readonly unknown[], Map<string, number>>();
@@ -382,8 +426,12 @@ function act(): void {
   const v = view(s, round);
   const assignments = roundAssignments(s, round);
   const admitted = roundAdmitted(round);
-  const allIn = assignments.every((_, slot) => (admitted[slot] ?? null) !== null);
+  // A light replica does not see results arrive; its witnesses wait until every trainer has had its time.
+  const allIn = cfg.light
+    ? now >= roundSeenAt + cfg.trainMs * 1.5 + 500
+    : assignments.every((_, slot) => (admitted[slot] ?? null) !== null);
   const prev = roundAtHeight(s, round.height - 1);
+  const prevAdmittedSlots = prev && cfg.light ? admittedSlots(s, prev.height) : null;
   const tasks = prev && round.verification_percent > 0 ? verificationTasks(s, prev, round) : [];
   for (const x of sessions) {
     if (!x.joined || x.left || !x.ws) continue;
@@ -394,7 +442,11 @@ function act(): void {
     // Verifiers check the previous round's sampled results first (before training, as clients do).
     for (const t of tasks) {
       const tag = `${prev!.step}:${t.slot}`;
-      const c = roundAdmitted(prev!)[t.slot] ?? null;
+      const c = cfg.light
+        ? prevAdmittedSlots?.[t.slot] === true
+          ? commitmentOf(prev!.step, t.trainer.batch, t.trainer.id)
+          : null
+        : (roundAdmitted(prev!)[t.slot] ?? null);
       if (c === null || x.verdicts.has(tag) || !t.verifiers.includes(x.hex)) continue;
       x.verdicts.add(tag);
       send(
@@ -445,7 +497,12 @@ function act(): void {
       x.witnessed.add(round.step);
       const commitments: Uint8Array[] = [];
       let attested: Uint8Array = new Uint8Array(0);
-      if (prev) {
+      if (prev && cfg.light) {
+        // The recorded outcome of the previous round names its admitted slots, and its root stands for the
+        // commitments (the broadcast hash is informational).
+        attested = attestationOf(roundAssignments(s, prev).length, (i) => prevAdmittedSlots?.[i] === true);
+        if (prev.admitted_root) commitments.push(hexToBytes(prev.admitted_root));
+      } else if (prev) {
         // Results are not downloaded here: the bench's witnesses attest what the relay admitted.
         const prevAdmitted = roundAdmitted(prev);
         attested = attestationOf(roundAssignments(s, prev).length, (i) => (prevAdmitted[i] ?? null) !== null);

@@ -152,6 +152,8 @@ export class ClientFleet {
     processes: number;
     trainMs: number;
     first?: number;
+    /** Sessions follow the run as light replicas (relay-bench-client.ts BenchClientConfig.light). */
+    light?: boolean;
   }) {
     const per = Math.ceil(o.clients / o.processes);
     for (let p = 0; p < o.processes; p++) {
@@ -165,6 +167,8 @@ export class ClientFleet {
         count,
         trainMs: o.trainMs,
         maxPendingJoins: Math.max(1, Math.floor(200 / o.processes)),
+        light: o.light === true,
+        fleet: { first: o.first ?? 1, count: o.clients },
       };
       const child = fork(CLIENT, [JSON.stringify(cfg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const i = this.children.length;
