@@ -157,6 +157,18 @@ describe('light replicas', () => {
     const ended = lightTick(light, ev!, now);
     expect(ended.error).toBeUndefined();
     expect(JSON.stringify(ended.state)).toBe(JSON.stringify(summarizeState(host.state)));
+    // A misshapen outcome is refused: bits for more slots than the round has, a root that is not 32 bytes.
+    const good = (ev as { outcome: RoundOutcome }).outcome;
+    const long = Buffer.concat([Buffer.from(good.admitted_bits, 'base64'), Buffer.from([1])]).toString(
+      'base64',
+    );
+    for (const bad of [
+      { ...good, admitted_bits: long },
+      { ...good, accepted_bits: long },
+      { ...good, alive_bits: null },
+      { ...good, admitted_root: 'ab' },
+    ])
+      expect(lightTick(light, { type: 'tick', outcome: bad }, now).error?.code).toBe('BadEvent');
     // An outcome for another round is refused.
     const other = { ...(ev as { outcome: RoundOutcome }).outcome };
     other.height += 1;
@@ -283,6 +295,65 @@ describe('LightDelta frames', () => {
     );
     // Most transitions (results, attestations, verdicts) change nothing a light replica holds.
     expect(light).toBeLessThan(full * 0.8);
+  });
+
+  it("round bitmaps cost bytes for their exceptions, not for the run's size, in one spelling", () => {
+    const outcomeFrame = (admittedBits: Uint8Array, acceptedBits: Uint8Array | null) =>
+      encodeLightDelta({
+        runId: 'r',
+        fromSeq: 0,
+        toSeq: 1,
+        transitions: [
+          {
+            seq: 1,
+            now: 1,
+            entropy: null,
+            events: [
+              {
+                type: 'outcome',
+                outcome: {
+                  height: 3,
+                  admittedBits,
+                  admittedRoot: new Uint8Array(32).fill(7),
+                  acceptedBits,
+                  aliveBits: acceptedBits,
+                },
+              },
+            ],
+          },
+        ],
+      });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), fc.option(fc.uint8Array({ maxLength: 200 })), (a, b) => {
+        const d = decodeLightDelta(outcomeFrame(a, b));
+        const ev = d.transitions[0]!.events[0]!;
+        expect(ev.type).toBe('outcome');
+        if (ev.type !== 'outcome') return;
+        expect(ev.outcome.admittedBits).toEqual(a);
+        expect(ev.outcome.acceptedBits).toEqual(b);
+      }),
+      { numRuns: 300 },
+    );
+    // 1,000 slots, all set but 3, and none set: a few bytes each, where the raw bitmaps take 125.
+    const full = new Uint8Array(125).fill(0xff);
+    full[3] = 0xfe;
+    full[90] = 0x7f;
+    full[124] = 0xef;
+    const empty = new Uint8Array(125);
+    const small = outcomeFrame(full, empty).length;
+    const raw = outcomeFrame(
+      new Uint8Array(125).map((_, i) => (i * 37) & 0xff),
+      null,
+    ).length;
+    expect(small).toBeLessThan(raw - 100);
+    // The same bitmap spelled raw (longer than its zero list) is refused.
+    const frame = outcomeFrame(full, null);
+    const d = decodeLightDelta(frame);
+    expect(d.transitions[0]!.events[0]).toMatchObject({ type: 'outcome' });
+    const at = frame.findIndex((b, i) => b === 1 && frame[i + 1] === 125 && frame[i + 2] === 3);
+    expect(at).toBeGreaterThan(0);
+    const respelled = new Uint8Array([...frame.slice(0, at), 0, 125, ...full, ...frame.slice(at + 6)]);
+    expect(() => decodeLightDelta(respelled)).toThrow(/shortest spelling/);
   });
 
   it('a frame past the replica is a gap; hostile bytes are refused with a WireError', () => {

@@ -10,7 +10,7 @@
 // reads the outcome, so a replica that holds the outcome but not the evidence takes the same decisions.
 import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
-import { attestationOf, attests } from '../witness/attestation.ts';
+import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
 import { acceptedCommitments, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
 import { aliveFromEvidence } from './witnessing.ts';
 import type { CoordinatorState, Round } from './state.ts';
@@ -57,6 +57,46 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
     accepted_bits,
     alive_bits,
   };
+}
+
+/**
+ * Why `outcome` cannot be the outcome of round `ended` in `state` (null when it can): a replica without the
+ * evidence still checks that each bitmap covers exactly the slots of its round (no bit past the last), that
+ * the root is 32 bytes of hex, and that the round before has bits exactly when the ring holds it.
+ */
+export function outcomeShapeError(
+  state: CoordinatorState,
+  ended: Round,
+  outcome: RoundOutcome,
+): string | null {
+  if (typeof outcome !== 'object' || outcome === null) return 'the round outcome must be an object';
+  if (outcome.height !== ended.height) return `the outcome is for round ${String(outcome.height)}`;
+  if (typeof outcome.admitted_root !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_root))
+    return 'admitted_root must be 64 lowercase hex digits';
+  const fits = (text: unknown, round: Round): boolean => {
+    if (typeof text !== 'string') return false;
+    let bits: Uint8Array;
+    try {
+      bits = fromBase64(text);
+    } catch {
+      return false;
+    }
+    if (toBase64(bits) !== text) return false;
+    try {
+      checkAttestation(bits, roundAssignments(state, round).length);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!fits(outcome.admitted_bits, ended)) return 'admitted_bits must cover exactly the slots of the round';
+  const judged = roundAtHeight(state, ended.height - 1);
+  if (!judged) {
+    if (outcome.accepted_bits !== null || outcome.alive_bits !== null)
+      return 'there is no round before this one to judge';
+  } else if (!fits(outcome.accepted_bits, judged) || !fits(outcome.alive_bits, judged))
+    return 'accepted_bits and alive_bits must cover exactly the slots of the round before';
+  return null;
 }
 
 export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {

@@ -8,7 +8,13 @@ import type { CoordinatorEffect } from './events.ts';
 import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
 import { queueUnattested, requeueUnapplied, takeRetries } from './retries.ts';
 import { CoordinatorError } from './errors.ts';
-import { applyRoundOutcome, judgeRound, sameOutcome, type RoundOutcome } from './round-outcome.ts';
+import {
+  applyRoundOutcome,
+  judgeRound,
+  outcomeShapeError,
+  sameOutcome,
+  type RoundOutcome,
+} from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
 import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
 
@@ -171,6 +177,8 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
       'MissingOutcome',
       `ending round ${ended.height} needs the host's round outcome`,
     );
+  const misshapen = own ? null : outcomeShapeError(state, ended, outcome);
+  if (misshapen) throw new CoordinatorError('BadEvent', misshapen);
   if (own && ctx.outcome && !sameOutcome(own, ctx.outcome))
     throw new CoordinatorError(
       'OutcomeMismatch',
