@@ -24,7 +24,9 @@
 // | 0–14 | the same-numbered     | its payload (transition.ts); only tick, entropy, join, leave, eject,   |
 // |      | event                 | warmup_witness, pause, resume and update_config                        |
 // | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ root 32 B ‖ u8 0/1 ‖ accepted bits |
-// |      |                       | ‖ alive bits (bits: bytes ≤ ⌈maxClients/8⌉)                           |
+// |      |                       | ‖ alive bits. Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
+// |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
+// |      |                       | zero / one bits; whichever is shortest (see writeBits)                 |
 // | 17   | witness_seen          | step varint u32 ‖ roster index varint u32                              |
 // | 18   | retire                | cheats varint ‖ (client varint u32 ‖ height varint u32)… ‖ dropped    |
 // |      |                       | varint ‖ client varint u32… ‖ ejected varint ‖ key 32 B…              |
@@ -272,6 +274,96 @@ function unzigzag(z: number): number {
   return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
 }
 
+/**
+ * A round's bitmaps are nearly all ones in a healthy run (every slot admitted, accepted, alive) and nearly
+ * all zeros in a failing one, so each is sent in the shortest of three spellings: the raw bytes; its length
+ * and the positions of its zero bits; its length and the positions of its one bits (positions ascending, each
+ * as the gap after the previous one). Then it costs bytes for the slots that are the exception, not for the
+ * run's size. The decoder recomputes the encoder's choice and refuses any other spelling.
+ */
+const BITS_RAW = 0;
+const BITS_ZEROS = 1;
+const BITS_ONES = 2;
+
+function positions(bits: Uint8Array, one: boolean): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < bits.length * 8; i++)
+    if (((((bits[i >>> 3] as number) >>> (i & 7)) & 1) === 1) === one) out.push(i);
+  return out;
+}
+
+function varintBytes(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
+}
+
+function listBytes(length: number, list: readonly number[]): number {
+  let n = varintBytes(length) + varintBytes(list.length);
+  let prev = -1;
+  for (const p of list) {
+    n += varintBytes(p - prev - 1);
+    prev = p;
+  }
+  return n;
+}
+
+function bitsSpelling(bits: Uint8Array): { tag: number; list: number[] } {
+  const zeros = positions(bits, false);
+  const ones = positions(bits, true);
+  const raw = varintBytes(bits.length) + bits.length;
+  const z = listBytes(bits.length, zeros);
+  const o = listBytes(bits.length, ones);
+  if (raw <= z && raw <= o) return { tag: BITS_RAW, list: [] };
+  return z <= o ? { tag: BITS_ZEROS, list: zeros } : { tag: BITS_ONES, list: ones };
+}
+
+function writeBits(w: ByteWriter, bits: Uint8Array, maxBytes: number, field: string): void {
+  if (!(bits instanceof Uint8Array) || bits.length > maxBytes)
+    throw new WireError('oversized', field, `bitmap of more than ${maxBytes} bytes`);
+  const { tag, list } = bitsSpelling(bits);
+  w.u8(tag, `${field}.spelling`);
+  if (tag === BITS_RAW) {
+    w.bytes(bits, maxBytes, field);
+    return;
+  }
+  w.u32(bits.length, `${field}.length`);
+  w.u32(list.length, `${field}.count`);
+  let prev = -1;
+  for (const p of list) {
+    w.u32(p - prev - 1, `${field}.position`);
+    prev = p;
+  }
+}
+
+function readBits(r: ByteReader, maxBytes: number, field: string): Uint8Array {
+  const tag = r.u8(`${field}.spelling`);
+  let bits: Uint8Array;
+  if (tag === BITS_RAW) bits = r.bytesField(maxBytes, field);
+  else if (tag === BITS_ZEROS || tag === BITS_ONES) {
+    const length = r.u32(`${field}.length`);
+    if (length > maxBytes)
+      throw new WireError('limit', field, `bitmap of ${length} bytes exceeds ${maxBytes}`);
+    const count = r.u32(`${field}.count`);
+    if (count > length * 8 || count > r.remaining)
+      throw new WireError('inconsistent', `${field}.count`, `${count} positions cannot fit`);
+    bits = new Uint8Array(length);
+    if (tag === BITS_ZEROS) bits.fill(0xff);
+    let at = -1;
+    for (let i = 0; i < count; i++) {
+      at += r.u32(`${field}.position`) + 1;
+      if (at >= length * 8) throw new WireError('inconsistent', `${field}.position`, 'past the bitmap');
+      bits[at >>> 3] = (bits[at >>> 3] as number) ^ (1 << (at & 7));
+    }
+  } else throw new WireError('inconsistent', `${field}.spelling`, `unknown bitmap spelling ${tag}`);
+  if (bitsSpelling(bits).tag !== tag)
+    throw new WireError('inconsistent', `${field}.spelling`, 'not the shortest spelling of the bitmap');
+  return bits;
+}
+
 function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void {
   const maxBits = maxAttestationBytes(w.limits);
   switch (e.type) {
@@ -285,14 +377,14 @@ function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void 
       const o = e.outcome;
       w.u8(KIND_OUTCOME, `${field}.kind`);
       w.u32(o.height, `${field}.height`);
-      w.bytes(o.admittedBits, maxBits, `${field}.admittedBits`);
+      writeBits(w, o.admittedBits, maxBits, `${field}.admittedBits`);
       w.fixed(o.admittedRoot, ROOT_BYTES, `${field}.admittedRoot`);
       if ((o.acceptedBits === null) !== (o.aliveBits === null))
         throw new WireError('inconsistent', field, 'accepted and alive bits come together');
       w.u8(o.acceptedBits === null ? 0 : 1, `${field}.judged`);
       if (o.acceptedBits !== null && o.aliveBits !== null) {
-        w.bytes(o.acceptedBits, maxBits, `${field}.acceptedBits`);
-        w.bytes(o.aliveBits, maxBits, `${field}.aliveBits`);
+        writeBits(w, o.acceptedBits, maxBits, `${field}.acceptedBits`);
+        writeBits(w, o.aliveBits, maxBits, `${field}.aliveBits`);
       }
       return;
     }
@@ -334,12 +426,12 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
   switch (kind) {
     case KIND_OUTCOME: {
       const height = r.u32(`${field}.height`);
-      const admittedBits = r.bytesField(maxBits, `${field}.admittedBits`);
+      const admittedBits = readBits(r, maxBits, `${field}.admittedBits`);
       const admittedRoot = r.fixed(ROOT_BYTES, `${field}.admittedRoot`);
       const judged = r.u8(`${field}.judged`);
       if (judged > 1) throw new WireError('inconsistent', `${field}.judged`, 'must be 0 or 1');
-      const acceptedBits = judged ? r.bytesField(maxBits, `${field}.acceptedBits`) : null;
-      const aliveBits = judged ? r.bytesField(maxBits, `${field}.aliveBits`) : null;
+      const acceptedBits = judged ? readBits(r, maxBits, `${field}.acceptedBits`) : null;
+      const aliveBits = judged ? readBits(r, maxBits, `${field}.aliveBits`) : null;
       return { type: 'outcome', outcome: { height, admittedBits, admittedRoot, acceptedBits, aliveBits } };
     }
     case KIND_WITNESS_SEEN:
