@@ -442,12 +442,13 @@ function act(): void {
     // Verifiers check the previous round's sampled results first (before training, as clients do).
     for (const t of tasks) {
       const tag = `${prev!.step}:${t.slot}`;
+      if (x.verdicts.has(tag) || !t.verifiers.includes(x.hex)) continue;
       const c = cfg.light
         ? prevAdmittedSlots?.[t.slot] === true
           ? commitmentOf(prev!.step, t.trainer.batch, t.trainer.id)
           : null
         : (roundAdmitted(prev!)[t.slot] ?? null);
-      if (c === null || x.verdicts.has(tag) || !t.verifiers.includes(x.hex)) continue;
+      if (c === null) continue;
       x.verdicts.add(tag);
       send(
         x,
