@@ -1,13 +1,21 @@
 // Light sessions (`/ws/runs/:id?replica=light`) follow the summary of the state: a snapshot of core's
 // summarizeState, then LightDelta frames that skip what only evidence changed. Checked against a run that real
-// honest clients drive through rounds on a real relay: the light watcher ends at the summary of the relay's
-// state, with the summary's hash, on fewer and smaller frames than a full watcher; a gap is filled from the
+// honest clients drive through rounds on a real relay: the light watcher (and the client library's RelayLink
+// as a light follower) ends at the summary of the relay's state, with the summary's hash, on fewer and
+// smaller frames than a full watcher; a gap is filled from the
 // light ring (or a snapshot), and full and light sessions of one run each get their own kind of frame.
 import { afterAll, describe, expect, it } from 'vitest';
 import { encodeResyncRequest, stateHash, summarizeState } from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
-import { fastRunToml, hexKey, HonestClient, identity, TestClient } from './helpers/relay-fixtures.ts';
+import {
+  fastRunToml,
+  hexKey,
+  HonestClient,
+  identity,
+  LinkParticipant,
+  TestClient,
+} from './helpers/relay-fixtures.ts';
 
 const relays: RunningRelay[] = [];
 const clients: TestClient[] = [];
@@ -42,6 +50,9 @@ describe('light sessions', () => {
     const full = await join(804, false);
     const light = await join(805, true);
     expect(light.received.find((m) => m.kind === 'stateSnapshot')).toBeDefined();
+    // The client library's RelayLink as a light follower (a dashboard's view of the run).
+    const follower = new LinkParticipant(r.url, 'light', identity(806), { replica: 'light' });
+    await follower.link.connect();
     await w.until(() => (w.state?.progress.step ?? 0) >= 5, 60_000, 'step 5');
     for (const h of honest) h.stop();
     await Promise.all(loops);
@@ -67,6 +78,16 @@ describe('light sessions', () => {
     const fullBytes = bytes(full, 'stateDelta');
     expect(lightBytes).toBeGreaterThan(0);
     expect(lightBytes).toBeLessThan(fullBytes);
+
+    await light.until(
+      () => JSON.stringify(follower.state) === JSON.stringify(summarizeState(host.state)),
+      5000,
+      'the light RelayLink caught up',
+    );
+    expect(follower.link.stats.hashChecks).toBeGreaterThan(0);
+    expect(follower.link.stats.hashMismatches).toBe(0);
+    expect(follower.link.stats.deltas).toBeGreaterThan(3);
+    follower.close();
 
     // A recent gap comes from the light ring, an old one as a summary snapshot.
     const n = light.received.length;

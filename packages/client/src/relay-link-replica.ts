@@ -1,11 +1,13 @@
 // The relay link's replica of the coordinator state. The relay sends the run's state once after the Join
-// (StateSnapshot), then only the transitions it applies (StateDelta). The replica replays them with core's
+// (StateSnapshot), then only the transitions it applies (StateDelta; LightDelta for a light replica, which
+// holds the state's summary). The replica replays them with core's
 // `tick` (applyStateDelta) and hands on a full CoordinatorState per frame, as if the relay had sent it; now
 // and then a delta carries the relay's state hash, which the replica checks. A gap (a delta that starts past
 // its seq) or a replica that does not fit the deltas or hashes differently makes it ask for the missing
 // frames or a snapshot (ResyncRequest, which also reports a mismatch to the relay), and it drops deltas until
 // it has a state they apply to.
 import {
+  applyLightDelta,
   applyStateDelta,
   bytesToHex,
   canonicalStateBytes,
@@ -13,6 +15,7 @@ import {
   encodeResyncRequest,
   stateHash,
   type CoordinatorState,
+  type LightDelta,
   type ResyncReason,
   type StateDelta,
   type StateSnapshot,
@@ -98,12 +101,25 @@ export class StateReplica {
   }
 
   onDelta(d: StateDelta): void {
+    this.onFrame(d, deltaEndSeq(d), (state) => applyStateDelta(state, this.seq, d));
+  }
+
+  /** A light replica's frame (the link asked for `?replica=light`): the same bookkeeping, core's applyLightDelta. */
+  onLightDelta(d: LightDelta): void {
+    this.onFrame(d, d.toSeq, (state) => applyLightDelta(state, this.seq, d));
+  }
+
+  private onFrame(
+    d: StateDelta | LightDelta,
+    endSeq: number,
+    apply: (state: CoordinatorState) => { state: CoordinatorState; seq: number; gap: boolean },
+  ): void {
     if (d.paramHash) this.majorityHash = { epoch: d.paramHash.epoch, hash: bytesToHex(d.paramHash.hash) };
     const state = this.state;
-    if (!state || this.diverged || deltaEndSeq(d) <= this.seq) return;
+    if (!state || this.diverged || endSeq <= this.seq) return;
     let out;
     try {
-      out = applyStateDelta(state, this.seq, d);
+      out = apply(state);
     } catch (e) {
       // A transition that names what this replica does not have: it is not the relay's state.
       this.host.log(`state delta does not fit this replica at seq ${this.seq}: ${(e as Error).message}`);

@@ -48,6 +48,12 @@ export interface RelayLinkOptions {
   p2pPeerId?: string;
   /** What this client runs on, e.g. "node-trainer cpu". */
   deviceKind: string;
+  /**
+   * 'light': follow the summary of the state (no admitted commitments, attestations or verdicts; LightDelta
+   * frames, docs/protocol.md "Round outcomes and light replicas") — for followers that do not train, such as
+   * dashboards. A training Client needs the default, 'full'.
+   */
+  replica?: 'full' | 'light';
   onLog?: (line: string) => void;
 }
 
@@ -118,7 +124,8 @@ export class RelayLink implements CoordinatorLink {
    */
   private attempt(): Promise<{ dropped: Promise<void> }> {
     const base = this.o.relayUrl.replace(/\/+$/, '');
-    const url = `${base.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(this.o.runId)}`;
+    const query = this.o.replica === 'light' ? '?replica=light' : '';
+    const url = `${base.replace(/^http/, 'ws')}/ws/runs/${encodeURIComponent(this.o.runId)}${query}`;
     // The end is wrapped: resolving with a bare promise would wait for it.
     return new Promise<{ dropped: Promise<void> }>((resolve, reject) => {
       const ws = new WebSocket(url);
@@ -209,6 +216,9 @@ export class RelayLink implements CoordinatorLink {
         return;
       case 'stateDelta':
         this.replica.onDelta(m.message);
+        return;
+      case 'lightDelta':
+        this.replica.onLightDelta(m.message);
         return;
       case 'announce':
         for (const f of this.announceListeners) f(m.message);

@@ -289,9 +289,9 @@ export class LinkParticipant implements Participant {
   state: CoordinatorState | undefined;
   private closed = false;
 
-  constructor(relayUrl: string, runId: string, id: Identity) {
+  constructor(relayUrl: string, runId: string, id: Identity, opts: { replica?: 'full' | 'light' } = {}) {
     this.id = id;
-    this.link = new RelayLink({ relayUrl, runId, secretKey: id.secretKey, deviceKind: 'cpu' });
+    this.link = new RelayLink({ relayUrl, runId, secretKey: id.secretKey, deviceKind: 'cpu', ...opts });
     this.link.onState((s) => (this.state = s));
   }
 
