@@ -81,6 +81,15 @@ export class LightFeed {
     return out;
   }
 
+  /**
+   * No light session follows the run: drop what is pending instead of encoding and hashing it. A session that
+   * comes later starts from a snapshot; the ring's hole before `seq` sends an older gap to a snapshot too.
+   */
+  skipTo(seq: number): void {
+    this.pending = [];
+    if (seq > this.from) this.from = seq;
+  }
+
   /** The ring's frames that bring a replica at `seq` up to date, or null when the ring no longer reaches it. */
   framesAfter(seq: number): LightFrame[] | null {
     const i = this.ring.findIndex((f) => f.to > seq);

@@ -641,6 +641,11 @@ export class Relay {
 
   /** The light sessions' frame for everything up to the run's seq, when they need one. */
   private sendLightDelta(host: RunHost, feed: RunFeed): void {
+    const light = [...(this.sessions.get(host.runId)?.values() ?? [])].filter((s) => s.light === true);
+    if (light.length === 0 && ![...feed.waiting].some((s) => s.light === true)) {
+      feed.light.skipTo(host.seq);
+      return;
+    }
     const f = feed.light.flush(
       host.runId,
       host.seq,
@@ -650,8 +655,7 @@ export class Relay {
     );
     if (!f) return;
     const targets: SessionHandle[] = [];
-    for (const s of this.sessions.get(host.runId)?.values() ?? []) {
-      if (s.light !== true) continue;
+    for (const s of light) {
       const at = this.sentSeq.get(s);
       if (at === undefined || at >= f.to) continue;
       targets.push(s);
