@@ -42,14 +42,21 @@ import { bytesToHex, hexToBytes, PUBLIC_KEY_BYTES } from '../crypto/index.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { U53_MAX } from './codec.ts';
 import { checkCount, readRunId, writeRunId } from './common.ts';
+import {
+  MAX_NOW_STEP,
+  readFrameHashes,
+  readOptionTag,
+  unzigzag,
+  writeFrameHashes,
+  zigzag,
+} from './delta-fields.ts';
 import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
-import { PARAM_HASH_BYTES } from './param-hash.ts';
 import { compactEvent, expandEvent, type AppliedTransition } from './replay.ts';
 import type { SnapshotParamHash } from './state-snapshot.ts';
-import { STATE_HASH_BYTES, stateHash } from './state-hash.ts';
+import { stateHash } from './state-hash.ts';
 import type { WireEvent } from './transition.ts';
 import {
   MAX_ENTROPY_BYTES,
@@ -75,7 +82,6 @@ const KIND_OUTCOME = 16;
 const KIND_WITNESS_SEEN = 17;
 const KIND_RETIRE = 18;
 const MAX_EVENTS = 8;
-const MAX_NOW_STEP = 2 ** 51;
 const ROOT_BYTES = 32;
 
 export interface WireOutcome {
@@ -265,14 +271,6 @@ export function lightStateHash(state: CoordinatorState): Uint8Array {
 }
 
 // --- codec ------------------------------------------------------------------------------------------------
-
-function zigzag(d: number): number {
-  return d >= 0 ? 2 * d : -2 * d - 1;
-}
-
-function unzigzag(z: number): number {
-  return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-}
 
 /**
  * A round's bitmaps are nearly all ones in a healthy run (every slot admitted, accepted, alive) and nearly
@@ -489,23 +487,7 @@ export function writeLightDeltaPayload(w: ByteWriter, d: LightDelta): void {
     prevSeq = t.seq;
     prevNow = t.now;
   });
-  if (d.stateHash === undefined) w.u8(0, 'stateHash');
-  else {
-    w.u8(1, 'stateHash');
-    w.fixed(d.stateHash, STATE_HASH_BYTES, 'stateHash');
-  }
-  if (d.paramHash === undefined) w.u8(0, 'paramHash');
-  else {
-    w.u8(1, 'paramHash');
-    w.u32(d.paramHash.epoch, 'paramHash.epoch');
-    w.fixed(d.paramHash.hash, PARAM_HASH_BYTES, 'paramHash.hash');
-  }
-}
-
-function readTag(r: ByteReader, field: string): boolean {
-  const t = r.u8(field);
-  if (t > 1) throw new WireError('inconsistent', field, `option tag must be 0 or 1, got ${t}`);
-  return t === 1;
+  writeFrameHashes(w, d.stateHash, d.paramHash);
 }
 
 export function readLightDeltaPayload(r: ByteReader): LightDelta {
@@ -539,7 +521,7 @@ export function readLightDeltaPayload(r: ByteReader): LightDelta {
       throw new WireError('oversized', `${field}.now`, 'clock jump too large');
     now += step;
     if (now < 0 || now > U53_MAX) throw new WireError('inconsistent', `${field}.now`, 'not unix seconds');
-    const entropy = readTag(r, `${field}.entropy`)
+    const entropy = readOptionTag(r, `${field}.entropy`)
       ? r.bytesField(MAX_ENTROPY_BYTES, `${field}.entropy`)
       : null;
     const n = r.u8(`${field}.events`);
@@ -549,13 +531,7 @@ export function readLightDeltaPayload(r: ByteReader): LightDelta {
     for (let j = 0; j < n; j++) events.push(readLightEvent(r, `${field}.events[${j}]`));
     transitions.push({ seq, now, entropy, events });
   }
-  const d: LightDelta = { runId, fromSeq, toSeq, transitions };
-  if (readTag(r, 'stateHash')) d.stateHash = r.fixed(STATE_HASH_BYTES, 'stateHash');
-  if (readTag(r, 'paramHash')) {
-    const epoch = r.u32('paramHash.epoch');
-    d.paramHash = { epoch, hash: r.fixed(PARAM_HASH_BYTES, 'paramHash.hash') };
-  }
-  return d;
+  return { runId, fromSeq, toSeq, transitions, ...readFrameHashes(r) };
 }
 
 export function encodeLightDelta(d: LightDelta, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {

@@ -32,11 +32,11 @@
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { U53_MAX } from './codec.ts';
 import { readRunId, writeRunId } from './common.ts';
+import { MAX_NOW_STEP, readFrameHashes, unzigzag, writeFrameHashes, zigzag } from './delta-fields.ts';
 import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
-import { PARAM_HASH_BYTES } from './param-hash.ts';
 import type { SnapshotParamHash } from './state-snapshot.ts';
 import { STATE_HASH_BYTES } from './state-hash.ts';
 import type { WireEvent } from './transition.ts';
@@ -51,8 +51,6 @@ import {
 /** Most transitions in one StateDelta (a relay splits a larger batch into several frames). */
 export const MAX_DELTA_TRANSITIONS = 65_536;
 const ENTROPY_FLAG = 0x10;
-/** Largest |dNow| a transition may carry (keeps the zigzag varint within 2^53). */
-const MAX_NOW_STEP = 2 ** 51;
 
 /** One transition as the relay applied it: `now` in unix seconds, `entropy` mixed in before the event. */
 export interface WireTransition {
@@ -88,28 +86,6 @@ export function deltaEndSeq(d: Pick<StateDelta, 'fromSeq' | 'transitions'>): num
   return d.fromSeq + d.transitions.length;
 }
 
-function zigzag(d: number): number {
-  return d >= 0 ? 2 * d : -2 * d - 1;
-}
-
-function unzigzag(z: number): number {
-  return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-}
-
-function writeOptionalHash(w: ByteWriter, hash: Uint8Array | undefined, n: number, field: string): void {
-  if (hash === undefined) w.u8(0, field);
-  else {
-    w.u8(1, field);
-    w.fixed(hash, n, field);
-  }
-}
-
-function readTag(r: ByteReader, field: string): boolean {
-  const t = r.u8(field);
-  if (t > 1) throw new WireError('inconsistent', field, `option tag must be 0 or 1, got ${t}`);
-  return t === 1;
-}
-
 export function writeStateDeltaPayload(w: ByteWriter, d: StateDelta): void {
   writeRunId(w, d.runId);
   w.u53(d.fromSeq, 'fromSeq');
@@ -136,13 +112,7 @@ export function writeStateDeltaPayload(w: ByteWriter, d: StateDelta): void {
     writeEventPayload(w, t.event);
     prev = t.now;
   });
-  writeOptionalHash(w, d.stateHash, STATE_HASH_BYTES, 'stateHash');
-  if (d.paramHash === undefined) w.u8(0, 'paramHash');
-  else {
-    w.u8(1, 'paramHash');
-    w.u32(d.paramHash.epoch, 'paramHash.epoch');
-    w.fixed(d.paramHash.hash, PARAM_HASH_BYTES, 'paramHash.hash');
-  }
+  writeFrameHashes(w, d.stateHash, d.paramHash);
 }
 
 export function readStateDeltaPayload(r: ByteReader): StateDelta {
@@ -177,13 +147,7 @@ export function readStateDeltaPayload(r: ByteReader): StateDelta {
     const entropy = head & ENTROPY_FLAG ? r.bytesField(MAX_ENTROPY_BYTES, `${field}.entropy`) : null;
     transitions.push({ now, entropy, event: readEventPayload(r, type) });
   }
-  const d: StateDelta = { runId, fromSeq, transitions };
-  if (readTag(r, 'stateHash')) d.stateHash = r.fixed(STATE_HASH_BYTES, 'stateHash');
-  if (readTag(r, 'paramHash')) {
-    const epoch = r.u32('paramHash.epoch');
-    d.paramHash = { epoch, hash: r.fixed(PARAM_HASH_BYTES, 'paramHash.hash') };
-  }
-  return d;
+  return { runId, fromSeq, transitions, ...readFrameHashes(r) };
 }
 
 export function encodeStateDelta(d: StateDelta, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
