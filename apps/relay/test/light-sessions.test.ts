@@ -5,7 +5,16 @@
 // smaller frames than a full watcher; a gap is filled from the
 // light ring (or a snapshot), and full and light sessions of one run each get their own kind of frame.
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeResyncRequest, stateHash, summarizeState } from '@meshtrain/core';
+import {
+  bytesToHex,
+  checkAdmittedList,
+  decodeAdmittedList,
+  encodeResyncRequest,
+  roundAdmitted,
+  roundAtHeight,
+  stateHash,
+  summarizeState,
+} from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
 import {
@@ -88,6 +97,21 @@ describe('light sessions', () => {
     expect(follower.link.stats.hashMismatches).toBe(0);
     expect(follower.link.stats.deltas).toBeGreaterThan(3);
     follower.close();
+
+    // A light replica learns a closed round's commitments from its admitted list, fetched by root and checked.
+    const closed = light.state!.epoch.rounds.filter((x) => x?.admitted_root !== undefined);
+    expect(closed.length).toBeGreaterThan(1);
+    for (const round of closed) {
+      const res = await fetch(`${r.url}/api/runs/light/admitted/${round.admitted_root}`);
+      expect(res.status).toBe(200);
+      const list = decodeAdmittedList(new Uint8Array(await res.arrayBuffer()));
+      checkAdmittedList(list, 'light', round.step, round.admitted_root!);
+      expect(list.entries.map((e) => bytesToHex(e.commitment))).toEqual(
+        roundAdmitted(roundAtHeight(host.state, round.height)!).filter((x) => x !== null),
+      );
+    }
+    expect((await fetch(`${r.url}/api/runs/light/admitted/${'0'.repeat(64)}`)).status).toBe(404);
+    expect((await fetch(`${r.url}/api/runs/light/admitted/xyz`)).status).toBe(400);
 
     // A recent gap comes from the light ring, an old one as a summary snapshot.
     const n = light.received.length;

@@ -8,6 +8,10 @@ import { describe, expect, it } from 'vitest';
 import {
   acceptedCommitments,
   acceptedSlots,
+  admittedListOf,
+  checkAdmittedList,
+  decodeAdmittedList,
+  encodeAdmittedList,
   applyLightDelta,
   decodeLightDelta,
   encodeLightDelta,
@@ -405,5 +409,70 @@ describe('LightDelta frames', () => {
       ],
     };
     expect(() => encodeLightDelta(smuggled)).toThrow(WireError);
+  });
+});
+
+describe('AdmittedList', () => {
+  it("is checked against its round's admitted_root, and any change to it is caught", () => {
+    let checked = 0;
+    for (const actions of fc.sample(fc.array(actionArb, { minLength: 150, maxLength: 250 }), {
+      seed: 3,
+      numRuns: 25,
+    })) {
+      const host = drive(actions, 2_000_000);
+      const s = host.state;
+      for (const round of s.epoch.rounds) {
+        if (!round?.admitted_root) continue;
+        const list = admittedListOf(s, round.height)!;
+        const back = decodeAdmittedList(encodeAdmittedList(list));
+        expect(back).toEqual(list);
+        expect(() => checkAdmittedList(back, s.run_id, round.step, round.admitted_root!)).not.toThrow();
+        expect(() => checkAdmittedList(back, s.run_id, round.step + 1, round.admitted_root!)).toThrow(
+          WireError,
+        );
+        if (list.entries.length > 0) {
+          const flipped = back.entries.map((e, i) =>
+            i === 0 ? { slot: e.slot, commitment: e.commitment.map((b, j) => (j === 0 ? b ^ 1 : b)) } : e,
+          );
+          const moved = back.entries.map((e, i) => (i === 0 ? { ...e, slot: e.slot + 1000 } : e));
+          for (const entries of [back.entries.slice(1), flipped, moved])
+            expect(() =>
+              checkAdmittedList({ ...back, entries }, s.run_id, round.step, round.admitted_root!),
+            ).toThrow(WireError);
+        }
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
+  });
+
+  it('refuses hostile bytes with a WireError', () => {
+    const frame = encodeAdmittedList({
+      runId: 'r',
+      step: 9,
+      entries: [0, 3, 4, 70].map((slot) => ({ slot, commitment: new Uint8Array(32).fill(slot) })),
+    });
+    fc.assert(
+      fc.property(fc.nat(frame.length - 1), fc.integer({ min: 1, max: 255 }), fc.boolean(), (at, x, cut) => {
+        const bad = cut ? frame.slice(0, at) : frame.slice();
+        if (!cut) bad[at] = bad[at]! ^ x;
+        try {
+          decodeAdmittedList(bad);
+        } catch (e) {
+          expect(e).toBeInstanceOf(WireError);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    expect(() =>
+      encodeAdmittedList({
+        runId: 'r',
+        step: 1,
+        entries: [
+          { slot: 2, commitment: new Uint8Array(32) },
+          { slot: 2, commitment: new Uint8Array(32) },
+        ],
+      }),
+    ).toThrow(WireError);
   });
 });

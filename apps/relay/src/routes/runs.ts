@@ -1,7 +1,13 @@
 // Public run routes under /api/runs: the list, one run in detail, and stored results by commitment (the
 // guaranteed delivery path for results whose P2P download failed).
 import { Hono } from 'hono';
-import { currentRound, parseRunConfig, RUN_STATE_NAMES } from '@meshtrain/core';
+import {
+  admittedListOf,
+  currentRound,
+  encodeAdmittedList,
+  parseRunConfig,
+  RUN_STATE_NAMES,
+} from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 // Types only (erased at run time): the reply shapes every side reads, so a change here or there fails the
 // type check (the module says why it is not Hono's typed client).
@@ -111,6 +117,26 @@ export function runsRoutes(relay: Relay): Hono {
     if (!r)
       throw new RelayError(404, 'unknown_result', `no stored result ${commitment.slice(0, 16)}… in this run`);
     return c.body(new Uint8Array(r.frame), 200, {
+      'Content-Type': 'application/octet-stream',
+      'Cache-Control': 'public, max-age=31536000, immutable',
+    });
+  });
+
+  // A closed round's admitted list by its Merkle root (the round outcome's admitted_root): what a light replica
+  // fetches to learn the round's commitments, and checks against the root itself (core's checkAdmittedList).
+  app.get('/:id/admitted/:root', (c) => {
+    const host = relay.mustRun(c.req.param('id'));
+    const root = c.req.param('root').toLowerCase();
+    if (!COMMITMENT_HEX.test(root)) throw new RelayError(400, 'bad_request', 'the root is 64 hex digits');
+    const round = host.state.epoch.rounds.find((r) => r?.admitted_root === root);
+    const list = round ? admittedListOf(host.state, round.height) : null;
+    if (!list)
+      throw new RelayError(
+        404,
+        'unknown_round',
+        `no round of this run's last four has admitted root ${root.slice(0, 16)}…`,
+      );
+    return c.body(new Uint8Array(encodeAdmittedList(list, relay.limits)), 200, {
       'Content-Type': 'application/octet-stream',
       'Cache-Control': 'public, max-age=31536000, immutable',
     });

@@ -35,6 +35,7 @@ export const MESSAGE_TYPE = {
   stateDelta: 0x33,
   resyncRequest: 0x34,
   lightDelta: 0x35,
+  admittedList: 0x36,
   error: 0x70,
   ack: 0x71,
 } as const;

@@ -20,6 +20,7 @@ export * from './transition.ts';
 export * from './state-delta.ts';
 export * from './replay.ts';
 export * from './light-delta.ts';
+export * from './admitted-list.ts';
 export * from './param-hash.ts';
 export * from './coordinator-state.ts';
 export * from './control.ts';

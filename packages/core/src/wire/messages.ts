@@ -1,5 +1,6 @@
 // The generic entry points: one discriminated union over every message, `encodeMessage` and
 // `decodeFrame`. Transports call decodeFrame on every inbound frame and switch on `kind`.
+import { encodeAdmittedList, readAdmittedListPayload, type AdmittedList } from './admitted-list.ts';
 import { encodeLightDelta, readLightDeltaPayload, type LightDelta } from './light-delta.ts';
 import type { Announce } from './announce.ts';
 import { encodeAnnounce, readAnnouncePayload } from './announce.ts';
@@ -55,6 +56,7 @@ export type WireMessage =
   | { kind: 'stateDelta'; message: StateDelta }
   | { kind: 'resyncRequest'; message: ResyncRequest }
   | { kind: 'lightDelta'; message: LightDelta }
+  | { kind: 'admittedList'; message: AdmittedList }
   | { kind: 'paramHash'; message: ParamHash }
   | { kind: 'error'; message: ControlError }
   | { kind: 'ack'; message: Ack };
@@ -100,6 +102,8 @@ export function encodeMessage(m: WireMessage, limits: WireLimits = DEFAULT_WIRE_
       return encodeResyncRequest(m.message, limits);
     case 'lightDelta':
       return encodeLightDelta(m.message, limits);
+    case 'admittedList':
+      return encodeAdmittedList(m.message, limits);
     case 'paramHash':
       return encodeParamHash(m.message, limits);
     case 'error':
@@ -149,6 +153,8 @@ function readPayload(kind: MessageKind, r: ByteReader): WireMessage {
       return { kind, message: readResyncRequestPayload(r) };
     case 'lightDelta':
       return { kind, message: readLightDeltaPayload(r) };
+    case 'admittedList':
+      return { kind, message: readAdmittedListPayload(r) };
     case 'paramHash':
       return { kind, message: readParamHashPayload(r) };
     case 'error':

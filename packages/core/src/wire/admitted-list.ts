@@ -1,0 +1,116 @@
+// AdmittedList: a closed round's admitted results (slot and commitment each), addressed by the round's
+// `admitted_root` (coordinator/round-outcome.ts). A light replica knows the root from the round outcome; with
+// the list, fetched from anyone, it checks the root itself and then knows every commitment of the round as a
+// full replica does (docs/protocol.md "Round outcomes and light replicas"). The relay serves it over HTTP.
+//
+// | field   | encoding                                                                                  |
+// |---------|-------------------------------------------------------------------------------------------|
+// | header  | "MT" ‖ version ‖ type 0x36                                                                |
+// | runId   | string, 1..64 bytes                                                                       |
+// | step    | varint u32: the round's step                                                              |
+// | count   | varint ≤ limits.maxClients                                                                |
+// | entries | count × (dSlot varint u32: the slot minus the previous one's minus 1 (the first: the slot) |
+// |         | ‖ commitment 32 B), slots ascending                                                       |
+import type { CoordinatorState } from '../coordinator/state.ts';
+import { roundAdmitted, roundAtHeight } from '../coordinator/queries.ts';
+import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
+import { bytesEqual, bytesToHex, hexToBytes } from '../crypto/index.ts';
+import type { ByteReader, ByteWriter } from './codec.ts';
+import { U32_MAX } from './codec.ts';
+import { checkCount, needItems, readRunId, writeRunId } from './common.ts';
+import { COMMITMENT_BYTES } from './commitment.ts';
+import { WireError } from './errors.ts';
+import { frameWriter, openFrameOf } from './frame.ts';
+import type { WireLimits } from './limits.ts';
+import { DEFAULT_WIRE_LIMITS } from './limits.ts';
+
+export interface AdmittedEntry {
+  slot: number;
+  commitment: Uint8Array;
+}
+
+export interface AdmittedList {
+  runId: string;
+  step: number;
+  /** Slots ascending. */
+  entries: AdmittedEntry[];
+}
+
+/** The admitted list of the round at `height` from a full replica's state (null when the ring lacks it). */
+export function admittedListOf(state: CoordinatorState, height: number): AdmittedList | null {
+  const round = roundAtHeight(state, height);
+  if (!round) return null;
+  const entries: AdmittedEntry[] = [];
+  roundAdmitted(round).forEach((hex, slot) => {
+    if (hex !== null) entries.push({ slot, commitment: hexToBytes(hex, COMMITMENT_BYTES) });
+  });
+  return { runId: state.run_id, step: round.step, entries };
+}
+
+/** The root the list hashes to: what `admitted_root` (hex) of its round must be. */
+export function admittedListRoot(list: AdmittedList): Uint8Array {
+  return merkleRoot(list.entries.map((e) => admittedLeaf(e.slot, e.commitment)));
+}
+
+/**
+ * Throws WireError('inconsistent') unless `list` is the one whose root is `rootHex` (a round's
+ * `admitted_root`), for run `runId` and step `step`: what a replica checks before it trusts a list it fetched.
+ */
+export function checkAdmittedList(list: AdmittedList, runId: string, step: number, rootHex: string): void {
+  if (list.runId !== runId || list.step !== step)
+    throw new WireError('inconsistent', 'step', `the list is for ${list.runId} step ${list.step}`);
+  if (!bytesEqual(admittedListRoot(list), hexToBytes(rootHex, 32)))
+    throw new WireError('inconsistent', 'entries', `the list does not hash to ${rootHex.slice(0, 16)}…`);
+}
+
+export function writeAdmittedListPayload(w: ByteWriter, l: AdmittedList): void {
+  writeRunId(w, l.runId);
+  w.u32(l.step, 'step');
+  checkCount(l.entries.length, w.limits.maxClients, 'count', 'maxClients');
+  w.u32(l.entries.length, 'count');
+  let prev = -1;
+  l.entries.forEach((e, i) => {
+    if (!Number.isInteger(e.slot) || e.slot <= prev || e.slot > U32_MAX)
+      throw new WireError('inconsistent', `entries[${i}].slot`, 'slots ascend');
+    w.u32(e.slot - prev - 1, `entries[${i}].slot`);
+    w.fixed(e.commitment, COMMITMENT_BYTES, `entries[${i}].commitment`);
+    prev = e.slot;
+  });
+}
+
+export function readAdmittedListPayload(r: ByteReader): AdmittedList {
+  const runId = readRunId(r);
+  const step = r.u32('step');
+  const count = r.u32('count');
+  checkCount(count, r.limits.maxClients, 'count', 'maxClients');
+  needItems(r, count, 1 + COMMITMENT_BYTES, 'entries');
+  const entries: AdmittedEntry[] = [];
+  let slot = -1;
+  for (let i = 0; i < count; i++) {
+    slot += r.u32(`entries[${i}].slot`) + 1;
+    if (slot > U32_MAX) throw new WireError('inconsistent', `entries[${i}].slot`, 'slot past u32');
+    entries.push({ slot, commitment: r.fixed(COMMITMENT_BYTES, `entries[${i}].commitment`) });
+  }
+  return { runId, step, entries };
+}
+
+export function encodeAdmittedList(l: AdmittedList, limits: WireLimits = DEFAULT_WIRE_LIMITS): Uint8Array {
+  const w = frameWriter('admittedList', limits);
+  writeAdmittedListPayload(w, l);
+  return w.finish();
+}
+
+export function decodeAdmittedList(
+  bytes: Uint8Array,
+  limits: WireLimits = DEFAULT_WIRE_LIMITS,
+): AdmittedList {
+  const r = openFrameOf('admittedList', bytes, limits);
+  const l = readAdmittedListPayload(r);
+  r.end('admittedList');
+  return l;
+}
+
+/** Hex of admittedListRoot, for comparing with a round's `admitted_root`. */
+export function admittedListRootHex(list: AdmittedList): string {
+  return bytesToHex(admittedListRoot(list));
+}
