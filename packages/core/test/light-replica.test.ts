@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  acceptedByEvidence,
   acceptedCommitments,
   acceptedSlots,
   admittedListOf,
@@ -99,7 +100,9 @@ function checkOutcomes(s: CoordinatorState): number {
     }
     const accepted = acceptedSlots(s, round.height);
     if (accepted) {
-      const fromEvidence = acceptedCommitments(s, round.height);
+      const fromEvidence = acceptedByEvidence(s, round.height);
+      // What peers apply reads the recorded outcome once there is one.
+      expect(acceptedCommitments(s, round.height)!.map((a) => a.commitment !== null)).toEqual(accepted);
       // Attestations are pruned from older rounds; where they are still held the two must agree.
       const attesting = roundAtHeight(s, round.height + 1);
       if (fromEvidence && attesting?.witnesses.every((w) => w.attested !== null)) {

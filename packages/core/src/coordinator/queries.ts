@@ -8,7 +8,7 @@ import { hexToBytes } from '../selection/hex.ts';
 import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorState, Round } from './state.ts';
-import { roundAttestations } from './stored-attestation.ts';
+import { fromBase64, roundAttestations } from './stored-attestation.ts';
 
 const selections = new WeakMap<readonly number[], RoundSelection>();
 const assignments = new WeakMap<readonly number[], RoundAssignment[]>();
@@ -191,6 +191,32 @@ export function acceptedCommitments(
 ): AcceptedCommitment[] | null {
   const round = roundAtHeight(state, height);
   const attesting = roundAtHeight(state, height + 1);
+  if (!round) return null;
+  // Once round height+1 has ended, its outcome (round-outcome.ts) records exactly what the evidence below
+  // decides; it survives the attestations' pruning and is all a replica without the evidence has.
+  const recorded = recordedBits(state, round);
+  if (recorded) {
+    const admitted = roundAdmitted(round);
+    const attestations = attesting ? roundAttestations(attesting) : [];
+    return roundAssignments(state, round).map(({ batch, client_index }, i) => {
+      const hex = admitted[i] ?? null;
+      let votes = 0;
+      for (const bits of attestations) if (attests(bits, i)) votes++;
+      const commitment = attests(recorded, i) && hex !== null ? hexToBytes(hex) : null;
+      return { batch, client_index, commitment, votes };
+    });
+  }
+  return acceptedByEvidence(state, height);
+}
+
+/**
+ * acceptedCommitments decided from the evidence (admitted record, the attesting round's attestations,
+ * verdicts, cheats): how the coordinator judges a round when its attesting round ends (round-outcome.ts).
+ * Null when the ring no longer holds the round or its attesting round.
+ */
+export function acceptedByEvidence(state: CoordinatorState, height: number): AcceptedCommitment[] | null {
+  const round = roundAtHeight(state, height);
+  const attesting = roundAtHeight(state, height + 1);
   if (!round || !attesting) return null;
   const q = quorum(attesting.witness_count);
   const reached = attesting.witnesses.length >= q;
@@ -207,6 +233,18 @@ export function acceptedCommitments(
     for (const bits of attestations) if (attests(bits, i)) votes++;
     return { batch, client_index, commitment: votes + 1 >= q ? commitment : null, votes };
   });
+}
+
+/** The round's recorded accepted_bits, decoded (null when absent or not the round's size). */
+function recordedBits(state: CoordinatorState, round: Round): Uint8Array | null {
+  if (typeof round.accepted_bits !== 'string') return null;
+  let bits: Uint8Array;
+  try {
+    bits = fromBase64(round.accepted_bits);
+  } catch {
+    return null;
+  }
+  return bits.length === Math.ceil(roundAssignments(state, round).length / 8) ? bits : null;
 }
 
 /**

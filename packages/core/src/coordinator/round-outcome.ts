@@ -11,7 +11,7 @@
 import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
-import { acceptedCommitments, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
+import { acceptedByEvidence, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
 import { aliveFromEvidence } from './witnessing.ts';
 import type { CoordinatorState, Round } from './state.ts';
 import { fromBase64, toBase64 } from './stored-attestation.ts';
@@ -45,7 +45,7 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
   let accepted_bits: string | null = null;
   let alive_bits: string | null = null;
   if (judged) {
-    const accepted = acceptedCommitments(state, judged.height) ?? [];
+    const accepted = acceptedByEvidence(state, judged.height) ?? [];
     accepted_bits = toBase64(attestationOf(accepted.length, (i) => accepted[i]?.commitment != null));
     const alive = aliveFromEvidence(state, judged, ended);
     alive_bits = toBase64(attestationOf(alive.length, (i) => alive[i] === true));
