@@ -124,7 +124,10 @@ function settleApplied(
     if (round.height <= epoch.settledThrough) keepOnly(round, (r) => !excluded.has(r.clientIndex));
     else if (round.height <= finalThrough) {
       const accepted = acceptedCommitments(s, round.height);
-      if (!accepted) throw new ResyncNeeded(`round ${round.height} cannot be judged: neither its outcome nor its witnesses are in the state`);
+      if (!accepted)
+        throw new ResyncNeeded(
+          `round ${round.height} cannot be judged: neither its outcome nor its witnesses are in the state`,
+        );
       const keep = new Set(accepted.flatMap((a) => (a.commitment ? [bytesToHex(a.commitment)] : [])));
       keepOnly(round, (r) => keep.has(r.commitment));
       // The accepted set is a subset of the admitted one this replica applied; anything else is divergence.
@@ -209,7 +212,10 @@ async function acceptedResults(
   const r = roundAtHeight(s, height);
   if (!r) throw new ResyncNeeded(`round ${height} left the coordinator's ring before this client applied it`);
   const accepted = acceptedCommitments(s, height);
-  if (!accepted) throw new ResyncNeeded(`round ${height} cannot be judged: neither its outcome nor its witnesses are in the state`);
+  if (!accepted)
+    throw new ResyncNeeded(
+      `round ${height} cannot be judged: neither its outcome nor its witnesses are in the state`,
+    );
   return fetchNamed(ctx, s, r, accepted);
 }
 
