@@ -12,7 +12,7 @@
 // | entries | count × (dSlot varint u32: the slot minus the previous one's minus 1 (the first: the slot) |
 // |         | ‖ commitment 32 B), slots ascending                                                       |
 import type { CoordinatorState } from '../coordinator/state.ts';
-import { roundAdmitted, roundAtHeight } from '../coordinator/queries.ts';
+import { roundAdmitted, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { bytesEqual, bytesToHex, hexToBytes } from '../crypto/index.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
@@ -113,4 +113,40 @@ export function decodeAdmittedList(
 /** Hex of admittedListRoot, for comparing with a round's `admitted_root`. */
 export function admittedListRootHex(list: AdmittedList): string {
   return bytesToHex(admittedListRoot(list));
+}
+
+/**
+ * A light replica's state with the admitted lists it holds put back into their rounds (`admitted`, by slot),
+ * so the client logic that reads commitments — witnessing, verification, apply — runs on it as on a full
+ * replica's. A view for that logic only: its hash is not the summary's. `lists` maps a round's
+ * admitted_root to its checked list; closed rounds whose list is missing keep no `admitted`
+ * (missingAdmittedRoots names them).
+ */
+export function hydrateState(
+  state: CoordinatorState,
+  lists: ReadonlyMap<string, AdmittedList>,
+): CoordinatorState {
+  let rounds: CoordinatorState['epoch']['rounds'] | null = null;
+  state.epoch.rounds.forEach((round, i) => {
+    if (!round || round.admitted !== undefined || round.admitted_root === undefined) return;
+    const list = lists.get(round.admitted_root);
+    if (!list) return;
+    const admitted: (string | null)[] = roundAssignments(state, round).map(() => null);
+    for (const e of list.entries) if (e.slot < admitted.length) admitted[e.slot] = bytesToHex(e.commitment);
+    rounds ??= state.epoch.rounds.slice();
+    rounds[i] = { ...round, admitted };
+  });
+  return rounds ? { ...state, epoch: { ...state.epoch, rounds } } : state;
+}
+
+/** Closed rounds of `state` (with an admitted_root) whose admitted list is neither in the state nor in `lists`. */
+export function missingAdmittedRoots(
+  state: CoordinatorState,
+  lists: ReadonlyMap<string, AdmittedList>,
+): { root: string; step: number }[] {
+  const out: { root: string; step: number }[] = [];
+  for (const round of state.epoch.rounds)
+    if (round?.admitted_root !== undefined && round.admitted === undefined && !lists.has(round.admitted_root))
+      out.push({ root: round.admitted_root, step: round.step });
+  return out;
 }
