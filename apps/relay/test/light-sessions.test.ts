@@ -6,6 +6,7 @@
 // light ring (or a snapshot), and full and light sessions of one run each get their own kind of frame.
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  acceptedCommitments,
   bytesToHex,
   checkAdmittedList,
   decodeAdmittedList,
@@ -38,7 +39,7 @@ describe('light sessions', () => {
     const r = await startRelayServer({ dataDir: ':memory:', tickMs: 100 });
     relays.push(r);
     r.relay.createRun({
-      toml: fastRunToml('light', { min_clients: 2, init_min_clients: 3, max_round_train_time: 10 }),
+      toml: fastRunToml('light', { min_clients: 2, init_min_clients: 4, max_round_train_time: 10 }),
       mainAuthority: hexKey(identity(1)),
     });
     const host = r.relay.run('light')!;
@@ -47,12 +48,17 @@ describe('light sessions', () => {
       clients.push(c);
       return c;
     };
+    // A light replica that takes part: it trains, witnesses from the admitted lists it fetched and checked.
+    const lightTrainer = new HonestClient(
+      new LinkParticipant(r.url, 'light', identity(807), { replica: 'light' }),
+    );
+    await lightTrainer.c.link.connect();
     const honest = [
       new HonestClient(await join(801, false)),
       new HonestClient(await join(802, false)),
       new HonestClient(await join(803, false)),
     ];
-    const loops = honest.map((h) => h.run());
+    const loops = [...honest.map((h) => h.run()), lightTrainer.run()];
     const w = honest[0]!.c;
     await w.until(() => w.state?.run_state === 'RoundTrain', 30_000, 'the first round');
     // Two watchers that join once the epoch runs (members waiting for the next one): one full, one light.
@@ -64,8 +70,35 @@ describe('light sessions', () => {
     await follower.link.connect();
     await w.until(() => (w.state?.progress.step ?? 0) >= 5, 60_000, 'step 5');
     for (const h of honest) h.stop();
+    lightTrainer.stop();
     await Promise.all(loops);
     for (const h of honest) expect(h.log).toEqual([]);
+    expect(lightTrainer.log).toEqual([]);
+    // The light trainer's view names exactly the commitments the relay's state does for every judged round.
+    await light.until(
+      () =>
+        lightTrainer.c.link.stats.deltas > 0 &&
+        lightTrainer.c.state?.progress.step === host.state.progress.step,
+      5000,
+      'the light trainer caught up',
+    );
+    const view = lightTrainer.c.state!;
+    let judged = 0;
+    for (const round of view.epoch.rounds) {
+      if (round?.accepted_bits === undefined) continue;
+      const mine = acceptedCommitments(view, round.height)!.map(
+        (a) => a.commitment && bytesToHex(a.commitment),
+      );
+      const relays = acceptedCommitments(host.state, round.height)!.map(
+        (a) => a.commitment && bytesToHex(a.commitment),
+      );
+      expect(mine).toEqual(relays);
+      expect(mine.some((c) => c !== null)).toBe(true);
+      judged++;
+    }
+    expect(judged).toBeGreaterThan(0);
+    expect(lightTrainer.c.link.stats.hashMismatches).toBe(0);
+    lightTrainer.c.close();
     await light.until(() => light.seq === host.seq, 5000, 'the light watcher caught up');
     await full.until(() => full.seq === host.seq, 5000, 'the full watcher caught up');
     expect(light.gaps).toBe(0);
@@ -89,10 +122,17 @@ describe('light sessions', () => {
     expect(lightBytes).toBeLessThan(fullBytes);
 
     await light.until(
-      () => JSON.stringify(follower.state) === JSON.stringify(summarizeState(host.state)),
+      () =>
+        follower.state !== undefined &&
+        JSON.stringify(summarizeState(follower.state)) === JSON.stringify(summarizeState(host.state)),
       5000,
       'the light RelayLink caught up',
     );
+    // What it hands on has the closed rounds' admitted lists put back, as the relay's state holds them.
+    for (const round of follower.state!.epoch.rounds.filter((x) => x?.admitted_root !== undefined))
+      expect(roundAdmitted(round).filter((x) => x !== null)).toEqual(
+        roundAdmitted(roundAtHeight(host.state, round.height)!).filter((x) => x !== null),
+      );
     expect(follower.link.stats.hashChecks).toBeGreaterThan(0);
     expect(follower.link.stats.hashMismatches).toBe(0);
     expect(follower.link.stats.deltas).toBeGreaterThan(3);

@@ -16,3 +16,17 @@ export async function fetchStoredResult(
   if (!res.ok) return null;
   return new Uint8Array(await res.arrayBuffer());
 }
+
+/**
+ * GET /api/runs/:id/admitted/:root: a closed round's AdmittedList frame by its admitted_root, or null when the
+ * relay does not hold it (any non-2xx answer). The caller checks it against the root (core's checkAdmittedList).
+ */
+export async function fetchAdmittedList(
+  relayUrl: string,
+  runId: string,
+  root: string,
+): Promise<Uint8Array | null> {
+  const res = await fetch(`${relayRoot(relayUrl)}${runPath(runId)}/admitted/${root}`);
+  if (!res.ok) return null;
+  return new Uint8Array(await res.arrayBuffer());
+}

@@ -8,6 +8,11 @@
 // it has a state they apply to.
 import {
   applyLightDelta,
+  checkAdmittedList,
+  decodeAdmittedList,
+  hydrateState,
+  missingAdmittedRoots,
+  type AdmittedList,
   applyStateDelta,
   bytesToHex,
   canonicalStateBytes,
@@ -61,7 +66,15 @@ export interface ReplicaHost {
   request(frame: Uint8Array): Promise<void>;
   /** True once the link is closed: nothing more is asked. */
   closed(): boolean;
+  /**
+   * Light replicas only: the AdmittedList frame of a closed round by its admitted_root (null: not available).
+   * The replica checks it against the root before it uses it.
+   */
+  admittedList?(root: string): Promise<Uint8Array | null>;
 }
+
+/** How long a light replica waits before it asks again for an admitted list it could not get. */
+export const ADMITTED_RETRY_MS = 1000;
 
 export class StateReplica {
   /** The latest majority parameter hash (hex) the relay reported, with its epoch. */
@@ -77,9 +90,71 @@ export class StateReplica {
   private generation = 0;
 
   private readonly host: ReplicaHost;
+  /**
+   * A light replica (the link asked for `?replica=light`): it holds the summary of the state, and hands on a
+   * view with each closed round's admitted list put back (core's hydrateState), fetched and checked against
+   * the round's admitted_root, so the client's witnessing, verification and apply run on it unchanged.
+   */
+  private readonly light: boolean;
+  /** Checked admitted lists by root: only those of rounds the latest state still holds are kept. */
+  private readonly lists = new Map<string, AdmittedList>();
+  /** The newest state not yet handed on (light replicas, while lists are fetched). */
+  private latest: CoordinatorState | null = null;
+  private hydrating = false;
 
-  constructor(host: ReplicaHost) {
+  constructor(host: ReplicaHost, opts: { light?: boolean } = {}) {
     this.host = host;
+    this.light = opts.light === true;
+  }
+
+  /** Hands a state on: at once for a full replica; for a light one once every closed round's list is in. */
+  private publish(state: CoordinatorState): void {
+    if (!this.light) {
+      this.host.emit(state);
+      return;
+    }
+    this.latest = state;
+    if (this.hydrating) return;
+    this.hydrating = true;
+    void this.hydrate().finally(() => {
+      this.hydrating = false;
+    });
+  }
+
+  private async hydrate(): Promise<void> {
+    while (this.latest && !this.host.closed()) {
+      const state = this.latest;
+      let complete = true;
+      for (const { root, step } of missingAdmittedRoots(state, this.lists)) {
+        const list = await this.fetchList(root, step);
+        if (list) this.lists.set(root, list);
+        else complete = false;
+      }
+      if (!complete) {
+        await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
+        continue;
+      }
+      const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
+      for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
+      if (this.latest === state) this.latest = null;
+      this.host.emit(hydrateState(state, this.lists));
+    }
+  }
+
+  private async fetchList(root: string, step: number): Promise<AdmittedList | null> {
+    try {
+      const bytes = await this.host.admittedList?.(root);
+      if (!bytes) {
+        this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
+        return null;
+      }
+      const list = decodeAdmittedList(bytes);
+      checkAdmittedList(list, this.host.runId, step, root);
+      return list;
+    } catch (e) {
+      this.host.log(`admitted list of round ${step} refused: ${(e as Error).message}`);
+      return null;
+    }
   }
 
   /** A new connection gets a snapshot after its Join: nothing asked on the old one is still owed. */
@@ -97,7 +172,7 @@ export class StateReplica {
     this.state = s.state;
     this.diverged = false;
     this.resyncing = false;
-    this.host.emit(s.state);
+    this.publish(s.state);
   }
 
   onDelta(d: StateDelta): void {
@@ -135,7 +210,7 @@ export class StateReplica {
     this.state = out.state;
     this.seq = out.seq;
     this.resyncing = false;
-    this.host.emit(out.state);
+    this.publish(out.state);
     if (d.stateHash) void this.checkHash(out.state, out.seq, d.stateHash);
   }
 

@@ -25,7 +25,7 @@ import {
   type WitnessMessage,
 } from '@meshtrain/core';
 import type { CoordinatorLink } from './interfaces.ts';
-import { fetchStoredResult } from './relay-link-http.ts';
+import { fetchAdmittedList, fetchStoredResult } from './relay-link-http.ts';
 import { JOIN_ATTEMPT_TIMEOUT_MS, ReconnectLoop } from './relay-link-reconnect.ts';
 import { StateReplica } from './relay-link-replica.ts';
 import { PendingRequests, RelayRefusal } from './relay-link-requests.ts';
@@ -50,8 +50,10 @@ export interface RelayLinkOptions {
   deviceKind: string;
   /**
    * 'light': follow the summary of the state (no admitted commitments, attestations or verdicts; LightDelta
-   * frames, docs/protocol.md "Round outcomes and light replicas") — for followers that do not train, such as
-   * dashboards. A training Client needs the default, 'full'.
+   * frames, docs/protocol.md "Round outcomes and light replicas"). States are handed on once each closed
+   * round's admitted list is fetched (from the relay, by its admitted_root) and checked, with the lists put
+   * back, so a training Client runs on them as on a full replica's; the open round's results show up when it
+   * closes. Default 'full': every event, replayed and checked.
    */
   replica?: 'full' | 'light';
   onLog?: (line: string) => void;
@@ -86,16 +88,20 @@ export class RelayLink implements CoordinatorLink {
     this.o = o;
     this.clientId = bytesToHex(publicKeyOf(o.secretKey));
     const log = (line: string): void => o.onLog?.(line);
-    this.replica = new StateReplica({
-      runId: o.runId,
-      stats: this.stats,
-      log,
-      emit: (state) => {
-        for (const f of this.stateListeners) f(state);
+    this.replica = new StateReplica(
+      {
+        runId: o.runId,
+        stats: this.stats,
+        log,
+        emit: (state) => {
+          for (const f of this.stateListeners) f(state);
+        },
+        request: (frame) => this.request(frame),
+        closed: () => this.reconnect.closed,
+        admittedList: (root) => fetchAdmittedList(o.relayUrl, o.runId, root),
       },
-      request: (frame) => this.request(frame),
-      closed: () => this.reconnect.closed,
-    });
+      { light: o.replica === 'light' },
+    );
     this.reconnect = new ReconnectLoop(() => this.attempt(), log);
   }
 
