@@ -114,30 +114,37 @@ export class StateReplica {
       return;
     }
     this.latest = state;
-    if (this.hydrating) return;
-    this.hydrating = true;
-    void this.hydrate().finally(() => {
-      this.hydrating = false;
-    });
+    if (!this.hydrating) void this.hydrate();
   }
 
+  /**
+   * Hands on `latest` (and whatever replaces it meanwhile) once hydrated. The flag is cleared inside, not in
+   * a .finally() on the promise: when nothing has to be fetched this runs to its end synchronously, and two
+   * frames delivered in one task must find it cleared, or the second state would wait for a third frame.
+   */
   private async hydrate(): Promise<void> {
-    while (this.latest && !this.host.closed()) {
-      const state = this.latest;
-      let complete = true;
-      for (const { root, step } of missingAdmittedRoots(state, this.lists)) {
-        const list = await this.fetchList(root, step);
-        if (list) this.lists.set(root, list);
-        else complete = false;
+    this.hydrating = true;
+    try {
+      // Awaits only while fetching: without a list to fetch, the whole loop and the finally run now.
+      while (this.latest && !this.host.closed()) {
+        const state = this.latest;
+        let complete = true;
+        for (const { root, step } of missingAdmittedRoots(state, this.lists)) {
+          const list = await this.fetchList(root, step);
+          if (list) this.lists.set(root, list);
+          else complete = false;
+        }
+        if (!complete) {
+          await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
+          continue;
+        }
+        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
+        for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
+        if (this.latest === state) this.latest = null;
+        this.host.emit(hydrateState(state, this.lists));
       }
-      if (!complete) {
-        await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
-        continue;
-      }
-      const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
-      for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
-      if (this.latest === state) this.latest = null;
-      this.host.emit(hydrateState(state, this.lists));
+    } finally {
+      this.hydrating = false;
     }
   }
 
