@@ -19,6 +19,7 @@ const USAGE =
   `                             ${ADVERSARY_NAMES.join(', ')};\n` +
   '                             sybil:N is one process joining N identities (default 50)\n' +
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
+  '  --replica full|light       how the honest trainers follow the coordinator (train --replica; default full)\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
   '  --round-witness-time SEC   seconds every round waits in RoundWitness (default 1): a floor on round length\n' +
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
@@ -63,6 +64,7 @@ const command: Command = {
       preset: { type: 'string' },
       adversary: { type: 'string', multiple: true },
       'late-joiners': { type: 'string' },
+      replica: { type: 'string' },
       'epoch-time': { type: 'string' },
       'round-witness-time': { type: 'string' },
       'verification-percent': { type: 'string' },
@@ -81,6 +83,9 @@ const command: Command = {
     const randomKillNum = intFlag('random-kill-num', values['random-kill-num'], 0, 0);
     if (randomKillNum >= numClients && randomKillNum > 0)
       throw new CliError('--random-kill-num must leave at least one trainer alive');
+    const replica = values.replica ?? 'full';
+    if (replica !== 'full' && replica !== 'light')
+      throw new CliError(`--replica: full or light, got '${replica}'`);
     const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
     if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
     const result = await runTestnet({
@@ -94,6 +99,7 @@ const command: Command = {
       keep: Boolean(values.keep),
       adversaries: adversaries(values.adversary),
       lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
+      replica,
       ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
       ...(values['round-witness-time']
         ? { roundWitnessTime: intFlag('round-witness-time', values['round-witness-time'], 1, 1) }

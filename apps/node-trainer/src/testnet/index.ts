@@ -41,6 +41,8 @@ export interface TestnetOptions {
   adversaries?: AdversarySpec[];
   /** Honest trainers started once the run trains: they join the next epoch from a checkpoint. */
   lateJoiners?: number;
+  /** How the honest trainers follow the coordinator (`train --replica`; default full). */
+  replica?: 'full' | 'light';
   /** Seconds per epoch (default: see testnetToml). */
   epochTime?: number;
   /** Seconds per RoundWitness (default 1: see testnetToml). */
@@ -115,6 +117,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       numClients: o.numClients,
       lateJoiners: o.lateJoiners ?? 0,
       adversaries: o.adversaries ?? [],
+      replica: o.replica ?? 'full',
     });
     await launchAll(planned, { dir, pool, watcher, deadline, log: o.log });
     const chaos = startChaos(o, pool);

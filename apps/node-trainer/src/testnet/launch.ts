@@ -21,6 +21,8 @@ export function plan(o: {
   numClients: number;
   lateJoiners: number;
   adversaries: AdversarySpec[];
+  /** How honest trainers follow the coordinator (`train --replica`). */
+  replica?: 'full' | 'light';
 }): Planned[] {
   const out: Planned[] = [];
   const honest = (index: number, late: boolean): Planned => ({
@@ -29,7 +31,7 @@ export function plan(o: {
     label: late ? `trainer ${index} (late)` : `trainer ${index}`,
     identity: '',
     role: 'honest',
-    args: [],
+    args: o.replica === 'light' ? ['--replica', 'light'] : [],
     ids: idsOf(index),
     phase: late ? 'late' : 'main',
   });

@@ -17,6 +17,8 @@ export const TRAIN_USAGE =
   '  --log json         one JSON object per event on stdout instead of the status line\n' +
   '  --eval-samples N   held-out samples per evaluation (default 16; 0 disables)\n' +
   '  --no-p2p           results and checkpoints through the relay only (no libp2p node)\n' +
+  '  --replica R        full (default): replay every coordinator event and check every decision; light:\n' +
+  "                     follow the summary of the state and fetch each closed round's admitted list\n" +
   '  --p2p-host H       interface the libp2p node listens on (default 0.0.0.0)' +
   ADVERSARY_USAGE;
 
@@ -32,6 +34,8 @@ export interface TrainOptions {
   evalSamples: number;
   p2p: boolean;
   p2pHost?: string;
+  /** How the relay link follows the coordinator (RelayLinkOptions.replica). */
+  replica: 'full' | 'light';
   /** TEST ONLY (local-testnet): behave as this attacker (adversary.ts). */
   adversary?: AdversaryName;
   /** With `adversary: 'sybil'`: identities to join. */
@@ -50,6 +54,7 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     'eval-samples': { type: 'string' },
     'no-p2p': { type: 'boolean' },
     'p2p-host': { type: 'string' },
+    replica: { type: 'string' },
     adversary: { type: 'string' },
     sybils: { type: 'string' },
     'i-know': { type: 'boolean' },
@@ -64,6 +69,9 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     throw new CliError(`--device: auto, cuda, webgpu or cpu, got '${device}'`);
   const evalSamples = values['eval-samples'] === undefined ? 16 : Number(values['eval-samples']);
   if (!Number.isInteger(evalSamples) || evalSamples < 0) throw new CliError('--eval-samples: an integer ≥ 0');
+  const replica = values.replica ?? 'full';
+  if (replica !== 'full' && replica !== 'light')
+    throw new CliError(`--replica: full or light, got '${replica}'`);
   const adversary = adversaryFlag(values.adversary, values.relay, Boolean(values['i-know']));
   if (values.sybils !== undefined && adversary !== 'sybil')
     throw new CliError('--sybils only goes with --adversary sybil');
@@ -78,6 +86,7 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     evalSamples,
     p2p: !values['no-p2p'],
     ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
+    replica,
     ...(adversary ? { adversary } : {}),
     sybils: intFlag('sybils', values.sybils, 50, 1),
   };

@@ -32,6 +32,7 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
     secretKey: identity.secretKey,
     p2pPeerId: identity.peerId,
     deviceKind: `node-trainer ${device.device}`,
+    replica: o.replica,
     onLog: io.say,
   });
   const latest: { state: CoordinatorState | null } = { state: null };
