@@ -144,6 +144,7 @@ describe('light replicas', () => {
       'tick',
       'tick+outcome',
       'witness_seen',
+      'round_filled',
       'retire',
       'join',
       'leave',

@@ -45,7 +45,9 @@ export class WitnessPhase {
     const prev = roundAtHeight(s, round.height - 1);
     const prevSet = prev ? this.verifiedFor(s, prev) : { items: [], slots: [], complete: true };
     const curSet = this.verifiedFor(s, round);
-    const ready = prevSet.complete && curSet.complete && epoch.trainedHeight >= round.height;
+    // A light replica sees no admissions of the open round, only that every trainer published (`filled`).
+    const published = curSet.complete || (round.admitted === undefined && round.filled === true);
+    const ready = prevSet.complete && published && epoch.trainedHeight >= round.height;
     if (s.run_state === 'RoundTrain' && !ready) return;
     epoch.witnessedSteps.add(round.step);
     // A slot the host admitted is attested only with that commitment (the vote is for the admitted result);

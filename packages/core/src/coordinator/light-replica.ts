@@ -9,7 +9,7 @@
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
 import { eject } from './membership.ts';
-import { roundAtHeight } from './queries.ts';
+import { currentRound, resultRoundByStep, roundAtHeight, withRound } from './queries.ts';
 import type { RoundOutcome } from './round-outcome.ts';
 import type { CoordinatorState } from './state.ts';
 import { tickIn } from './tick.ts';
@@ -29,6 +29,8 @@ export type LightEvent =
   | { type: 'tick'; entropy?: string; outcome?: RoundOutcome }
   /** The host accepted the witness at roster index `index` of the open round (step `step`). */
   | { type: 'witness_seen'; step: number; index: number }
+  /** The host has admitted a result for every assignment of the open round (step `step`). */
+  | { type: 'round_filled'; step: number }
   /**
    * What an evidence event decided: cheats confirmed (appended to the epoch's), epoch clients dropped, and
    * clients (or members) ejected, applied in that order as the host applied them.
@@ -67,6 +69,11 @@ export function lightEventsFor(
   const out: LightEvent[] = [];
   for (const e of after.effects)
     if (e.type === 'WitnessAccepted') out.push({ type: 'witness_seen', step: e.step, index: e.index });
+    else if (e.type === 'ResultAdmitted') {
+      const round = currentRound(after.state);
+      if (round?.filled === true && round.step === e.step && currentRound(before)?.filled !== true)
+        out.push({ type: 'round_filled', step: e.step });
+    }
   // Every drop, ejection and confirmed cheat announces itself in an effect; the common evidence event (a
   // result admitted) has none, so the O(clients) comparison runs only when something was decided.
   if (after.effects.some((e) => RETIRING.has(e.type))) {
@@ -116,13 +123,15 @@ export function lightTick(state: CoordinatorState, event: LightEvent, now: numbe
     return refuse(new CoordinatorError('BadEvent', 'event must be an object'));
   if (EVIDENCE.has(event.type))
     return refuse(new CoordinatorError('BadEvent', `a light replica takes no ${event.type} events`));
-  if (event.type === 'witness_seen' || event.type === 'retire') {
+  if (event.type === 'witness_seen' || event.type === 'retire' || event.type === 'round_filled') {
     const effects: CoordinatorEffect[] = [];
     const ctx: Ctx = { now, effects, light: true };
     const next =
       event.type === 'witness_seen'
         ? witnessSeen(state, event.step, event.index, ctx)
-        : retire(state, event, ctx);
+        : event.type === 'retire'
+          ? retire(state, event, ctx)
+          : roundFilled(state, event.step);
     return next instanceof CoordinatorError ? refuse(next) : { state: next, effects };
   }
   const outcome = event.type === 'tick' ? event.outcome : undefined;
@@ -131,6 +140,14 @@ export function lightTick(state: CoordinatorState, event: LightEvent, now: numbe
       ? { type: 'tick', ...(event.entropy !== undefined ? { entropy: event.entropy } : {}) }
       : event;
   return tickIn(state, plain, now, { light: true, ...(outcome ? { outcome } : {}) });
+}
+
+function roundFilled(state: CoordinatorState, step: number): CoordinatorState | CoordinatorError {
+  const round = resultRoundByStep(state, step);
+  if (!round)
+    return new CoordinatorError('StaleRound', `round_filled is for step ${String(step)}, not the open round`);
+  if (round.filled === true) return new CoordinatorError('BadEvent', 'the round is already filled');
+  return withRound(state, { ...round, filled: true });
 }
 
 function retire(

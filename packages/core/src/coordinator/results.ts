@@ -69,5 +69,8 @@ export function resultAdmitted(
   }
   const next = assignments.map((_, i) => (i === slot ? r.commitment : (admitted[i] ?? null)));
   ctx.effects.push({ type: 'ResultAdmitted', step: r.step, id: r.id, commitment: r.commitment });
-  return { state: withRound(state, { ...round, admitted: next }) };
+  const filled = next.every((c) => c !== null);
+  return {
+    state: withRound(state, { ...round, admitted: next, ...(filled ? { filled: true as const } : {}) }),
+  };
 }

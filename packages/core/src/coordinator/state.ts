@@ -77,6 +77,11 @@ export interface Round {
    */
   admitted?: (string | null)[];
   /**
+   * Set once the host has admitted a result for every assignment of the round: every trainer published. The
+   * signal a witness that does not see the admitted record (a light replica) waits for before it reports.
+   */
+  filled?: true;
+  /**
    * Health-check accusations made in this round: for each accused `epoch.clients` index, the roster indices
    * of the witnesses that accused it. A quorum of accusers drops the client (coordinator/witnessing.ts).
    */

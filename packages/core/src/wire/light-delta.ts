@@ -28,6 +28,7 @@
 // |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
 // |      |                       | zero / one bits; whichever is shortest (see writeBits)                 |
 // | 17   | witness_seen          | step varint u32 ‖ roster index varint u32                              |
+// | 19   | round_filled          | step varint u32                                                        |
 // | 18   | retire                | cheats varint ‖ (client varint u32 ‖ height varint u32)… ‖ dropped    |
 // |      |                       | varint ‖ client varint u32… ‖ ejected varint ‖ key 32 B…              |
 // (counts ≤ limits.maxClients)
@@ -81,6 +82,7 @@ const PLAIN = new Set<WireEvent['type']>([
 const KIND_OUTCOME = 16;
 const KIND_WITNESS_SEEN = 17;
 const KIND_RETIRE = 18;
+const KIND_ROUND_FILLED = 19;
 const MAX_EVENTS = 8;
 const ROOT_BYTES = 32;
 
@@ -97,6 +99,7 @@ export type LightWireEvent =
   | { type: 'plain'; event: WireEvent }
   | { type: 'outcome'; outcome: WireOutcome }
   | { type: 'witnessSeen'; step: number; index: number }
+  | { type: 'roundFilled'; step: number }
   | {
       type: 'retire';
       cheats: { client: number; height: number }[];
@@ -170,6 +173,8 @@ export function compactLightEvent(state: CoordinatorState, e: LightEvent): Light
   switch (e.type) {
     case 'witness_seen':
       return { type: 'witnessSeen', step: e.step, index: e.index };
+    case 'round_filled':
+      return { type: 'roundFilled', step: e.step };
     case 'retire':
       return {
         type: 'retire',
@@ -200,6 +205,8 @@ export function expandLightEvent(state: CoordinatorState, w: LightWireEvent): Li
   switch (w.type) {
     case 'witnessSeen':
       return { type: 'witness_seen', step: w.step, index: w.index };
+    case 'roundFilled':
+      return { type: 'round_filled', step: w.step };
     case 'retire':
       return {
         type: 'retire',
@@ -391,6 +398,10 @@ function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void 
       w.u32(e.step, `${field}.step`);
       w.u32(e.index, `${field}.index`);
       return;
+    case 'roundFilled':
+      w.u8(KIND_ROUND_FILLED, `${field}.kind`);
+      w.u32(e.step, `${field}.step`);
+      return;
     case 'retire': {
       const max = w.limits.maxClients;
       w.u8(KIND_RETIRE, `${field}.kind`);
@@ -434,6 +445,8 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
     }
     case KIND_WITNESS_SEEN:
       return { type: 'witnessSeen', step: r.u32(`${field}.step`), index: r.u32(`${field}.index`) };
+    case KIND_ROUND_FILLED:
+      return { type: 'roundFilled', step: r.u32(`${field}.step`) };
     case KIND_RETIRE: {
       const cheats: { client: number; height: number }[] = [];
       const nc = readCount(r, `${field}.cheats`, 2);
