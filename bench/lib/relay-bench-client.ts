@@ -426,9 +426,9 @@ function act(): void {
   const v = view(s, round);
   const assignments = roundAssignments(s, round);
   const admitted = roundAdmitted(round);
-  // A light replica does not see results arrive; its witnesses wait until every trainer has had its time.
+  // A light replica does not see results arrive, only that every trainer published (core's `filled`).
   const allIn = cfg.light
-    ? now >= roundSeenAt + cfg.trainMs * 1.5 + 500
+    ? round.filled === true
     : assignments.every((_, slot) => (admitted[slot] ?? null) !== null);
   const prev = roundAtHeight(s, round.height - 1);
   const prevAdmittedSlots = prev && cfg.light ? admittedSlots(s, prev.height) : null;
