@@ -8,7 +8,7 @@ import { hexToBytes } from '../selection/hex.ts';
 import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorState, Round } from './state.ts';
-import { fromBase64, roundAttestations } from './stored-attestation.ts';
+import { loadSlotBits, roundAttestations } from './stored-attestation.ts';
 
 const selections = new WeakMap<readonly number[], RoundSelection>();
 const assignments = new WeakMap<readonly number[], RoundAssignment[]>();
@@ -238,13 +238,7 @@ export function acceptedByEvidence(state: CoordinatorState, height: number): Acc
 /** The round's recorded accepted_bits, decoded (null when absent or not the round's size). */
 function recordedBits(state: CoordinatorState, round: Round): Uint8Array | null {
   if (typeof round.accepted_bits !== 'string') return null;
-  let bits: Uint8Array;
-  try {
-    bits = fromBase64(round.accepted_bits);
-  } catch {
-    return null;
-  }
-  return bits.length === Math.ceil(roundAssignments(state, round).length / 8) ? bits : null;
+  return loadSlotBits(round.accepted_bits, roundAssignments(state, round).length);
 }
 
 /**

@@ -14,7 +14,7 @@ import { attestationOf, attests, checkAttestation } from '../witness/attestation
 import { acceptedByEvidence, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
 import { aliveFromEvidence } from './witnessing.ts';
 import type { CoordinatorState, Round } from './state.ts';
-import { fromBase64, toBase64 } from './stored-attestation.ts';
+import { loadSlotBits, toBase64 } from './stored-attestation.ts';
 
 export interface RoundOutcome {
   /** Height of the round that ended. */
@@ -73,17 +73,14 @@ export function outcomeShapeError(
   if (outcome.height !== ended.height) return `the outcome is for round ${String(outcome.height)}`;
   if (typeof outcome.admitted_root !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_root))
     return 'admitted_root must be 64 lowercase hex digits';
+  // Canonical base64 of exactly the round's slots, no bit set past the last.
   const fits = (text: unknown, round: Round): boolean => {
     if (typeof text !== 'string') return false;
-    let bits: Uint8Array;
+    const slots = roundAssignments(state, round).length;
+    const bits = loadSlotBits(text, slots);
+    if (!bits || toBase64(bits) !== text) return false;
     try {
-      bits = fromBase64(text);
-    } catch {
-      return false;
-    }
-    if (toBase64(bits) !== text) return false;
-    try {
-      checkAttestation(bits, roundAssignments(state, round).length);
+      checkAttestation(bits, slots);
       return true;
     } catch {
       return false;
@@ -154,13 +151,7 @@ export function admittedSlots(state: CoordinatorState, height: number): boolean[
 }
 
 function slotBits(state: CoordinatorState, round: Round, text: string): boolean[] | null {
-  let bits: Uint8Array;
-  try {
-    bits = fromBase64(text);
-  } catch {
-    return null;
-  }
   const slots = roundAssignments(state, round).length;
-  if (bits.length !== Math.ceil(slots / 8)) return null;
-  return Array.from({ length: slots }, (_, i) => attests(bits, i));
+  const bits = loadSlotBits(text, slots);
+  return bits && Array.from({ length: slots }, (_, i) => attests(bits, i));
 }

@@ -73,3 +73,17 @@ export function roundAttestations(round: Round): Uint8Array[] {
   }
   return out;
 }
+
+/**
+ * A round bitmap stored as base64 (a round outcome's bits, coordinator/round-outcome.ts), decoded: null when it
+ * is not base64 or not ⌈slots/8⌉ bytes.
+ */
+export function loadSlotBits(text: string, slots: number): Uint8Array | null {
+  let bits: Uint8Array;
+  try {
+    bits = fromBase64(text);
+  } catch {
+    return null;
+  }
+  return bits.length === Math.ceil(slots / 8) ? bits : null;
+}
