@@ -9,7 +9,9 @@ import {
   acceptedByEvidence,
   acceptedCommitments,
   acceptedSlots,
+  admittedListAddress,
   admittedListOf,
+  heldAdmittedLists,
   checkAdmittedList,
   hydrateState,
   missingAdmittedRoots,
@@ -28,6 +30,8 @@ import {
   admittedSlots,
   currentRound,
   hexToBytes,
+  bytesToHex,
+  sha256,
   lightEventsFor,
   lightTick,
   merkleTree,
@@ -179,6 +183,7 @@ describe('light replicas', () => {
       { ...good, accepted_bits: long },
       { ...good, alive_bits: null },
       { ...good, admitted_root: 'ab' },
+      { ...good, admitted_list: 'AB'.repeat(32) },
     ])
       expect(lightTick(light, { type: 'tick', outcome: bad }, now).error?.code).toBe('BadEvent');
     // An outcome for another round is refused.
@@ -221,6 +226,9 @@ describe('light replicas', () => {
     // So is a different root over the same slots.
     const root = { ...outcome, admitted_root: '00'.repeat(32) };
     expect(tickIn(s, { type: 'tick' }, now, { outcome: root }).error?.code).toBe('OutcomeMismatch');
+    // And a list address that is not the hash of the round's list.
+    const address = { ...outcome, admitted_list: '11'.repeat(32) };
+    expect(tickIn(s, { type: 'tick' }, now, { outcome: address }).error?.code).toBe('OutcomeMismatch');
   });
 });
 
@@ -327,6 +335,7 @@ describe('LightDelta frames', () => {
                   height: 3,
                   admittedBits,
                   admittedRoot: new Uint8Array(32).fill(7),
+                  admittedList: new Uint8Array(32).fill(9),
                   acceptedBits,
                   aliveBits: acceptedBits,
                 },
@@ -378,25 +387,9 @@ describe('LightDelta frames', () => {
     const frame = encodeLightDelta({ runId: 'r', fromSeq: 0, toSeq: end, transitions: log });
     const start = summarizeState(host.history[0]!);
     expect(applyLightDelta(start, 0, { ...decodeLightDelta(frame), fromSeq: 1 }).gap).toBe(true);
-    // Any truncation or byte flip decodes to a WireError or to a delta (never another exception).
-    fc.assert(
-      fc.property(fc.nat(frame.length - 1), fc.integer({ min: 1, max: 255 }), fc.boolean(), (at, x, cut) => {
-        const bad = cut ? frame.slice(0, at) : frame.slice();
-        if (!cut) bad[at] = bad[at]! ^ x;
-        try {
-          const d = decodeLightDelta(bad);
-          // A delta that decodes may still not fit the state: that too is a WireError.
-          try {
-            applyLightDelta(start, 0, d);
-          } catch (e) {
-            expect(e).toBeInstanceOf(WireError);
-          }
-        } catch (e) {
-          expect(e).toBeInstanceOf(WireError);
-        }
-      }),
-      { numRuns: 400 },
-    );
+    // Any truncation or byte flip decodes to a WireError or to a delta (never another exception); a delta
+    // that decodes may still not fit the state, and that too is a WireError.
+    expectOnlyWireErrors(frame, 400, (bad) => applyLightDelta(start, 0, decodeLightDelta(bad)));
     // Evidence events cannot be smuggled in as plain events.
     const smuggled = {
       runId: 'r',
@@ -432,8 +425,12 @@ describe('AdmittedList', () => {
       for (const round of s.epoch.rounds) {
         if (!round?.admitted_root) continue;
         const list = admittedListOf(s, round.height)!;
-        const back = decodeAdmittedList(encodeAdmittedList(list));
+        const frame = encodeAdmittedList(list);
+        const back = decodeAdmittedList(frame);
         expect(back).toEqual(list);
+        // The round's address is the SHA-256 of exactly this frame: peers can serve it as a blob.
+        expect(admittedListAddress(list)).toBe(round.admitted_list);
+        expect(bytesToHex(sha256(frame))).toBe(round.admitted_list);
         expect(() => checkAdmittedList(back, s.run_id, round.step, round.admitted_root!)).not.toThrow();
         expect(() => checkAdmittedList(back, s.run_id, round.step + 1, round.admitted_root!)).toThrow(
           WireError,
@@ -466,9 +463,19 @@ describe('AdmittedList', () => {
         const missing = missingAdmittedRoots(light, new Map());
         const closed = full.epoch.rounds.filter((r) => r?.admitted_root !== undefined);
         expect(missing.map((m) => m.root).sort()).toEqual(closed.map((r) => r.admitted_root!).sort());
+        expect(missing.map((m) => m.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
+        // A light state serves no list but an empty one (which it knows without fetching); the full one
+        // serves every closed round's, by address.
+        for (const h of heldAdmittedLists(light)) expect(decodeAdmittedList(h.frame).entries).toEqual([]);
+        const held = heldAdmittedLists(full);
+        expect(held.map((h) => h.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
+        for (const h of held) expect(bytesToHex(sha256(h.frame))).toBe(h.address);
+        expect(heldAdmittedLists(full, new Set(held.map((h) => h.address)))).toEqual([]);
         const lists = new Map(closed.map((r) => [r.admitted_root!, admittedListOf(full, r.height)!]));
         const view = hydrateState(light, lists);
         expect(missingAdmittedRoots(view, new Map())).toEqual([]);
+        // Hydrated, the light replica serves the same lists as the full one.
+        expect(heldAdmittedLists(view)).toEqual(held);
         for (const r of closed) {
           // Slot by slot (a full round with nothing admitted may hold no list at all).
           const bySlot = (x: Round) => roundAssignments(view, x).map((_, i) => roundAdmitted(x)[i] ?? null);
@@ -491,18 +498,7 @@ describe('AdmittedList', () => {
       step: 9,
       entries: [0, 3, 4, 70].map((slot) => ({ slot, commitment: new Uint8Array(32).fill(slot) })),
     });
-    fc.assert(
-      fc.property(fc.nat(frame.length - 1), fc.integer({ min: 1, max: 255 }), fc.boolean(), (at, x, cut) => {
-        const bad = cut ? frame.slice(0, at) : frame.slice();
-        if (!cut) bad[at] = bad[at]! ^ x;
-        try {
-          decodeAdmittedList(bad);
-        } catch (e) {
-          expect(e).toBeInstanceOf(WireError);
-        }
-      }),
-      { numRuns: 300 },
-    );
+    expectOnlyWireErrors(frame, 300, (bad) => decodeAdmittedList(bad));
     expect(() =>
       encodeAdmittedList({
         runId: 'r',
@@ -515,3 +511,19 @@ describe('AdmittedList', () => {
     ).toThrow(WireError);
   });
 });
+
+/** Every truncation or single-byte flip of `frame` either passes `use` or throws a WireError, nothing else. */
+function expectOnlyWireErrors(frame: Uint8Array, numRuns: number, use: (bad: Uint8Array) => unknown): void {
+  fc.assert(
+    fc.property(fc.nat(frame.length - 1), fc.integer({ min: 1, max: 255 }), fc.boolean(), (at, x, cut) => {
+      const bad = cut ? frame.slice(0, at) : frame.slice();
+      if (!cut) bad[at] = bad[at]! ^ x;
+      try {
+        use(bad);
+      } catch (e) {
+        expect(e).toBeInstanceOf(WireError);
+      }
+    }),
+    { numRuns },
+  );
+}

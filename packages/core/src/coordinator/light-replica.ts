@@ -86,12 +86,18 @@ export function lightEventsFor(
 /** The outcome endRound recorded for the round at `height` (and the one before it) in `state`. */
 function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome {
   const ended = roundAtHeight(state, height);
-  if (!ended || ended.admitted_bits === undefined || ended.admitted_root === undefined)
+  if (
+    !ended ||
+    ended.admitted_bits === undefined ||
+    ended.admitted_root === undefined ||
+    ended.admitted_list === undefined
+  )
     throw new Error(`round ${height} ended without a recorded outcome`);
   return {
     height,
     admitted_bits: ended.admitted_bits,
     admitted_root: ended.admitted_root,
+    admitted_list: ended.admitted_list,
     accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
     alive_bits: roundAtHeight(state, height - 1)?.alive_bits ?? null,
   };

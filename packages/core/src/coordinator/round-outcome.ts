@@ -6,10 +6,11 @@
 // verifiers reported during h, and a cheat confirmed later is excluded by replayExclusions, not here). The
 // coordinator judges both from the evidence at that moment — the host's admitted commitments, round h's
 // attestations, the verdicts, the epoch's cheats — and stores the outcome: bitmaps over the rounds' result
-// slots and a Merkle root over the admitted results. Everything that runs later (the retry queue, apply)
+// slots, a Merkle root over the admitted results and the address of the round's admitted list. Everything that runs later (the retry queue, apply)
 // reads the outcome, so a replica that holds the outcome but not the evidence takes the same decisions.
 import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
+import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
 import { acceptedByEvidence, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
 import { aliveFromEvidence } from './witnessing.ts';
@@ -23,6 +24,11 @@ export interface RoundOutcome {
   admitted_bits: string;
   /** Hex Merkle root over `admittedLeaf(slot, commitment)` of those slots in ascending order (crypto/merkle.ts). */
   admitted_root: string;
+  /**
+   * Hex SHA-256 of the round's canonical AdmittedList frame: its blob address, so a light replica can fetch
+   * the list from any peer and know the bytes are the ones the coordinator recorded.
+   */
+  admitted_list: string;
   /** The round before it: the slots every peer applies (base64 bitmap), or null when the ring holds no such round. */
   accepted_bits: string | null;
   /**
@@ -36,11 +42,12 @@ export interface RoundOutcome {
 export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome {
   const slots = roundAssignments(state, ended).length;
   const admitted = roundAdmitted(ended);
-  const leaves: Uint8Array[] = [];
+  const entries: AdmittedEntry[] = [];
   for (let i = 0; i < slots; i++) {
     const hex = admitted[i] ?? null;
-    if (hex !== null) leaves.push(admittedLeaf(i, hexToBytes(hex)));
+    if (hex !== null) entries.push({ slot: i, commitment: hexToBytes(hex) });
   }
+  const leaves = entries.map((e) => admittedLeaf(e.slot, e.commitment));
   const judged = roundAtHeight(state, ended.height - 1);
   let accepted_bits: string | null = null;
   let alive_bits: string | null = null;
@@ -54,6 +61,7 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
     height: ended.height,
     admitted_bits: toBase64(attestationOf(slots, (i) => (admitted[i] ?? null) !== null)),
     admitted_root: bytesToHex(merkleRoot(leaves)),
+    admitted_list: admittedListAddress({ runId: state.run_id, step: ended.step, entries }),
     accepted_bits,
     alive_bits,
   };
@@ -73,6 +81,8 @@ export function outcomeShapeError(
   if (outcome.height !== ended.height) return `the outcome is for round ${String(outcome.height)}`;
   if (typeof outcome.admitted_root !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_root))
     return 'admitted_root must be 64 lowercase hex digits';
+  if (typeof outcome.admitted_list !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_list))
+    return 'admitted_list must be 64 lowercase hex digits';
   // Canonical base64 of exactly the round's slots, no bit set past the last.
   const fits = (text: unknown, round: Round): boolean => {
     if (typeof text !== 'string') return false;
@@ -101,6 +111,7 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
     a.height === b.height &&
     a.admitted_bits === b.admitted_bits &&
     a.admitted_root === b.admitted_root &&
+    a.admitted_list === b.admitted_list &&
     a.accepted_bits === b.accepted_bits &&
     a.alive_bits === b.alive_bits
   );
@@ -115,6 +126,7 @@ export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome
       ...ended,
       admitted_bits: outcome.admitted_bits,
       admitted_root: outcome.admitted_root,
+      admitted_list: outcome.admitted_list,
     });
   const judged = roundAtHeight(next, outcome.height - 1);
   if (judged && outcome.accepted_bits !== null && outcome.alive_bits !== null)

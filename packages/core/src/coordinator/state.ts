@@ -99,6 +99,11 @@ export interface Round {
    */
   admitted_bits?: string;
   admitted_root?: string;
+  /**
+   * Set with admitted_root: hex SHA-256 of the round's canonical AdmittedList frame (wire/admitted-list.ts),
+   * the address under which peers serve that list to each other as a content-addressed blob.
+   */
+  admitted_list?: string;
   /** Set when the round after this one ends: the slots every peer applies (base64 bitmap). */
   accepted_bits?: string;
   /** Set with accepted_bits: the slots whose trainer got through (admitted, or seen by a witness quorum). */

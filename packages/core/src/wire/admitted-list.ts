@@ -1,7 +1,9 @@
-// AdmittedList: a closed round's admitted results (slot and commitment each), addressed by the round's
-// `admitted_root` (coordinator/round-outcome.ts). A light replica knows the root from the round outcome; with
-// the list, fetched from anyone, it checks the root itself and then knows every commitment of the round as a
-// full replica does (docs/protocol.md "Round outcomes and light replicas"). The relay serves it over HTTP.
+// AdmittedList: a closed round's admitted results (slot and commitment each), named by the round's
+// `admitted_root` (coordinator/round-outcome.ts) and addressed by `admitted_list`, the SHA-256 of this
+// frame's canonical bytes. A light replica knows both from the round outcome; it fetches the list from any
+// peer as a content-addressed blob (the relay's HTTP route is the fallback), checks the root itself, and then
+// knows every commitment of the round as a full replica does (docs/protocol.md "Round outcomes and light
+// replicas").
 //
 // | field   | encoding                                                                                  |
 // |---------|-------------------------------------------------------------------------------------------|
@@ -14,7 +16,7 @@
 import type { CoordinatorState } from '../coordinator/state.ts';
 import { roundAdmitted, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
-import { bytesEqual, bytesToHex, hexToBytes } from '../crypto/index.ts';
+import { bytesEqual, bytesToHex, hexToBytes, sha256 } from '../crypto/index.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { U32_MAX } from './codec.ts';
 import { checkCount, needItems, readRunId, writeRunId } from './common.ts';
@@ -110,6 +112,14 @@ export function decodeAdmittedList(
   return l;
 }
 
+/**
+ * Hex SHA-256 of the list's canonical frame: the round's `admitted_list`, the blob address peers serve the
+ * frame under. The encoding is canonical (slots ascending, minimal varints), so one list has one address.
+ */
+export function admittedListAddress(list: AdmittedList): string {
+  return bytesToHex(sha256(encodeAdmittedList(list)));
+}
+
 /** Hex of admittedListRoot, for comparing with a round's `admitted_root`. */
 export function admittedListRootHex(list: AdmittedList): string {
   return bytesToHex(admittedListRoot(list));
@@ -139,14 +149,50 @@ export function hydrateState(
   return rounds ? { ...state, epoch: { ...state.epoch, rounds } } : state;
 }
 
+/** A closed round's admitted list, as a light replica asks for it. */
+export interface AdmittedListRef {
+  /** The round's admitted_root (Merkle root) and admitted_list (SHA-256 of the frame), hex. */
+  root: string;
+  address: string;
+  step: number;
+}
+
 /** Closed rounds of `state` (with an admitted_root) whose admitted list is neither in the state nor in `lists`. */
 export function missingAdmittedRoots(
   state: CoordinatorState,
   lists: ReadonlyMap<string, AdmittedList>,
-): { root: string; step: number }[] {
-  const out: { root: string; step: number }[] = [];
+): AdmittedListRef[] {
+  const out: AdmittedListRef[] = [];
   for (const round of state.epoch.rounds)
-    if (round?.admitted_root !== undefined && round.admitted === undefined && !lists.has(round.admitted_root))
-      out.push({ root: round.admitted_root, step: round.step });
+    if (
+      round?.admitted_root !== undefined &&
+      round.admitted_list !== undefined &&
+      round.admitted === undefined &&
+      !lists.has(round.admitted_root)
+    )
+      out.push({ root: round.admitted_root, address: round.admitted_list, step: round.step });
+  return out;
+}
+
+/**
+ * The admitted lists of `state`'s closed rounds that it holds (a full replica's, or a hydrated light one's),
+ * each as its frame with the round's address: what a replica serves its peers. Lists whose address is in
+ * `known` (already served) are skipped without encoding. A round whose rebuilt frame does not hash to its
+ * admitted_list is left out (that state is not the coordinator's).
+ */
+export function heldAdmittedLists(
+  state: CoordinatorState,
+  known: ReadonlySet<string> = new Set(),
+): { address: string; frame: Uint8Array }[] {
+  const out: { address: string; frame: Uint8Array }[] = [];
+  for (const round of state.epoch.rounds) {
+    // No test of `admitted` here: a full replica's round with nothing admitted may hold none, and a light
+    // state's missing list is caught by the hash below.
+    if (round?.admitted_list === undefined || known.has(round.admitted_list)) continue;
+    const list = admittedListOf(state, round.height);
+    if (!list) continue;
+    const frame = encodeAdmittedList(list);
+    if (bytesToHex(sha256(frame)) === round.admitted_list) out.push({ address: round.admitted_list, frame });
+  }
   return out;
 }

@@ -3,7 +3,7 @@
 // (coordinator/summary.ts), each as the light events of coordinator/light-replica.ts. A round's evidence —
 // thousands of admitted results, attestations, verdicts — changes nothing a light replica holds and is not
 // sent; what is sent per round is its timers, its witnesses' indices and one round outcome (two or three
-// bitmaps of ⌈slots/8⌉ bytes and a 32-byte root). The seqs in between are skipped, not listed.
+// bitmaps of ⌈slots/8⌉ bytes, a 32-byte root and the admitted list's 32-byte address). The seqs in between are skipped, not listed.
 //
 // | field       | encoding                                                                           |
 // |-------------|------------------------------------------------------------------------------------|
@@ -23,7 +23,8 @@
 // |------|-----------------------|-----------------------------------------------------------------------|
 // | 0–14 | the same-numbered     | its payload (transition.ts); only tick, entropy, join, leave, eject,   |
 // |      | event                 | warmup_witness, pause, resume and update_config                        |
-// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ root 32 B ‖ u8 0/1 ‖ accepted bits |
+// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ root 32 B ‖ list address 32 B ‖    |
+// |      |                       | u8 0/1 ‖ accepted bits                                                 |
 // |      |                       | ‖ alive bits. Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
 // |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
 // |      |                       | zero / one bits; whichever is shortest (see writeBits)                 |
@@ -90,6 +91,8 @@ export interface WireOutcome {
   height: number;
   admittedBits: Uint8Array;
   admittedRoot: Uint8Array;
+  /** SHA-256 of the round's AdmittedList frame. */
+  admittedList: Uint8Array;
   /** Both null when the ring held no round before the one that ended. */
   acceptedBits: Uint8Array | null;
   aliveBits: Uint8Array | null;
@@ -190,6 +193,7 @@ export function compactLightEvent(state: CoordinatorState, e: LightEvent): Light
             height: e.outcome.height,
             admittedBits: bitsOf(e.outcome.admitted_bits, 'admittedBits')!,
             admittedRoot: hexToBytes(e.outcome.admitted_root, ROOT_BYTES),
+            admittedList: hexToBytes(e.outcome.admitted_list, ROOT_BYTES),
             acceptedBits: bitsOf(e.outcome.accepted_bits, 'acceptedBits'),
             aliveBits: bitsOf(e.outcome.alive_bits, 'aliveBits'),
           },
@@ -220,6 +224,7 @@ export function expandLightEvent(state: CoordinatorState, w: LightWireEvent): Li
         height: o.height,
         admitted_bits: toBase64(o.admittedBits),
         admitted_root: bytesToHex(o.admittedRoot),
+        admitted_list: bytesToHex(o.admittedList),
         accepted_bits: o.acceptedBits === null ? null : toBase64(o.acceptedBits),
         alive_bits: o.aliveBits === null ? null : toBase64(o.aliveBits),
       };
@@ -384,6 +389,7 @@ function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void 
       w.u32(o.height, `${field}.height`);
       writeBits(w, o.admittedBits, maxBits, `${field}.admittedBits`);
       w.fixed(o.admittedRoot, ROOT_BYTES, `${field}.admittedRoot`);
+      w.fixed(o.admittedList, ROOT_BYTES, `${field}.admittedList`);
       if ((o.acceptedBits === null) !== (o.aliveBits === null))
         throw new WireError('inconsistent', field, 'accepted and alive bits come together');
       w.u8(o.acceptedBits === null ? 0 : 1, `${field}.judged`);
@@ -437,11 +443,15 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
       const height = r.u32(`${field}.height`);
       const admittedBits = readBits(r, maxBits, `${field}.admittedBits`);
       const admittedRoot = r.fixed(ROOT_BYTES, `${field}.admittedRoot`);
+      const admittedList = r.fixed(ROOT_BYTES, `${field}.admittedList`);
       const judged = r.u8(`${field}.judged`);
       if (judged > 1) throw new WireError('inconsistent', `${field}.judged`, 'must be 0 or 1');
       const acceptedBits = judged ? readBits(r, maxBits, `${field}.acceptedBits`) : null;
       const aliveBits = judged ? readBits(r, maxBits, `${field}.aliveBits`) : null;
-      return { type: 'outcome', outcome: { height, admittedBits, admittedRoot, acceptedBits, aliveBits } };
+      return {
+        type: 'outcome',
+        outcome: { height, admittedBits, admittedRoot, admittedList, acceptedBits, aliveBits },
+      };
     }
     case KIND_WITNESS_SEEN:
       return { type: 'witnessSeen', step: r.u32(`${field}.step`), index: r.u32(`${field}.index`) };
