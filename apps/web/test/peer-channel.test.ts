@@ -10,6 +10,7 @@ import {
   encodeTrainingResult,
   identityFromSeed,
   signAnnounce,
+  sha256,
   signResult,
 } from '@meshtrain/core';
 import type { CoordinatorState, TrainingResult } from '@meshtrain/core';
@@ -19,7 +20,12 @@ import type { NodePeer, RelayNode } from '@meshtrain/p2p';
 import { hostPeerNetwork } from '../src/lib/peer-host.ts';
 import type { HostedNetwork, PeerHost } from '../src/lib/peer-host.ts';
 import { PagePeerNetwork } from '../src/worker/page-peer.ts';
-import { MAX_FRAME_BYTES, parseHostReply, parseHostRequest } from '../src/worker/peer-messages.ts';
+import {
+  MAX_BLOB_BYTES,
+  MAX_FRAME_BYTES,
+  parseHostReply,
+  parseHostRequest,
+} from '../src/worker/peer-messages.ts';
 
 const alice = identityFromSeed(new Uint8Array(32).fill(1));
 const bob = identityFromSeed(new Uint8Array(32).fill(2));
@@ -152,6 +158,18 @@ describe('peer channel: worker proxy ⇄ page host', () => {
     expect(atWorkerParams && parameterHash(atWorkerParams)).toEqual(hash2);
     expect(await proxy.fetchParams(new Uint8Array(32).fill(3), sizes)).toBeNull();
 
+    // Shared blobs (admitted lists): served by the worker through the page, fetched by the other peer by
+    // their SHA-256, and the reverse; an address nobody serves is null.
+    const list = Uint8Array.from({ length: 3_000 }, (_, i) => (i * 7) & 0xff);
+    await proxy.shareBlob(list);
+    const atOtherBlob = await other.fetchBlob(sha256(list));
+    expect(atOtherBlob && bytesToHex(atOtherBlob)).toBe(bytesToHex(list));
+    const list2 = list.map((x) => x ^ 0x5a);
+    await other.shareBlob(list2);
+    const atWorkerBlob = await proxy.fetchBlob(sha256(list2));
+    expect(atWorkerBlob && bytesToHex(atWorkerBlob)).toBe(bytesToHex(list2));
+    expect(await proxy.fetchBlob(new Uint8Array(32).fill(4))).toBeNull();
+
     // A malformed message is dropped by each end, with a log line, and the channel goes on working.
     port2.postMessage({ type: 'fetch', id: 1, commitment: new ArrayBuffer(31), hints: [] });
     await until('the page to drop it', () => (lines.some((l) => l.includes('dropped')) ? true : undefined));
@@ -200,6 +218,13 @@ describe('peer channel messages', () => {
     expect(parseHostRequest({ type: 'fetch', id: 1, commitment: hash(), hints: ['nothex'] })).toBeNull();
     expect(parseHostRequest({ type: 'open', announced: Array(17).fill('/ip4/1.2.3.4') })).toBeNull();
     expect(parseHostRequest({ type: 'nope' })).toBeNull();
+    expect(parseHostRequest({ type: 'fetchBlob', id: 4, address: hash() })).not.toBeNull();
+    expect(parseHostRequest({ type: 'fetchBlob', id: 4, address: new ArrayBuffer(31) })).toBeNull();
+    expect(parseHostRequest({ type: 'shareBlob', id: 5, bytes: new ArrayBuffer(100) })).not.toBeNull();
+    expect(
+      parseHostRequest({ type: 'shareBlob', id: 5, bytes: new ArrayBuffer(MAX_BLOB_BYTES + 1) }),
+    ).toBeNull();
+    expect(parseHostRequest({ type: 'shareBlob', id: 5, bytes: 'text' })).toBeNull();
     expect(parseHostRequest(null)).toBeNull();
     expect(
       parseHostRequest({ type: 'publish', id: 2, announce: new ArrayBuffer(10), frame: new ArrayBuffer(10) }),

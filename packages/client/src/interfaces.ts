@@ -112,7 +112,17 @@ export interface PeerNetwork {
   onAnnounce?(listener: (announce: Announce) => void): void;
   /** Serve the current parameters to joiners (P2P checkpoint sharing). */
   shareCheckpoint?(checkpoint: Checkpoint): Promise<void>;
+  /** Serve `bytes` to peers under their SHA-256 (a closed round's AdmittedList frame). */
+  shareBlob?(bytes: Uint8Array): Promise<void>;
+  /**
+   * The bytes whose SHA-256 is `address` from a few of the run's peers picked at random (the fetch checks
+   * the hash), or null when none of them has it.
+   */
+  fetchBlob?(address: Uint8Array): Promise<Uint8Array | null>;
 }
+
+/** What a relay link's replica needs of the peers to share admitted lists (PeerNetwork's blob methods). */
+export type BlobPeers = Required<Pick<PeerNetwork, 'shareBlob' | 'fetchBlob'>>;
 
 export interface Checkpoint {
   /** `progress.step` the parameters belong to (the step the next epoch starts at). */

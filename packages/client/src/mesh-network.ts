@@ -68,6 +68,12 @@ const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
  */
 export const PARAM_PIECE_BYTES = 256 * 1024;
 
+/** Peers one shared-blob fetch asks (each answers NOT_FOUND at once when it lacks the blob), and its limits. */
+export const BLOB_FANOUT = 3;
+const BLOB_TIMEOUT_MS = 2_000;
+/** An admitted list is 33 B per result plus a header: 16 MiB is far above any run the wire limits allow. */
+const MAX_SHARED_BLOB_BYTES = 16 * 1024 * 1024;
+
 /** Which libp2p peer belongs to which client: what MeshNetwork needs of the coordinator state. */
 export interface PeerDirectory {
   /** The epoch's clients (its committee), then the run's other members. */
@@ -217,6 +223,31 @@ export class MeshNetwork implements PeerNetwork, PeerParams {
         }
       }
       return got.bytes.subarray(COMMITMENT_TAG.length);
+    } catch {
+      return null;
+    }
+  }
+
+  async shareBlob(bytes: Uint8Array): Promise<void> {
+    await this.node.putBlob(bytes);
+  }
+
+  /**
+   * A blob by its SHA-256 from BLOB_FANOUT of the run's peers picked at random, so that the peers a whole
+   * run asks for the same blob at once share the load; null when none delivers.
+   */
+  async fetchBlob(address: Uint8Array): Promise<Uint8Array | null> {
+    const peers = this.runPeers();
+    for (let i = peers.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [peers[i], peers[j]] = [peers[j] as PeerTarget, peers[i] as PeerTarget];
+    }
+    try {
+      const got = await this.node.fetchBlob(address, peers.slice(0, BLOB_FANOUT), {
+        timeoutMs: BLOB_TIMEOUT_MS,
+        maxBytes: MAX_SHARED_BLOB_BYTES,
+      });
+      return got.bytes;
     } catch {
       return null;
     }

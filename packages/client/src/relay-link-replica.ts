@@ -6,7 +6,19 @@
 // its seq) or a replica that does not fit the deltas or hashes differently makes it ask for the missing
 // frames or a snapshot (ResyncRequest, which also reports a mismatch to the relay), and it drops deltas until
 // it has a state they apply to.
+//
+// Admitted lists travel peer to peer. Every replica serves the lists of the closed rounds it holds to its
+// peers as blobs addressed by the round's `admitted_list` (a full replica from its state, a light one once it
+// fetched them). A light replica asks a few random peers for each new list, and the relay only as a fallback:
+// at a round's end nobody but the relay has the list yet, so about LIST_SEEDS replicas of the run, drawn by
+// chance, go to the relay at once and seed it; the rest retry peers for up to LIST_PEER_WINDOW_MS while it
+// spreads (each wave reaches about BLOB_FANOUT + 1 times as many), then fall back to the relay. The relay
+// serves a handful of lists per round whatever the run's size.
 import {
+  heldAdmittedLists,
+  hexToBytes,
+  sha256,
+  type AdmittedListRef,
   applyLightDelta,
   checkAdmittedList,
   decodeAdmittedList,
@@ -25,6 +37,7 @@ import {
   type StateDelta,
   type StateSnapshot,
 } from '@meshtrain/core';
+import type { BlobPeers } from './interfaces.ts';
 import { RelayRefusal } from './relay-link-requests.ts';
 
 /** After the relay answered `resync_too_soon`, ask again this much later. */
@@ -53,6 +66,10 @@ export interface ReplicaStats {
   hashMismatches: number;
   /** ResyncRequests sent (gaps and mismatches). */
   resyncs: number;
+  /** Admitted lists a light replica got from peers and from the relay, and the relay's bytes for them. */
+  listsFromPeers: number;
+  listsFromRelay: number;
+  listBytesFromRelay: number;
 }
 
 /** What the replica needs of its link. */
@@ -71,10 +88,19 @@ export interface ReplicaHost {
    * The replica checks it against the root before it uses it.
    */
   admittedList?(root: string): Promise<Uint8Array | null>;
+  /** The peers admitted lists are shared with and fetched from, when this client has a peer network. */
+  peers?(): BlobPeers | null;
 }
 
 /** How long a light replica waits before it asks again for an admitted list it could not get. */
 export const ADMITTED_RETRY_MS = 1000;
+/** Replicas of a run that fetch a new admitted list from the relay at once, in expectation. */
+export const LIST_SEEDS = 4;
+/** How long the others keep asking peers, and how often, before they fall back to the relay. */
+export const LIST_PEER_WINDOW_MS = 2_000;
+export const LIST_PEER_RETRY_MS = 200;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class StateReplica {
   /** The latest majority parameter hash (hex) the relay reported, with its epoch. */
@@ -101,16 +127,28 @@ export class StateReplica {
   /** The newest state not yet handed on (light replicas, while lists are fetched). */
   private latest: CoordinatorState | null = null;
   private hydrating = false;
+  /** Addresses of the admitted lists this replica serves its peers (those of the rounds it holds). */
+  private readonly shared = new Set<string>();
 
-  constructor(host: ReplicaHost, opts: { light?: boolean } = {}) {
+  private readonly listSeeds: number;
+  private readonly listPeerWindowMs: number;
+
+  /** `listSeeds` and `listPeerWindowMs` default to LIST_SEEDS and LIST_PEER_WINDOW_MS. */
+  constructor(
+    host: ReplicaHost,
+    opts: { light?: boolean; listSeeds?: number; listPeerWindowMs?: number } = {},
+  ) {
     this.host = host;
     this.light = opts.light === true;
+    this.listSeeds = opts.listSeeds ?? LIST_SEEDS;
+    this.listPeerWindowMs = opts.listPeerWindowMs ?? LIST_PEER_WINDOW_MS;
   }
 
   /** Hands a state on: at once for a full replica; for a light one once every closed round's list is in. */
   private publish(state: CoordinatorState): void {
     if (!this.light) {
       this.host.emit(state);
+      this.shareLists(state);
       return;
     }
     this.latest = state;
@@ -129,9 +167,9 @@ export class StateReplica {
       while (this.latest && !this.host.closed()) {
         const state = this.latest;
         let complete = true;
-        for (const { root, step } of missingAdmittedRoots(state, this.lists)) {
-          const list = await this.fetchList(root, step);
-          if (list) this.lists.set(root, list);
+        for (const ref of missingAdmittedRoots(state, this.lists)) {
+          const list = await this.fetchList(ref, state.epoch.clients.length);
+          if (list) this.lists.set(ref.root, list);
           else complete = false;
         }
         if (!complete) {
@@ -141,20 +179,61 @@ export class StateReplica {
         const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
         for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
         if (this.latest === state) this.latest = null;
-        this.host.emit(hydrateState(state, this.lists));
+        const view = hydrateState(state, this.lists);
+        this.host.emit(view);
+        this.shareLists(view);
       }
     } finally {
       this.hydrating = false;
     }
   }
 
-  private async fetchList(root: string, step: number): Promise<AdmittedList | null> {
+  /** Serves the admitted lists `state` holds that this replica does not serve yet, and forgets older ones. */
+  private shareLists(state: CoordinatorState): void {
+    const peers = this.host.peers?.();
+    if (!peers) return;
+    for (const { address, frame } of heldAdmittedLists(state, this.shared)) {
+      this.shared.add(address);
+      peers.shareBlob(frame).catch((e: unknown) => {
+        this.host.log(`p2p: could not share an admitted list: ${(e as Error).message}`);
+      });
+    }
+    const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+    for (const address of [...this.shared]) if (!held.has(address)) this.shared.delete(address);
+  }
+
+  /**
+   * A closed round's list, checked: from peers unless this replica is one of the run's seeds (or has no
+   * peers), else from the relay. `clients`: the epoch's size, which sets the chance of seeding.
+   */
+  private async fetchList(ref: AdmittedListRef, clients: number): Promise<AdmittedList | null> {
+    const { root, address, step } = ref;
+    const stats = this.host.stats;
     try {
-      const bytes = await this.host.admittedList?.(root);
-      if (!bytes) {
-        this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
-        return null;
+      const want = hexToBytes(address, 32);
+      const peers = this.host.peers?.();
+      let bytes: Uint8Array | null = null;
+      if (peers && Math.random() >= this.listSeeds / Math.max(1, clients)) {
+        const until = Date.now() + this.listPeerWindowMs;
+        while (!this.host.closed()) {
+          bytes = await peers.fetchBlob(want);
+          if (bytes || Date.now() + LIST_PEER_RETRY_MS > until) break;
+          await sleep(LIST_PEER_RETRY_MS);
+        }
+        if (bytes) stats.listsFromPeers++;
       }
+      if (!bytes) {
+        bytes = (await this.host.admittedList?.(root)) ?? null;
+        if (!bytes) {
+          this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
+          return null;
+        }
+        stats.listsFromRelay++;
+        stats.listBytesFromRelay += bytes.length;
+      }
+      // Peers' bytes were checked against the address by the fetch; the relay's are checked here.
+      if (bytesToHex(sha256(bytes)) !== address)
+        throw new Error(`the list does not hash to its address ${address.slice(0, 12)}…`);
       const list = decodeAdmittedList(bytes);
       checkAdmittedList(list, this.host.runId, step, root);
       return list;

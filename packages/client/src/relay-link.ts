@@ -24,7 +24,7 @@ import {
   type WireMessage,
   type WitnessMessage,
 } from '@meshtrain/core';
-import type { CoordinatorLink } from './interfaces.ts';
+import type { BlobPeers, CoordinatorLink } from './interfaces.ts';
 import { fetchAdmittedList, fetchStoredResult } from './relay-link-http.ts';
 import { JOIN_ATTEMPT_TIMEOUT_MS, ReconnectLoop } from './relay-link-reconnect.ts';
 import { StateReplica } from './relay-link-replica.ts';
@@ -51,9 +51,9 @@ export interface RelayLinkOptions {
   /**
    * 'light': follow the summary of the state (no admitted commitments, attestations or verdicts; LightDelta
    * frames, docs/protocol.md "Round outcomes and light replicas"). States are handed on once each closed
-   * round's admitted list is fetched (from the relay, by its admitted_root) and checked, with the lists put
-   * back, so a training Client runs on them as on a full replica's; the open round's results show up when it
-   * closes. Default 'full': every event, replayed and checked.
+   * round's admitted list is fetched (from peers given to `usePeers`, else from the relay) and checked, with
+   * the lists put back, so a training Client runs on them as on a full replica's; the open round's results
+   * show up when it closes. 'full': every event, replayed and checked. Default 'full'.
    */
   replica?: 'full' | 'light';
   onLog?: (line: string) => void;
@@ -73,7 +73,12 @@ export class RelayLink implements CoordinatorLink {
     hashMismatches: 0,
     /** ResyncRequests sent (gaps and mismatches). */
     resyncs: 0,
+    /** Admitted lists (light replicas) from peers and from the relay, and the relay's bytes for them. */
+    listsFromPeers: 0,
+    listsFromRelay: 0,
+    listBytesFromRelay: 0,
   };
+  private peers: BlobPeers | null = null;
   private readonly o: RelayLinkOptions;
   private ws: WebSocket | null = null;
   private readonly requests = new PendingRequests();
@@ -99,10 +104,19 @@ export class RelayLink implements CoordinatorLink {
         request: (frame) => this.request(frame),
         closed: () => this.reconnect.closed,
         admittedList: (root) => fetchAdmittedList(o.relayUrl, o.runId, root),
+        peers: () => this.peers,
       },
       { light: o.replica === 'light' },
     );
     this.reconnect = new ReconnectLoop(() => this.attempt(), log);
+  }
+
+  /**
+   * Shares admitted lists with these peers: the replica serves every closed round's list it holds, and a
+   * light one fetches new lists from them first (the relay is the fallback). Null stops both.
+   */
+  usePeers(peers: BlobPeers | null): void {
+    this.peers = peers;
   }
 
   /** The latest StateSnapshot's or StateDelta's majority parameter hash (hex), as the relay reports it. */

@@ -1,11 +1,15 @@
 // The light replica of the relay link (relay-link-replica.ts with `light`): every state it applies is handed
 // on — also when two frames arrive in one task — and a closed round's state waits for its admitted list,
 // which is fetched by root, checked, and put back into the round; a list that does not hash to the root is
-// refused and asked for again. The host around it is a stand-in; the frames are core's real LightDelta
+// refused and asked for again. Lists travel between replicas as blobs by their address: a full replica
+// serves every closed round's list, a light one fetches from peers first and serves what it fetched. The host
+// and the peers around it are stand-ins (the peers a map by SHA-256); the frames are core's real LightDelta
 // transitions of a real coordinator run.
 import { describe, expect, it } from 'vitest';
 import {
   admittedListOf,
+  bytesToHex,
+  sha256,
   encodeAdmittedList,
   lightTransitionOf,
   roundAdmitted,
@@ -35,10 +39,37 @@ function lightLog(
   return out;
 }
 
-function replica(lists: (root: string) => Uint8Array | null) {
+/** Peers as one content-addressed store: what every replica of the test shares, by SHA-256. */
+class FakePeers {
+  readonly blobs = new Map<string, Uint8Array>();
+  fetched = 0;
+  shareBlob(bytes: Uint8Array): Promise<void> {
+    this.blobs.set(bytesToHex(sha256(bytes)), bytes);
+    return Promise.resolve();
+  }
+  fetchBlob(address: Uint8Array): Promise<Uint8Array | null> {
+    const got = this.blobs.get(bytesToHex(address)) ?? null;
+    if (got) this.fetched++;
+    return Promise.resolve(got);
+  }
+}
+
+function replica(
+  lists: (root: string) => Uint8Array | null,
+  o: { light?: boolean; peers?: FakePeers; listSeeds?: number; listPeerWindowMs?: number } = {},
+) {
   const emitted: CoordinatorState[] = [];
   const asked: string[] = [];
-  const stats: ReplicaStats = { snapshots: 0, deltas: 0, hashChecks: 0, hashMismatches: 0, resyncs: 0 };
+  const stats: ReplicaStats = {
+    snapshots: 0,
+    deltas: 0,
+    hashChecks: 0,
+    hashMismatches: 0,
+    resyncs: 0,
+    listsFromPeers: 0,
+    listsFromRelay: 0,
+    listBytesFromRelay: 0,
+  };
   const r = new StateReplica(
     {
       runId: 'replay',
@@ -51,10 +82,15 @@ function replica(lists: (root: string) => Uint8Array | null) {
         asked.push(root);
         return Promise.resolve(lists(root));
       },
+      peers: () => o.peers ?? null,
     },
-    { light: true },
+    {
+      light: o.light ?? true,
+      ...(o.listSeeds !== undefined ? { listSeeds: o.listSeeds } : {}),
+      ...(o.listPeerWindowMs !== undefined ? { listPeerWindowMs: o.listPeerWindowMs } : {}),
+    },
   );
-  return { r, emitted, asked };
+  return { r, emitted, asked, stats };
 }
 
 describe('a light relay-link replica', () => {
@@ -121,5 +157,79 @@ describe('a light relay-link replica', () => {
       );
     }
     expect(end).toBeGreaterThan(closedAt);
+  });
+
+  /** Every closed round's list at `at`, by root, from the host's full state (what the relay serves). */
+  const relayLists = (at: number) => (root: string) => {
+    const s = host.history[at]!;
+    const round = s.epoch.rounds.find((x) => x?.admitted_root === root);
+    return round ? encodeAdmittedList(admittedListOf(s, round.height)!) : null;
+  };
+  const toClosed = (r: StateReplica, replay: CoordinatorState) => {
+    r.onSnapshot({ runId: 'replay', seq: 0, serverTime: 0, state: replay });
+    r.onLightDelta({
+      runId: 'replay',
+      fromSeq: 0,
+      toSeq: closedAt,
+      transitions: log.filter((t) => t.seq <= closedAt),
+    });
+  };
+  const closedLists = () =>
+    host.history[closedAt]!.epoch.rounds.filter((x) => x?.admitted_list !== undefined).map(
+      (x) => x!.admitted_list!,
+    );
+
+  it('a full replica serves the admitted list of every closed round it holds, by its address', () => {
+    const peers = new FakePeers();
+    const { r } = replica(() => null, { light: false, peers });
+    r.onSnapshot({ runId: 'replay', seq: closedAt, serverTime: 0, state: host.history[closedAt]! });
+    expect([...peers.blobs.keys()].sort()).toEqual(closedLists().sort());
+  });
+
+  it('a light replica takes lists from peers and never asks the relay', async () => {
+    const peers = new FakePeers();
+    const full = replica(() => null, { light: false, peers });
+    full.r.onSnapshot({ runId: 'replay', seq: closedAt, serverTime: 0, state: host.history[closedAt]! });
+    // Never one of the run's seeds: every list must come from the peers.
+    const { r, emitted, asked, stats } = replica(relayLists(closedAt), { peers, listSeeds: 0 });
+    toClosed(r, summarizeState(host.history[0]!));
+    await new Promise((res) => setTimeout(res, 100));
+    expect(asked).toEqual([]);
+    expect(stats.listsFromPeers).toBe(closedLists().length);
+    expect(stats.listsFromRelay).toBe(0);
+    const last = emitted.at(-1)!;
+    for (const round of last.epoch.rounds.filter((x) => x?.admitted_root !== undefined)) {
+      const want = host.history[closedAt]!.epoch.rounds.find((x) => x?.height === round.height)!;
+      expect(roundAdmitted(round).filter((c) => c !== null)).toEqual(
+        roundAdmitted(want).filter((c) => c !== null),
+      );
+    }
+  });
+
+  it('a light replica falls back to the relay when no peer has the list, and seeds its peers', async () => {
+    const peers = new FakePeers();
+    const { r, emitted, asked, stats } = replica(relayLists(closedAt), {
+      peers,
+      listSeeds: 0,
+      listPeerWindowMs: 300,
+    });
+    toClosed(r, summarizeState(host.history[0]!));
+    await new Promise((res) => setTimeout(res, 1200));
+    expect(asked.length).toBe(closedLists().length);
+    expect(stats.listsFromRelay).toBe(closedLists().length);
+    expect(stats.listBytesFromRelay).toBeGreaterThan(0);
+    expect(emitted.length).toBeGreaterThan(0);
+    // What it fetched it now serves, under the addresses the rounds name.
+    expect([...peers.blobs.keys()].sort()).toEqual(closedLists().sort());
+  });
+
+  it('a seed goes to the relay at once, without asking peers', async () => {
+    const peers = new FakePeers();
+    const { r, asked, stats } = replica(relayLists(closedAt), { peers, listSeeds: 1e9 });
+    toClosed(r, summarizeState(host.history[0]!));
+    await new Promise((res) => setTimeout(res, 100));
+    expect(asked.length).toBe(closedLists().length);
+    expect(peers.fetched).toBe(0);
+    expect(stats.listsFromPeers).toBe(0);
   });
 });

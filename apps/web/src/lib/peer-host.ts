@@ -21,6 +21,8 @@ export type HostedNetwork = Pick<
   | 'fetch'
   | 'fetchParams'
   | 'shareCheckpoint'
+  | 'shareBlob'
+  | 'fetchBlob'
   | 'stop'
   | 'stats'
   | 'peerLinks'
@@ -102,6 +104,14 @@ async function serve(m: PeerHostRequest & { id: number }, n: HostedNetwork): Pro
         params: unpackParams(m),
       });
       return null;
+    case 'shareBlob':
+      await n.shareBlob(new Uint8Array(m.bytes));
+      return null;
+    case 'fetchBlob': {
+      const bytes = await n.fetchBlob(new Uint8Array(m.address));
+      // A copy to transfer: the store keeps its own to serve on.
+      return bytes ? bytes.slice().buffer : null;
+    }
     default:
       return null;
   }

@@ -8,7 +8,7 @@ import type { Checkpoint } from '@meshtrain/client';
 import { decodeAnnounce, encodeAnnounce } from '@meshtrain/core';
 import type { Announce, CoordinatorState } from '@meshtrain/core';
 import { parameterOrder } from '@meshtrain/model';
-import { MAX_FRAME_BYTES, parseHostReply } from './peer-messages.ts';
+import { MAX_BLOB_BYTES, MAX_FRAME_BYTES, parseHostReply } from './peer-messages.ts';
 import { MAX_DIRECTORY_CLIENTS } from './protocol.ts';
 import type { PeerHostReply, PeerHostRequest, PeerStatsMessage } from './protocol.ts';
 import { emptyPeerStats } from './tab-network.ts';
@@ -23,6 +23,8 @@ const TIMEOUT_MS = {
   fetch: 30_000,
   fetchParams: 10 * 60_000,
   shareCheckpoint: 60_000,
+  shareBlob: 30_000,
+  fetchBlob: 30_000,
 } as const;
 
 type Pending = {
@@ -215,6 +217,22 @@ export class PagePeerNetwork implements TabNetwork {
       }),
       [h, params],
     );
+  }
+
+  async shareBlob(bytes: Uint8Array): Promise<void> {
+    const b = bytes.slice().buffer;
+    await this.request('shareBlob', (id) => ({ type: 'shareBlob', id, bytes: b }), [b]);
+  }
+
+  async fetchBlob(address: Uint8Array): Promise<Uint8Array | null> {
+    const a = address.slice().buffer;
+    try {
+      const bytes = await this.request('fetchBlob', (id) => ({ type: 'fetchBlob', id, address: a }), [a]);
+      // The page's fetch checked the hash; here only the size is bounded.
+      return bytes && bytes.byteLength <= MAX_BLOB_BYTES ? new Uint8Array(bytes) : null;
+    } catch {
+      return null;
+    }
   }
 
   onAnnounce(listener: (announce: Announce) => void): void {

@@ -7,6 +7,8 @@ import type { PeerDirectoryMessage, PeerHostReply, PeerHostRequest, PeerStatsMes
 
 /** Largest SignedResult / TrainingResult frame the channel carries (MeshNetwork fetches at most this). */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+/** Largest shared blob (an admitted list: 33 B per result; MeshNetwork fetches at most 16 MiB). */
+export const MAX_BLOB_BYTES = 16 * 1024 * 1024;
 /** Largest encoded Announce (a few hundred bytes in practice). */
 export const MAX_ANNOUNCE_BYTES = 4096;
 /** Most parameters of a model, and most float32 values of all of them together (2 GiB). */
@@ -98,6 +100,12 @@ export function parseHostRequest(x: unknown): PeerHostRequest | null {
         params,
       };
     }
+    case 'shareBlob':
+      if (!isCount(x.id) || !isBuffer(x.bytes, MAX_BLOB_BYTES)) return null;
+      return { type: 'shareBlob', id: x.id, bytes: x.bytes };
+    case 'fetchBlob':
+      if (!isCount(x.id) || !isHash(x.address)) return null;
+      return { type: 'fetchBlob', id: x.id, address: x.address };
     case 'close':
       return { type: 'close' };
     default:

@@ -233,6 +233,10 @@ export type PeerHostRequest =
       lengths: number[];
       params: ArrayBuffer;
     }
+  /** Bytes to serve to peers under their SHA-256 (a closed round's admitted list). */
+  | { type: 'shareBlob'; id: number; bytes: ArrayBuffer }
+  /** Bytes by their 32-byte SHA-256, from a few of the run's peers. */
+  | { type: 'fetchBlob'; id: number; address: ArrayBuffer }
   | { type: 'close' };
 
 /** What the page's peer reports about itself (MeshNetworkStats plus how each peer is reached). */

@@ -2,12 +2,12 @@
 // behind the peer channel (page-peer.ts → lib/peer-host.ts: WebRTC to other peers), or in this worker
 // (circuit-only: a dedicated worker has no RTCPeerConnection). Types and a small wrapper only, so the worker
 // loads libp2p only when it hosts the peer itself.
-import type { MeshNetwork, PeerNetwork, PeerParams } from '@meshtrain/client';
+import type { BlobPeers, MeshNetwork, PeerNetwork, PeerParams } from '@meshtrain/client';
 import type { CoordinatorState } from '@meshtrain/core';
 import { MAX_LISTED_PEERS } from './protocol.ts';
 import type { PeerStatsMessage } from './protocol.ts';
 
-export interface TabNetwork extends PeerNetwork, PeerParams {
+export interface TabNetwork extends Omit<PeerNetwork, keyof BlobPeers>, BlobPeers, PeerParams {
   /** Where the peer runs: 'page' (WebRTC to peers) or 'worker' (relay circuit only). */
   readonly host: 'page' | 'worker';
   readonly peerId: string;
@@ -68,6 +68,8 @@ export function workerTabNetwork(mesh: MeshNetwork): TabNetwork {
     fetch: (commitment, hints) => mesh.fetch(commitment, hints),
     fetchParams: (hash, sizes) => mesh.fetchParams(hash, sizes),
     shareCheckpoint: (ck) => mesh.shareCheckpoint(ck),
+    shareBlob: (bytes) => mesh.shareBlob(bytes),
+    fetchBlob: (address) => mesh.fetchBlob(address),
     stats: () => statsOf(mesh),
     setState: (state) => mesh.setState(state),
     stop: () => mesh.stop(),
