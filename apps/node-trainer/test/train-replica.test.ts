@@ -9,8 +9,8 @@ import { parseTrainOptions } from '../src/train/options.ts';
 const base = ['--relay', 'http://127.0.0.1:1', '--run-id', 'r'];
 
 describe('--replica', () => {
-  it('train follows the full log by default, the summary with light, and refuses anything else', () => {
-    expect(parseTrainOptions(base).replica).toBe('full');
+  it('train follows the summary by default, the full log with full, and refuses anything else', () => {
+    expect(parseTrainOptions(base).replica).toBe('light');
     expect(parseTrainOptions([...base, '--replica', 'light']).replica).toBe('light');
     expect(parseTrainOptions([...base, '--replica', 'full']).replica).toBe('full');
     expect(() => parseTrainOptions([...base, '--replica', 'half'])).toThrow(CliError);
@@ -26,6 +26,9 @@ describe('--replica', () => {
     });
     for (const p of light) expect(p.args.includes('light')).toBe(p.role === 'honest');
     expect(light.filter((p) => p.role === 'honest')).toHaveLength(3);
-    for (const p of plan({ numClients: 2, lateJoiners: 0, adversaries: [] })) expect(p.args).toEqual([]);
+    for (const p of plan({ numClients: 2, lateJoiners: 0, adversaries: [] }))
+      expect(p.args).toEqual(['--replica', 'light']);
+    for (const p of plan({ numClients: 2, lateJoiners: 0, adversaries: [], replica: 'full' }))
+      expect(p.args).toEqual(['--replica', 'full']);
   });
 });

@@ -19,7 +19,7 @@ const USAGE =
   `                             ${ADVERSARY_NAMES.join(', ')};\n` +
   '                             sybil:N is one process joining N identities (default 50)\n' +
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
-  '  --replica full|light       how the honest trainers follow the coordinator (train --replica; default full)\n' +
+  '  --replica full|light       how the honest trainers follow the coordinator (train --replica; default light)\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
   '  --round-witness-time SEC   seconds every round waits in RoundWitness (default 1): a floor on round length\n' +
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
@@ -83,7 +83,7 @@ const command: Command = {
     const randomKillNum = intFlag('random-kill-num', values['random-kill-num'], 0, 0);
     if (randomKillNum >= numClients && randomKillNum > 0)
       throw new CliError('--random-kill-num must leave at least one trainer alive');
-    const replica = values.replica ?? 'full';
+    const replica = values.replica ?? 'light';
     if (replica !== 'full' && replica !== 'light')
       throw new CliError(`--replica: full or light, got '${replica}'`);
     const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);

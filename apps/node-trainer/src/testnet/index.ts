@@ -41,7 +41,7 @@ export interface TestnetOptions {
   adversaries?: AdversarySpec[];
   /** Honest trainers started once the run trains: they join the next epoch from a checkpoint. */
   lateJoiners?: number;
-  /** How the honest trainers follow the coordinator (`train --replica`; default full). */
+  /** How the honest trainers follow the coordinator (`train --replica`; default light). */
   replica?: 'full' | 'light';
   /** Seconds per epoch (default: see testnetToml). */
   epochTime?: number;
@@ -117,7 +117,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       numClients: o.numClients,
       lateJoiners: o.lateJoiners ?? 0,
       adversaries: o.adversaries ?? [],
-      replica: o.replica ?? 'full',
+      replica: o.replica ?? 'light',
     });
     await launchAll(planned, { dir, pool, watcher, deadline, log: o.log });
     const chaos = startChaos(o, pool);

@@ -31,7 +31,7 @@ export function plan(o: {
     label: late ? `trainer ${index} (late)` : `trainer ${index}`,
     identity: '',
     role: 'honest',
-    args: o.replica === 'light' ? ['--replica', 'light'] : [],
+    args: ['--replica', o.replica ?? 'light'],
     ids: idsOf(index),
     phase: late ? 'late' : 'main',
   });

@@ -17,8 +17,9 @@ export const TRAIN_USAGE =
   '  --log json         one JSON object per event on stdout instead of the status line\n' +
   '  --eval-samples N   held-out samples per evaluation (default 16; 0 disables)\n' +
   '  --no-p2p           results and checkpoints through the relay only (no libp2p node)\n' +
-  '  --replica R        full (default): replay every coordinator event and check every decision; light:\n' +
-  "                     follow the summary of the state and fetch each closed round's admitted list\n" +
+  "  --replica R        light (default): follow the summary of the state and fetch each closed round's\n" +
+  '                     admitted list from peers (the relay as fallback); full: replay every coordinator\n' +
+  '                     event and check every decision (relay traffic grows with the run)\n' +
   '  --p2p-host H       interface the libp2p node listens on (default 0.0.0.0)' +
   ADVERSARY_USAGE;
 
@@ -69,7 +70,7 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     throw new CliError(`--device: auto, cuda, webgpu or cpu, got '${device}'`);
   const evalSamples = values['eval-samples'] === undefined ? 16 : Number(values['eval-samples']);
   if (!Number.isInteger(evalSamples) || evalSamples < 0) throw new CliError('--eval-samples: an integer ≥ 0');
-  const replica = values.replica ?? 'full';
+  const replica = values.replica ?? 'light';
   if (replica !== 'full' && replica !== 'light')
     throw new CliError(`--replica: full or light, got '${replica}'`);
   const adversary = adversaryFlag(values.adversary, values.relay, Boolean(values['i-know']));

@@ -92,6 +92,8 @@ async function startMesh(
   });
   if (network) {
     link.onState((s) => network.setState(s));
+    // Closed rounds' admitted lists: served to peers, and (a light replica) fetched from them first.
+    link.usePeers(network);
     io.say(`p2p: peer ${network.node.peerId} via ${p2p.length} relay address(es)`);
   } else if (p2p.length === 0)
     io.say('p2p: the relay offers no libp2p address; using the relay for everything');

@@ -57,8 +57,12 @@ function openLink(d: SessionDeps, onState: (s: CoordinatorState) => void): Count
     secretKey: d.secretKey,
     deviceKind: `browser webgpu (${d.adapterName})`,
     ...(d.net ? { p2pPeerId: d.net.peerId } : {}),
+    // A tab follows the summary of the state: its relay traffic stays the same whatever the run's size, and
+    // admitted lists come from peers (docs/protocol.md "Round outcomes and light replicas").
+    replica: 'light',
     onLog: (line) => d.reporter.log(line),
   });
+  link.usePeers(d.net);
   link.onState((s) => {
     d.net?.setState(s);
     onState(s);
