@@ -8,14 +8,17 @@
 // coordinator, which is what scales with N here.
 //
 // Per round (the training rounds after the first; the first carries the epoch's start): relay bytes sent per
-// client (WebSocket frames, from the relay's counter) and what the clients received, relay CPU seconds,
+// client (WebSocket frames, from the relay's counter, plus the admitted lists light clients fetched from its
+// HTTP route) and what the clients received, relay CPU seconds,
 // storage bytes the relay process wrote (/proc/PID/io), RSS; event-loop lag p50/p99/max over the rounds and
 // over the joins; /healthz round trips; rounds completed with quorum. Prints one JSON object on stdout.
 //
 // Usage: npm run -s bench:relay -- --clients N --rounds R [--verification-percent 10] [--processes K]
-//        [--train-ms 1500] [--relay-priority P] [--light] [--json]
-// --light: the clients follow the run as light replicas (docs/protocol.md "Light replicas": a summary of the
-// state, LightDelta frames) instead of replaying every event.
+//        [--train-ms 1500] [--relay-priority P] [--full] [--json]
+// The clients follow the run as light replicas, as node-trainer and the tab do by default (docs/protocol.md
+// "Round outcomes and light replicas": a summary of the state, LightDelta frames, each closed round's
+// admitted list from the relay for the few clients drawn as its seeds and from peers for the rest); --full:
+// full replicas that replay every event (--light, the default, is accepted too).
 // --relay-priority sets the relay process's scheduling priority (os.setPriority; negative needs root): on a
 // machine shared with other work it keeps the OS from handing the relay's core to others, so the lag
 // measures the relay (the JSON says which priority it ran at).
@@ -51,7 +54,7 @@ const ROUNDS = Math.max(2, flag('rounds', 5));
 const VERIFY = flag('verification-percent', 10);
 const PROCESSES = flag('processes', Math.min(4, Math.max(1, Math.ceil(CLIENTS / 250))));
 const TRAIN_MS = flag('train-ms', 1500);
-const LIGHT = process.argv.includes('--light');
+const LIGHT = !process.argv.includes('--full');
 const PRIORITY = (() => {
   const i = process.argv.indexOf('--relay-priority');
   return i >= 0 ? Number(process.argv[i + 1]) : 0;
@@ -158,14 +161,21 @@ const dbBytes = ['relay.db', 'relay.db-wal'].reduce((a, f) => {
 await relay.stop();
 rmSync(dir, { recursive: true, force: true });
 
+// Admitted lists light clients fetched from the relay's HTTP route, by the step they were seen in.
+const perStepLists = sumRecords(clientStats.map((s) => s.listBytesByStep));
+const listFetches = clientStats.reduce((a, s) => a + s.listFetches, 0);
+const listBytes = Object.values(perStepLists).reduce((a, b) => a + b, 0);
 // Per round: the steps between consecutive marks, skipping the first (it holds the epoch's start).
 const rounds = marks.slice(1).map((b, i) => {
   const a = marks[i]!;
   const bytes = metric(b.scrape, 'meshtrain_bytes_out_total') - metric(a.scrape, 'meshtrain_bytes_out_total');
+  const lists = perStepLists[a.step] ?? 0;
   return {
     step: a.step,
     seconds: (b.at - a.at) / 1000,
-    bytes_out_per_client: bytes / CLIENTS,
+    bytes_out_per_client: (bytes + lists) / CLIENTS,
+    ws_bytes_out_per_client: bytes / CLIENTS,
+    list_bytes_out_per_client: lists / CLIENTS,
     cpu_seconds:
       metric(b.scrape, 'meshtrain_process_cpu_seconds') - metric(a.scrape, 'meshtrain_process_cpu_seconds'),
     written_bytes: b.written - a.written,
@@ -216,7 +226,10 @@ const out = {
   per_round: {
     rounds_measured: steady.length,
     seconds: mean(steady.map((r) => r.seconds)),
+    /** WebSocket frames plus admitted lists served over HTTP (the two rows below). */
     relay_bytes_out_per_client: mean(steady.map((r) => r.bytes_out_per_client)),
+    relay_ws_bytes_out_per_client: mean(steady.map((r) => r.ws_bytes_out_per_client)),
+    relay_list_bytes_out_per_client: mean(steady.map((r) => r.list_bytes_out_per_client)),
     client_bytes_received_per_client: mean(receivedPerClient),
     /** One client's state bytes per round by what they carried: event types, frame overhead. */
     state_bytes_per_client_by_content: breakdown,
@@ -235,6 +248,11 @@ const out = {
     hash_mismatches: clientStats.reduce((a, s) => a + s.hashMismatches, 0),
     gaps: clientStats.reduce((a, s) => a + s.gaps, 0),
     closed_by_relay: clientStats.reduce((a, s) => a + s.closedByRelay, 0),
+    /** Light: lists fetched from the relay (seeds), their mean size, bad ones, and lists left to peers. */
+    list_fetches_from_relay: listFetches,
+    admitted_list_bytes: listFetches > 0 ? listBytes / listFetches : 0,
+    list_mismatches: clientStats.reduce((a, s) => a + s.listMismatches, 0),
+    lists_from_peers: clientStats.reduce((a, s) => a + s.listsFromPeers, 0),
   },
 };
 process.stdout.write(`${JSON.stringify(out, null, process.argv.includes('--json') ? 0 : 2)}\n`);

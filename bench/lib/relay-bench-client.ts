@@ -50,6 +50,7 @@ import {
   type TrainingResult,
 } from '../../packages/core/src/index.ts';
 import { resultSpecForToml } from '../../apps/relay/src/run-host.ts';
+import { LIST_SEEDS } from '../../packages/client/src/relay-link-replica.ts';
 
 export interface BenchClientConfig {
   url: string;
@@ -92,6 +93,16 @@ export interface BenchClientStats {
   step: number;
   runState: string;
   closedByRelay: number;
+  /**
+   * Light replicas: admitted lists fetched from the relay's HTTP route by the sessions drawn as the run's
+   * seeds (as RelayLink's replica draws them: LIST_SEEDS in expectation per list), their body bytes by
+   * round step, lists whose bytes did not hash to their address, and the lists the other sessions would take
+   * from peers (the bench has no libp2p; they are counted, not fetched).
+   */
+  listFetches: number;
+  listBytesByStep: Record<number, number>;
+  listMismatches: number;
+  listsFromPeers: number;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? '{}') as BenchClientConfig;
@@ -131,7 +142,13 @@ const stats: BenchClientStats = {
   step: 0,
   runState: '',
   closedByRelay: 0,
+  listFetches: 0,
+  listBytesByStep: {},
+  listMismatches: 0,
+  listsFromPeers: 0,
 };
+/** Admitted lists (by address) this process has drawn its seeds for. */
+const listsSeen = new Set<string>();
 let leader: Session | null = null;
 let state: CoordinatorState | null = null;
 let seq = -1;
@@ -399,9 +416,44 @@ function view(s: CoordinatorState, round: Round): RoundView {
 let roundKey = '';
 let roundSeenAt = 0;
 
+/**
+ * A light replica needs each closed round's admitted list: each session is a seed with chance
+ * LIST_SEEDS / clients and fetches it from the relay (timed into the round it was seen in); the others take
+ * it from peers, which the bench counts without fetching.
+ */
+function fetchLists(s: CoordinatorState): void {
+  const clients = Math.max(1, s.epoch.clients.length);
+  for (const round of s.epoch.rounds) {
+    const address = round?.admitted_list;
+    if (!round || !address || listsSeen.has(address)) continue;
+    listsSeen.add(address);
+    const step = s.progress.step;
+    for (const x of sessions) {
+      if (!x.joined || x.left) continue;
+      if (Math.random() >= LIST_SEEDS / clients) {
+        stats.listsFromPeers++;
+        continue;
+      }
+      const url = `${cfg.url}/api/runs/${encodeURIComponent(cfg.runId)}/admitted/${round.admitted_root}`;
+      void fetch(url)
+        .then(async (res) => {
+          const body = new Uint8Array(await res.arrayBuffer());
+          stats.listFetches++;
+          stats.listBytesByStep[step] = (stats.listBytesByStep[step] ?? 0) + body.length;
+          if (!res.ok || createHash('sha256').update(body).digest('hex') !== address) stats.listMismatches++;
+        })
+        .catch(() => {
+          stats.listMismatches++;
+        });
+    }
+  }
+  if (listsSeen.size > 64) listsSeen.delete(listsSeen.values().next().value as string);
+}
+
 function act(): void {
   const s = state;
   if (!s) return;
+  if (cfg.light) fetchLists(s);
   stats.step = s.progress.step;
   stats.runState = s.run_state;
   const now = Date.now();
