@@ -56,6 +56,11 @@ export interface RelayLinkOptions {
    * show up when it closes. 'full': every event, replayed and checked. Default 'full'.
    */
   replica?: 'full' | 'light';
+  /**
+   * Light replicas with peers: how many replicas of the run are expected to take each new admitted list from
+   * the relay at once (LIST_SEEDS); the rest ask peers first. 0 never seeds (tests of the peer path).
+   */
+  listSeeds?: number;
   onLog?: (line: string) => void;
 }
 
@@ -106,7 +111,7 @@ export class RelayLink implements CoordinatorLink {
         admittedList: (root) => fetchAdmittedList(o.relayUrl, o.runId, root),
         peers: () => this.peers,
       },
-      { light: o.replica === 'light' },
+      { light: o.replica === 'light', ...(o.listSeeds !== undefined ? { listSeeds: o.listSeeds } : {}) },
     );
     this.reconnect = new ReconnectLoop(() => this.attempt(), log);
   }

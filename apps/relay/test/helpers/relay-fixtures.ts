@@ -289,7 +289,12 @@ export class LinkParticipant implements Participant {
   state: CoordinatorState | undefined;
   private closed = false;
 
-  constructor(relayUrl: string, runId: string, id: Identity, opts: { replica?: 'full' | 'light' } = {}) {
+  constructor(
+    relayUrl: string,
+    runId: string,
+    id: Identity,
+    opts: { replica?: 'full' | 'light'; p2pPeerId?: string; listSeeds?: number } = {},
+  ) {
     this.id = id;
     this.link = new RelayLink({ relayUrl, runId, secretKey: id.secretKey, deviceKind: 'cpu', ...opts });
     this.link.onState((s) => (this.state = s));
