@@ -39,5 +39,8 @@ describe('node-trainer local-testnet', () => {
     expect(r.ratio_vs_fp32).toBeGreaterThan(100);
     // The P2P fast path carried results between the trainers (the relay is only the fallback).
     expect(r.result_bytes_from_peers).toBeGreaterThan(0);
+    // The trainers are light replicas (the default): each took every closed round's admitted list, from the
+    // relay as the run's seeds (in a run this small every trainer is one) or from each other.
+    expect(r.admitted_lists_from_peers + r.admitted_lists_from_relay).toBeGreaterThanOrEqual(2 * 4);
   }, 300_000);
 });

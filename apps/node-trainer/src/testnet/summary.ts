@@ -38,6 +38,9 @@ export interface TestnetResult extends DataAccounting {
   rejoined_from_peers: number;
   /** Result bytes trainers fetched from peers instead of the relay (trainers that ran to the end). */
   result_bytes_from_peers: number;
+  /** Closed rounds' admitted lists light trainers got from peers and from the relay (those that ran to the end). */
+  admitted_lists_from_peers: number;
+  admitted_lists_from_relay: number;
   resyncs: number;
   errors: number;
   seconds: number;
@@ -146,9 +149,18 @@ function fromEvents(events: Events, params: number) {
       (n, x) => n + Number((x.e.stats as { bytesFromPeers?: number } | undefined)?.bytesFromPeers ?? 0),
       0,
     ),
+    admitted_lists_from_peers: sumLists(of('done'), 'from_peers'),
+    admitted_lists_from_relay: sumLists(of('done'), 'from_relay'),
     resyncs: of('resync').length,
     errors: of('error').length,
   };
+}
+
+function sumLists(done: Events, key: 'from_peers' | 'from_relay'): number {
+  return done.reduce(
+    (n, x) => n + Number((x.e.admitted_lists as Record<string, number> | undefined)?.[key] ?? 0),
+    0,
+  );
 }
 
 /** The honest trainers' parameter hash at each epoch end they reported (the most reported one). */
@@ -294,6 +306,8 @@ export function summarize(s: SummaryInput): TestnetResult {
     rejoined_with_checkpoint: ev.rejoined_with_checkpoint,
     rejoined_from_peers: ev.rejoined_from_peers,
     result_bytes_from_peers: ev.result_bytes_from_peers,
+    admitted_lists_from_peers: ev.admitted_lists_from_peers,
+    admitted_lists_from_relay: ev.admitted_lists_from_relay,
     resyncs: ev.resyncs,
     errors: ev.errors,
     seconds: Math.round((Date.now() - s.started) / 1000),

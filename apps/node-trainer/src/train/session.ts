@@ -171,9 +171,18 @@ async function runToEnd(r: Running): Promise<void> {
     p2p: network?.stats ?? null,
     bytes_sent: link.stats.bytesSent,
     bytes_received: link.stats.bytesReceived,
+    // Light replicas: closed rounds' admitted lists, from peers and from the relay (and the relay's bytes).
+    admitted_lists: {
+      from_peers: link.stats.listsFromPeers,
+      from_relay: link.stats.listsFromRelay,
+      relay_bytes: link.stats.listBytesFromRelay,
+    },
   });
   if (!io.json)
     io.say(
-      `done: ${client.stats.resultsSent} results sent, ${client.stats.resultsApplied} applied, ${client.stats.resyncs} re-syncs`,
+      `done: ${client.stats.resultsSent} results sent, ${client.stats.resultsApplied} applied, ${client.stats.resyncs} re-syncs` +
+        (link.stats.listsFromPeers + link.stats.listsFromRelay > 0
+          ? `; admitted lists ${link.stats.listsFromPeers} from peers, ${link.stats.listsFromRelay} from the relay`
+          : ''),
     );
 }
