@@ -434,7 +434,7 @@ function fetchLists(s: CoordinatorState): void {
         stats.listsFromPeers++;
         continue;
       }
-      const url = `${cfg.url}/api/runs/${encodeURIComponent(cfg.runId)}/admitted/${round.admitted_root}`;
+      const url = `${cfg.url}/api/runs/${encodeURIComponent(cfg.runId)}/admitted/${address}`;
       void fetch(url)
         .then(async (res) => {
           const body = new Uint8Array(await res.arrayBuffer());

@@ -8,6 +8,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   acceptedCommitments,
   admitParamHash,
+  admittedListOf,
+  encodeAdmittedList,
   bytesToHex,
   compactTransition,
   encodeStateSnapshot,
@@ -141,6 +143,8 @@ export class RunHost {
   private lightHashCache: { seq: number; hash: Uint8Array } | null = null;
   /** The canonical JSON of the state at one seq (a snapshot write and the state hash of a phase change share it). */
   private jsonCache: { seq: number; text: string } | null = null;
+  /** Encoded AdmittedList frames of the ring's closed rounds, by admitted_list: each encoded once. */
+  private readonly admittedFrames = new Map<string, Uint8Array>();
 
   constructor(opts: {
     row: RunRow;
@@ -373,6 +377,29 @@ export class RunHost {
     const hash = new Uint8Array(createHash('sha256').update(json, 'utf8').digest());
     this.lightHashCache = { seq: this.seq, hash };
     return hash;
+  }
+
+  /**
+   * The AdmittedList frame of the closed round among the ring's whose admitted_list is `key`, else (clients
+   * that name the Merkle root) the first whose admitted_root is: a root does not name one round when two
+   * rounds admitted the same (say nothing), an address does (the frame holds the step). Null when none is.
+   * Encoded once per round, so a list asked for by many costs its bytes, not its encoding, each time.
+   */
+  admittedListFrame(key: string): Uint8Array | null {
+    const rounds = this.state.epoch.rounds;
+    const round =
+      rounds.find((r) => r?.admitted_list === key) ?? rounds.find((r) => r?.admitted_root === key);
+    const address = round?.admitted_list;
+    if (!round || address === undefined) return null;
+    const cached = this.admittedFrames.get(address);
+    if (cached) return cached;
+    const list = admittedListOf(this.state, round.height);
+    if (!list) return null;
+    const frame = encodeAdmittedList(list, this.limits);
+    const held = new Set(rounds.map((r) => r?.admitted_list));
+    for (const k of [...this.admittedFrames.keys()]) if (!held.has(k)) this.admittedFrames.delete(k);
+    this.admittedFrames.set(address, frame);
+    return frame;
   }
 
   /** Core's stateHash of the current state (SHA-256 of its canonical JSON, on Node's native SHA-256). */

@@ -13,6 +13,7 @@ import {
   encodeResyncRequest,
   roundAdmitted,
   roundAtHeight,
+  sha256,
   stateHash,
   summarizeState,
 } from '@meshtrain/core';
@@ -138,13 +139,18 @@ describe('light sessions', () => {
     expect(follower.link.stats.deltas).toBeGreaterThan(3);
     follower.close();
 
-    // A light replica learns a closed round's commitments from its admitted list, fetched by root and checked.
+    // A light replica learns a closed round's commitments from its admitted list, fetched by its address
+    // (or its root) and checked against both.
     const closed = light.state!.epoch.rounds.filter((x) => x?.admitted_root !== undefined);
     expect(closed.length).toBeGreaterThan(1);
     for (const round of closed) {
-      const res = await fetch(`${r.url}/api/runs/light/admitted/${round.admitted_root}`);
+      const res = await fetch(`${r.url}/api/runs/light/admitted/${round.admitted_list}`);
       expect(res.status).toBe(200);
-      const list = decodeAdmittedList(new Uint8Array(await res.arrayBuffer()));
+      const frame = new Uint8Array(await res.arrayBuffer());
+      expect(bytesToHex(sha256(frame))).toBe(round.admitted_list);
+      const byRoot = await fetch(`${r.url}/api/runs/light/admitted/${round.admitted_root}`);
+      expect(byRoot.status).toBe(200);
+      const list = decodeAdmittedList(frame);
       checkAdmittedList(list, 'light', round.step, round.admitted_root!);
       expect(list.entries.map((e) => bytesToHex(e.commitment))).toEqual(
         roundAdmitted(roundAtHeight(host.state, round.height)!).filter((x) => x !== null),

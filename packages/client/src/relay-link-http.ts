@@ -18,15 +18,16 @@ export async function fetchStoredResult(
 }
 
 /**
- * GET /api/runs/:id/admitted/:root: a closed round's AdmittedList frame by its admitted_root, or null when the
- * relay does not hold it (any non-2xx answer). The caller checks it against the root (core's checkAdmittedList).
+ * GET /api/runs/:id/admitted/:address: a closed round's AdmittedList frame by its admitted_list (the route
+ * also takes an admitted_root, which two rounds that admitted the same share), or null when the relay does
+ * not hold it (any non-2xx answer). The caller checks it against the address and the root.
  */
 export async function fetchAdmittedList(
   relayUrl: string,
   runId: string,
-  root: string,
+  address: string,
 ): Promise<Uint8Array | null> {
-  const res = await fetch(`${relayRoot(relayUrl)}${runPath(runId)}/admitted/${root}`);
+  const res = await fetch(`${relayRoot(relayUrl)}${runPath(runId)}/admitted/${address}`);
   if (!res.ok) return null;
   return new Uint8Array(await res.arrayBuffer());
 }

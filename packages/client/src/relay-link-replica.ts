@@ -84,10 +84,10 @@ export interface ReplicaHost {
   /** True once the link is closed: nothing more is asked. */
   closed(): boolean;
   /**
-   * Light replicas only: the AdmittedList frame of a closed round by its admitted_root (null: not available).
-   * The replica checks it against the root before it uses it.
+   * Light replicas only: the AdmittedList frame of a closed round from the relay, by its admitted_list (null:
+   * not available). The replica checks it against the address and the root before it uses it.
    */
-  admittedList?(root: string): Promise<Uint8Array | null>;
+  admittedList?(address: string): Promise<Uint8Array | null>;
   /** The peers admitted lists are shared with and fetched from, when this client has a peer network. */
   peers?(): BlobPeers | null;
 }
@@ -223,7 +223,7 @@ export class StateReplica {
         if (bytes) stats.listsFromPeers++;
       }
       if (!bytes) {
-        bytes = (await this.host.admittedList?.(root)) ?? null;
+        bytes = (await this.host.admittedList?.(address)) ?? null;
         if (!bytes) {
           this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
           return null;

@@ -108,7 +108,7 @@ export class RelayLink implements CoordinatorLink {
         },
         request: (frame) => this.request(frame),
         closed: () => this.reconnect.closed,
-        admittedList: (root) => fetchAdmittedList(o.relayUrl, o.runId, root),
+        admittedList: (address) => fetchAdmittedList(o.relayUrl, o.runId, address),
         peers: () => this.peers,
       },
       { light: o.replica === 'light', ...(o.listSeeds !== undefined ? { listSeeds: o.listSeeds } : {}) },

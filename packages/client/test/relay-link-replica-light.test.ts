@@ -55,7 +55,7 @@ class FakePeers {
 }
 
 function replica(
-  lists: (root: string) => Uint8Array | null,
+  lists: (address: string) => Uint8Array | null,
   o: { light?: boolean; peers?: FakePeers; listSeeds?: number; listPeerWindowMs?: number } = {},
 ) {
   const emitted: CoordinatorState[] = [];
@@ -78,9 +78,9 @@ function replica(
       emit: (s) => emitted.push(s),
       request: () => Promise.resolve(),
       closed: () => false,
-      admittedList: (root) => {
-        asked.push(root);
-        return Promise.resolve(lists(root));
+      admittedList: (address) => {
+        asked.push(address);
+        return Promise.resolve(lists(address));
       },
       peers: () => o.peers ?? null,
     },
@@ -119,14 +119,14 @@ describe('a light relay-link replica', () => {
     expect(JSON.stringify(emitted.at(-1))).toBe(JSON.stringify(summarizeState(host.history[k]!)));
   });
 
-  it('holds a closed round back until its checked list is in, and refuses a list for another root', async () => {
+  it("holds a closed round back until its checked list is in, and refuses a list that is not the round's", async () => {
     expect(closedAt).toBeGreaterThan(0);
     let honest = false;
-    const { r, emitted, asked } = replica((root) => {
+    const { r, emitted, asked } = replica((address) => {
       const s = host.history[closedAt]!;
-      const round = s.epoch.rounds.find((x) => x?.admitted_root === root)!;
+      const round = s.epoch.rounds.find((x) => x?.admitted_list === address)!;
       const list = admittedListOf(s, round.height)!;
-      // First a list with one commitment changed (or one entry too many): it does not hash to the root.
+      // First a list with one entry too many: it hashes neither to the address nor to the root.
       if (!honest) {
         honest = true;
         return encodeAdmittedList({
@@ -159,10 +159,10 @@ describe('a light relay-link replica', () => {
     expect(end).toBeGreaterThan(closedAt);
   });
 
-  /** Every closed round's list at `at`, by root, from the host's full state (what the relay serves). */
-  const relayLists = (at: number) => (root: string) => {
+  /** Every closed round's list at `at`, by address, from the host's full state (what the relay serves). */
+  const relayLists = (at: number) => (address: string) => {
     const s = host.history[at]!;
-    const round = s.epoch.rounds.find((x) => x?.admitted_root === root);
+    const round = s.epoch.rounds.find((x) => x?.admitted_list === address);
     return round ? encodeAdmittedList(admittedListOf(s, round.height)!) : null;
   };
   const toClosed = (r: StateReplica, replay: CoordinatorState) => {

@@ -416,6 +416,7 @@ describe('LightDelta frames', () => {
 describe('AdmittedList', () => {
   it("is checked against its round's admitted_root, and any change to it is caught", () => {
     let checked = 0;
+    let sharedRoots = 0;
     for (const actions of fc.sample(fc.array(actionArb, { minLength: 150, maxLength: 250 }), {
       seed: 3,
       numRuns: 25,
@@ -447,8 +448,17 @@ describe('AdmittedList', () => {
         }
         checked++;
       }
+      // Two rounds that admitted the same (nothing, say) share a root, never an address: the address is
+      // what names one round's list, to peers and to the relay.
+      for (const a of s.epoch.rounds)
+        for (const b of s.epoch.rounds)
+          if (a && b && a !== b && a.admitted_root !== undefined && a.admitted_root === b.admitted_root) {
+            expect(a.admitted_list).not.toBe(b.admitted_list);
+            sharedRoots++;
+          }
     }
     expect(checked).toBeGreaterThan(20);
+    expect(sharedRoots).toBeGreaterThan(0);
   });
 
   it("put back into a light replica's state, gives its client logic the full replica's commitments", () => {

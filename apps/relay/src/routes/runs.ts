@@ -1,13 +1,7 @@
 // Public run routes under /api/runs: the list, one run in detail, and stored results by commitment (the
 // guaranteed delivery path for results whose P2P download failed).
 import { Hono } from 'hono';
-import {
-  admittedListOf,
-  currentRound,
-  encodeAdmittedList,
-  parseRunConfig,
-  RUN_STATE_NAMES,
-} from '@meshtrain/core';
+import { currentRound, parseRunConfig, RUN_STATE_NAMES } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 // Types only (erased at run time): the reply shapes every side reads, so a change here or there fails the
 // type check (the module says why it is not Hono's typed client).
@@ -122,21 +116,21 @@ export function runsRoutes(relay: Relay): Hono {
     });
   });
 
-  // A closed round's admitted list by its Merkle root (the round outcome's admitted_root): what a light replica
-  // fetches to learn the round's commitments, and checks against the root itself (core's checkAdmittedList).
-  app.get('/:id/admitted/:root', (c) => {
+  // A closed round's admitted list by its address (the round outcome's admitted_list) or its Merkle root
+  // (admitted_root): what a light replica fetches when no peer served it, and checks against both itself.
+  app.get('/:id/admitted/:key', (c) => {
     const host = relay.mustRun(c.req.param('id'));
-    const root = c.req.param('root').toLowerCase();
-    if (!COMMITMENT_HEX.test(root)) throw new RelayError(400, 'bad_request', 'the root is 64 hex digits');
-    const round = host.state.epoch.rounds.find((r) => r?.admitted_root === root);
-    const list = round ? admittedListOf(host.state, round.height) : null;
-    if (!list)
+    const key = c.req.param('key').toLowerCase();
+    if (!COMMITMENT_HEX.test(key))
+      throw new RelayError(400, 'bad_request', 'the address or root is 64 hex digits');
+    const frame = host.admittedListFrame(key);
+    if (!frame)
       throw new RelayError(
         404,
         'unknown_round',
-        `no round of this run's last four has admitted root ${root.slice(0, 16)}…`,
+        `no round of this run's last four has admitted list or root ${key.slice(0, 16)}…`,
       );
-    return c.body(new Uint8Array(encodeAdmittedList(list, relay.limits)), 200, {
+    return c.body(new Uint8Array(frame), 200, {
       'Content-Type': 'application/octet-stream',
       'Cache-Control': 'public, max-age=31536000, immutable',
     });
