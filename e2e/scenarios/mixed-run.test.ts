@@ -293,6 +293,14 @@ describe('mixed run: two browser tabs and a node-trainer', () => {
       );
       await writeArtifact('mixed/result-bytes.json', JSON.stringify({ rows, total }, null, 2));
       expect(done, 'the node-trainer printed its done line').toBeDefined();
+      // Each tab follows the run as a light replica: it took the closed rounds' admitted lists (from the relay
+      // as one of the round's seeds in a run this small, or from its peers).
+      for (const [i, t] of tabs.entries()) {
+        const el = t.page.getByTestId('list-sources');
+        const lists =
+          Number(await el.getAttribute('data-peers')) + Number(await el.getAttribute('data-relay'));
+        expect(lists, `tab ${i + 1}: admitted lists taken`).toBeGreaterThan(0);
+      }
       for (const r of rows.slice(0, 2)) {
         expect(r.direct, `${r.client}: result bytes fetched directly`).toBeGreaterThan(0);
         // "Most": more bytes came straight from peers than through the relay (circuit and HTTP together).

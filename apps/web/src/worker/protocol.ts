@@ -119,6 +119,9 @@ export interface TrainerStats {
   resultBytesRelayed: number;
   resultBytesFromRelay: number;
   resultsFromRelay: number;
+  /** Closed rounds' admitted lists this tab (a light replica) got from peers and from the relay. */
+  listsFromPeers: number;
+  listsFromRelay: number;
   /** Parameters and gradients stay in GPU buffers between steps (DisTrO's WGSL on ORT's device). */
   gpuResident: boolean;
   /** Bytes the training path read back from the GPU (compressed results, norms; not parameters). */
@@ -187,6 +190,8 @@ export function emptyStats(): TrainerStats {
     resultBytesRelayed: 0,
     resultBytesFromRelay: 0,
     resultsFromRelay: 0,
+    listsFromPeers: 0,
+    listsFromRelay: 0,
     gpuResident: false,
     gpuReadbackBytes: 0,
     losses: [],

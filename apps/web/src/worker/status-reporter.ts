@@ -31,6 +31,8 @@ export interface StatsSources {
 const SESSION_TOTALS = [
   'resultsFromRelay',
   'resultBytesFromRelay',
+  'listsFromPeers',
+  'listsFromRelay',
   'bytesSent',
   'bytesReceived',
   'checkpointDownloadedBytes',
@@ -143,6 +145,8 @@ export class StatusReporter {
       bytesReceived: p.bytesReceived + s.link.stats.bytesReceived,
       resultsFromRelay: p.resultsFromRelay + s.link.results,
       resultBytesFromRelay: p.resultBytesFromRelay + s.link.resultBytes,
+      listsFromPeers: p.listsFromPeers + s.link.stats.listsFromPeers,
+      listsFromRelay: p.listsFromRelay + s.link.stats.listsFromRelay,
       checkpointDownloadedBytes: p.checkpointDownloadedBytes + s.checkpoints.stats.downloadedBytes,
       checkpointCacheHits: p.checkpointCacheHits + s.checkpoints.stats.cacheHits,
       dataDownloadedBytes: p.dataDownloadedBytes + s.data.stats.downloadedBytes,
