@@ -192,14 +192,18 @@ export class StateReplica {
   private shareLists(state: CoordinatorState): void {
     const peers = this.host.peers?.();
     if (!peers) return;
-    for (const { address, frame } of heldAdmittedLists(state, this.shared)) {
-      this.shared.add(address);
+    for (const { address, frame } of heldAdmittedLists(state, this.shared)) this.serve(peers, address, frame);
+    const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+    for (const address of [...this.shared]) if (!held.has(address)) this.shared.delete(address);
+  }
+
+  /** Serves a checked list under its address (null: a fetch from peers already stored it to serve on). */
+  private serve(peers: BlobPeers, address: string, frame: Uint8Array | null): void {
+    this.shared.add(address);
+    if (frame)
       peers.shareBlob(frame).catch((e: unknown) => {
         this.host.log(`p2p: could not share an admitted list: ${(e as Error).message}`);
       });
-    }
-    const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
-    for (const address of [...this.shared]) if (!held.has(address)) this.shared.delete(address);
   }
 
   /**
@@ -213,6 +217,7 @@ export class StateReplica {
       const want = hexToBytes(address, 32);
       const peers = this.host.peers?.();
       let bytes: Uint8Array | null = null;
+      let fromPeers = false;
       if (peers && Math.random() >= this.listSeeds / Math.max(1, clients)) {
         const until = Date.now() + this.listPeerWindowMs;
         while (!this.host.closed()) {
@@ -220,7 +225,8 @@ export class StateReplica {
           if (bytes || Date.now() + LIST_PEER_RETRY_MS > until) break;
           await sleep(LIST_PEER_RETRY_MS);
         }
-        if (bytes) stats.listsFromPeers++;
+        fromPeers = bytes !== null;
+        if (fromPeers) stats.listsFromPeers++;
       }
       if (!bytes) {
         bytes = (await this.host.admittedList?.(address)) ?? null;
@@ -231,11 +237,13 @@ export class StateReplica {
         stats.listsFromRelay++;
         stats.listBytesFromRelay += bytes.length;
       }
-      // Peers' bytes were checked against the address by the fetch; the relay's are checked here.
+      // Whatever the source: the relay's bytes are checked nowhere else.
       if (bytesToHex(sha256(bytes)) !== address)
         throw new Error(`the list does not hash to its address ${address.slice(0, 12)}…`);
       const list = decodeAdmittedList(bytes);
       checkAdmittedList(list, this.host.runId, step, root);
+      // Served on as fetched, not rebuilt from the hydrated state and hashed again by shareLists.
+      if (peers && !this.shared.has(address)) this.serve(peers, address, fromPeers ? null : bytes);
       return list;
     } catch (e) {
       this.host.log(`admitted list of round ${step} refused: ${(e as Error).message}`);

@@ -6,8 +6,9 @@
 // verifiers reported during h, and a cheat confirmed later is excluded by replayExclusions, not here). The
 // coordinator judges both from the evidence at that moment — the host's admitted commitments, round h's
 // attestations, the verdicts, the epoch's cheats — and stores the outcome: bitmaps over the rounds' result
-// slots, a Merkle root over the admitted results and the address of the round's admitted list. Everything that runs later (the retry queue, apply)
-// reads the outcome, so a replica that holds the outcome but not the evidence takes the same decisions.
+// slots, a Merkle root over the admitted results and the address of the round's admitted list. Everything
+// that runs later (the retry queue, apply) reads the outcome, so a replica that holds the outcome but not the
+// evidence takes the same decisions.
 import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
