@@ -1,5 +1,5 @@
-// What the relay sends light replicas of one run (docs/protocol.md "Light replicas"): LightDelta frames that
-// carry only the transitions that change the summary of the state. Between two frames the relay may apply
+// What the relay sends light replicas of one run (docs/protocol.md "Round outcomes and light replicas"):
+// LightDelta frames that carry only the transitions that change the summary of the state. Between two frames the relay may apply
 // thousands of transitions (results, attestations, verdicts) that a light replica never sees; a frame still
 // names the seq it leads to, so replicas, resyncs and the ring stay in the relay's one numbering.
 import {

@@ -53,7 +53,7 @@ export function wsRoutes(relay: Relay): Hono {
     },
     upgradeWebSocket((c) => {
       const runId = c.req.param('runId') ?? '';
-      // A light replica follows the summary of the state (docs/protocol.md "Light replicas").
+      // A light replica follows the summary of the state (docs/protocol.md "Round outcomes and light replicas").
       const light = c.req.query('replica') === 'light';
       const incoming = incomingOf(c.env);
       const socket: Socket | undefined = incoming?.socket;

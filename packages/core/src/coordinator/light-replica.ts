@@ -1,5 +1,5 @@
-// Light replicas (docs/protocol.md "Light replicas"): a replica that follows the coordinator without the
-// per-result evidence. The host turns each event it applied into the light events that take the summary of
+// Light replicas (docs/protocol.md "Round outcomes and light replicas"): a replica that follows the
+// coordinator without the per-result evidence. The host turns each event it applied into the light events that take the summary of
 // its state before to the summary after (`lightEventsFor`), and a light replica applies them with `lightTick`.
 // Timers, membership and shell events pass through unchanged and run core's own `tick`; a tick that ends a
 // round carries the host's round outcome (coordinator/round-outcome.ts) instead of the evidence it was judged

@@ -1,5 +1,5 @@
 // What becomes final when a round's witness phase ends, recorded in the state as decisions rather than
-// re-derived from evidence by every reader (docs/protocol.md "Round outcomes").
+// re-derived from evidence by every reader (docs/protocol.md "Round outcomes and light replicas").
 //
 // When round h ends, two things can no longer change: round h's admitted record (results are taken only while
 // their round is open) and the fate of round h−1's results (its attesting round h took its last witness, its

@@ -1,5 +1,5 @@
-// LightDelta: how a light replica follows the relay (docs/protocol.md "Light replicas"). The relay's log has
-// one transition per seq; a light replica sees only the transitions that change the summary of the state
+// LightDelta: how a light replica follows the relay (docs/protocol.md "Round outcomes and light replicas").
+// The relay's log has one transition per seq; a light replica sees only the transitions that change the summary of the state
 // (coordinator/summary.ts), each as the light events of coordinator/light-replica.ts. A round's evidence —
 // thousands of admitted results, attestations, verdicts — changes nothing a light replica holds and is not
 // sent; what is sent per round is its timers, its witnesses' indices and one round outcome (two or three
