@@ -118,7 +118,6 @@ CREATE TABLE IF NOT EXISTS results (
   batch_end INTEGER NOT NULL,
   sender TEXT NOT NULL,
   frame BLOB NOT NULL,
-  announce BLOB,
   received_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, commitment)
 );
@@ -251,7 +250,6 @@ export interface ResultRow {
   batch_end: number;
   sender: string;
   frame: Uint8Array;
-  announce: Uint8Array | null;
 }
 
 export interface EpochEndRow {
@@ -713,20 +711,12 @@ export class RelayStore {
   // --- results ------------------------------------------------------------------------------------
 
   /** False when the commitment was already stored (the same result sent twice). */
-  insertResult(runId: string, r: Omit<ResultRow, 'announce'>, at: number): boolean {
+  insertResult(runId: string, r: ResultRow, at: number): boolean {
     const info = this.q(
       `INSERT OR IGNORE INTO results(run_id, commitment, step, batch_start, batch_end, sender, frame, received_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(runId, r.commitment, r.step, r.batch_start, r.batch_end, r.sender, r.frame, at);
     return num(info.changes) > 0;
-  }
-
-  setAnnounce(runId: string, commitment: string, announce: Uint8Array): void {
-    this.q('UPDATE results SET announce = ? WHERE run_id = ? AND commitment = ?').run(
-      announce,
-      runId,
-      commitment,
-    );
   }
 
   result(runId: string, commitment: string): ResultRow | undefined {
@@ -906,6 +896,5 @@ function resultRow(r: Row): ResultRow {
     batch_end: num(r.batch_end),
     sender: r.sender as string,
     frame: r.frame as Uint8Array,
-    announce: (r.announce as Uint8Array | null) ?? null,
   };
 }

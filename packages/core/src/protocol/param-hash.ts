@@ -11,7 +11,6 @@
 // The host stores a checkpoint only for an epoch end with an agreed hash, and only with that hash.
 import type { CoordinatorState } from '../coordinator/state.ts';
 import type { ParamHash } from '../wire/param-hash.ts';
-import { bytesToHex } from '../crypto/bytes.ts';
 import { ProtocolRefusal } from './refusal.ts';
 
 /** One epoch's end as the coordinator reached it: its number, the step the next epoch starts at, its voters. */
@@ -132,9 +131,4 @@ export function admitCheckpoint(
  */
 export function checkpointUploaderRank(end: EpochEnd, id: string): number {
   return end.voters.indexOf(id);
-}
-
-/** Hex of a ParamHash message's hash (so shells store and compare one spelling). */
-export function paramHashHex(p: ParamHash): string {
-  return bytesToHex(p.hash);
 }

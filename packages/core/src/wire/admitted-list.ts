@@ -120,11 +120,6 @@ export function admittedListAddress(list: AdmittedList): string {
   return bytesToHex(sha256(encodeAdmittedList(list)));
 }
 
-/** Hex of admittedListRoot, for comparing with a round's `admitted_root`. */
-export function admittedListRootHex(list: AdmittedList): string {
-  return bytesToHex(admittedListRoot(list));
-}
-
 /**
  * A light replica's state with the admitted lists it holds put back into their rounds (`admitted`, by slot),
  * so the client logic that reads commitments — witnessing, verification, apply — runs on it as on a full

@@ -19,7 +19,6 @@ import { ByteWriter } from './codec.ts';
 import type { BatchInterval } from './common.ts';
 import { checkSignedFields, readBatch, readRunId, writeBatch, writeRunId } from './common.ts';
 import {
-  bytesEqual,
   constantTimeEqual,
   domainTag,
   PUBLIC_KEY_BYTES,
@@ -145,9 +144,4 @@ export function decodeAnnounce(bytes: Uint8Array, limits: WireLimits = DEFAULT_W
   const a = readAnnouncePayload(r);
   r.end('announce');
   return a;
-}
-
-/** True when two announces name the same result from the same sender (dedup key for gossip). */
-export function sameAnnouncedResult(a: Announce, b: Announce): boolean {
-  return bytesEqual(a.from, b.from) && bytesEqual(a.commitment, b.commitment);
 }
