@@ -1,11 +1,13 @@
 // End to end on real processes: `node-trainer local-testnet` starts `meshtrain-relay run` and two
 // `node-trainer train` processes on loopback (micro preset, Brown corpus from the relay's data provider).
 // The run must finish with witness quorum in every round, equal parameter hashes at the epoch end, a
-// lower held-out loss, results fetched from peers over libp2p, and stdout ending with the one JSON summary.
+// lower held-out loss, results fetched from peers over libp2p, stdout ending with the one JSON summary, and
+// every trainer process ending by itself, with status 0, within EXIT_GRACE_S of its `done` event.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { TestnetResult } from '../src/testnet/index.ts';
+import { expectExitedByThemselves } from './testnet-exits.ts';
 
 const bin = fileURLToPath(new URL('../bin/node-trainer.mjs', import.meta.url));
 
@@ -42,5 +44,6 @@ describe('node-trainer local-testnet', () => {
     // The trainers are light replicas (the default): each took every closed round's admitted list, from the
     // relay as the run's seeds (in a run this small every trainer is one) or from each other.
     expect(r.admitted_lists_from_peers + r.admitted_lists_from_relay).toBeGreaterThanOrEqual(2 * 4);
+    expectExitedByThemselves(r, 2);
   }, 300_000);
 });

@@ -139,7 +139,10 @@ export class Client {
     return this.trainer.lastLoss;
   }
 
-  /** Runs until `stop()` or the run finishes. */
+  /**
+   * Runs until `stop()` or the run finishes, then until its background checkpoint uploads ended (see
+   * CooldownPhase.end), so that nothing of the client is left running when it resolves.
+   */
   async run(): Promise<void> {
     let seen: CoordinatorState | null = null;
     while (!this.stopped) {
@@ -156,10 +159,13 @@ export class Client {
         break;
       }
     }
+    this.cooldown.end(this.stopped ? 'stopped' : 'finished');
+    await this.cooldown.settled();
   }
 
   stop(): void {
     this.stopped = true;
+    this.cooldown.end('stopped');
     this.wake?.();
   }
 

@@ -72,6 +72,8 @@ export interface MeshNodeOptions {
   maxAnnouncementBytes?: number;
   /** How `directLinks` upgrades peers to WebRTC (limits, backoff). */
   directLinks?: DirectLinksOptions;
+  /** Runs once libp2p stopped (after `stop()`, or a failed start): releases what the factory holds for it. */
+  onStopped?: () => void;
 }
 
 /** The services every MeshNode's libp2p carries (the relay adds its `relay` service). */
@@ -95,6 +97,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
   /** WebRTC links to the peers named by `directLinks.want(…)` (see direct-links.ts). */
   readonly directLinks: DirectLinks;
   private readonly maxAnnouncementBytes: number;
+  private readonly onStopped: (() => void) | undefined;
   private readonly handlers = new Map<string, Set<AnnouncementHandler>>();
   private readonly relays: Multiaddr[] = [];
   private readonly onMessage = (evt: CustomEvent<Message>): void => this.dispatch(evt.detail);
@@ -108,6 +111,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     });
     this.checkpoints = new CheckpointExchange(libp2p, options.checkpoints);
     this.webrtc = webrtc;
+    this.onStopped = options.onStopped;
     this.directLinks = new DirectLinks(this, options.directLinks);
     this.maxAnnouncementBytes = options.maxAnnouncementBytes ?? DEFAULT_MAX_ANNOUNCEMENT_BYTES;
   }
@@ -138,6 +142,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
       } catch {
         // the start error below is the one worth reporting
       }
+      options.onStopped?.();
       throw err;
     }
     return node;
@@ -429,7 +434,11 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     } catch {
       // Unhandling after a failed start can throw; stopping libp2p below is what matters.
     }
-    await this.libp2p.stop();
+    try {
+      await this.libp2p.stop();
+    } finally {
+      this.onStopped?.();
+    }
   }
 }
 

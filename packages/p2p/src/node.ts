@@ -7,7 +7,8 @@ import { connectToRelays, peerServices, secureChannel } from './compose.ts';
 import type { PeerServices, RelayClientOptions } from './compose.ts';
 import { InvalidArgumentError } from './errors.ts';
 import { MeshNode } from './mesh-node.ts';
-import type { MeshNodeOptions } from './mesh-node.ts';
+import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
+import { holdNativeWebRTC } from './native-webrtc.ts';
 import { guardedWebSockets } from './websockets-guard.ts';
 
 /**
@@ -74,7 +75,7 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
     listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
     transports.push(webRTCDirect({ rtcConfiguration }));
   }
-  return await MeshNode.create<RelayServices>(
+  return await createHolding<RelayServices>(
     {
       addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
@@ -159,7 +160,7 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
   if (options.webrtcDirect ?? false) {
     listen.push(`${ipPrefix(host)}/udp/${options.webrtcDirectPort ?? 0}/webrtc-direct`);
   }
-  const node = await MeshNode.create<NodePeerServices>(
+  const node = await createHolding<NodePeerServices>(
     {
       addresses: { listen, announce: options.announce ?? [], appendAnnounce: options.appendAnnounce ?? [] },
       transports,
@@ -169,6 +170,20 @@ export async function createNodePeer(options: NodePeerOptions): Promise<NodePeer
     options,
   );
   return await connectToRelays(node, options);
+}
+
+/** MeshNode.create, holding node-datachannel's native state (native-webrtc.ts) until the node stopped. */
+async function createHolding<S extends MeshServices>(
+  libp2pOptions: Libp2pOptions<S>,
+  options: MeshNodeOptions,
+): Promise<MeshNode<S>> {
+  const release = holdNativeWebRTC();
+  try {
+    return await MeshNode.create<S>(libp2pOptions, { ...options, onStopped: release });
+  } catch (err) {
+    release();
+    throw err;
+  }
 }
 
 function ipPrefix(host: string): string {

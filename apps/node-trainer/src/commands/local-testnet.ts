@@ -4,7 +4,7 @@
 import { CliError, type Command } from '../command.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
 import { parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
-import { runTestnet, type TestnetResult } from '../testnet/index.ts';
+import { EXIT_GRACE_S, runTestnet, type TestnetResult } from '../testnet/index.ts';
 import { ADVERSARY_NAMES } from '../train/adversary.ts';
 
 const USAGE =
@@ -25,6 +25,7 @@ const USAGE =
   "  --verification-percent P   the run's verification_percent (default 25)\n" +
   '  --inner-steps H            train with SparseLoCo, H inner AdamW steps per round (default: DisTrO)\n' +
   "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
+  "  --p2p-host H               the trainers' libp2p interface (default 127.0.0.1: no WebRTC; 0.0.0.0: WebRTC)\n" +
   "  --seed N                   the run's seed, which draws its initial parameters (default 1)\n" +
   '  --timeout SEC              give up after this long (default 1800)\n' +
   '  --keep                     keep the temp directory (logs, relay database)\n' +
@@ -43,7 +44,9 @@ function oneLine(r: TestnetResult, numClients: number): string {
     `local-testnet: ${r.completed ? 'completed' : 'DID NOT complete'} ${r.steps_completed} steps with ${numClients} trainers in ${r.seconds}s; ` +
     `held-out loss ${r.loss_first?.toFixed(4) ?? '?'} → ${r.loss_last?.toFixed(4) ?? '?'}; ` +
     `${r.param_hash_mismatches} hash mismatches, ${r.quorum_failures} quorum failures; ` +
-    `${r.bytes_sent_per_step} B per result (${r.ratio_vs_fp32}× smaller than fp32)`;
+    `${r.bytes_sent_per_step} B per result (${r.ratio_vs_fp32}× smaller than fp32); ` +
+    `${r.trainers_not_exited} trainers did not exit within ${EXIT_GRACE_S} s of done` +
+    ` (slowest ${Math.max(0, ...r.trainer_exits.map((x) => x.seconds_done_to_exit ?? 0))} s)`;
   if (r.adversaries.length === 0) return base;
   return (
     `${base}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
@@ -70,6 +73,7 @@ const command: Command = {
       'verification-percent': { type: 'string' },
       'inner-steps': { type: 'string' },
       'join-pow-bits': { type: 'string' },
+      'p2p-host': { type: 'string' },
       timeout: { type: 'string' },
       seed: { type: 'string' },
       keep: { type: 'boolean' },
@@ -107,13 +111,18 @@ const command: Command = {
       verificationPercent,
       ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
       joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
+      ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
       log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
     }).catch((e: unknown) => {
       throw new CliError(`local-testnet: ${(e as Error).message}`, 1);
     });
     if (!values.json) console.log(oneLine(result, numClients));
     console.log(JSON.stringify(result));
-    const ok = result.completed && result.param_hash_mismatches === 0 && result.honest_dropped === 0;
+    const ok =
+      result.completed &&
+      result.param_hash_mismatches === 0 &&
+      result.honest_dropped === 0 &&
+      result.trainers_not_exited === 0;
     return ok ? 0 : 1;
   },
 };

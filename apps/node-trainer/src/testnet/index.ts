@@ -16,12 +16,20 @@ import { startChaos } from './chaos.ts';
 import { extraClients, launchAll, plan } from './launch.ts';
 import { launchRelay, relayBin, TrainerPool } from './processes.ts';
 import { testnetToml } from './run-toml.ts';
-import { honestHashes, summarize, type RunDetail, type TestnetResult } from './summary.ts';
+import {
+  EXIT_GRACE_S,
+  honestHashes,
+  summarize,
+  trainerExits,
+  type RunDetail,
+  type TestnetResult,
+} from './summary.ts';
 import { RunWatcher } from './watch.ts';
 
 export { dataAccounting } from './accounting.ts';
 export { testnetToml } from './run-toml.ts';
-export type { TestnetResult } from './summary.ts';
+export { EXIT_GRACE_S } from './summary.ts';
+export type { TestnetResult, TrainerExit } from './summary.ts';
 
 export interface TestnetOptions {
   /** Honest trainers started at once. */
@@ -56,6 +64,11 @@ export interface TestnetOptions {
    * at the relay's own default of 20 a loaded machine took 30 s to solve one, past the relay's join timeout).
    */
   joinPowBits?: number;
+  /**
+   * The trainers' `train --p2p-host` (default 127.0.0.1, which keeps their libp2p traffic on loopback and
+   * turns WebRTC off); 0.0.0.0 lets them make WebRTC links to each other, as on a real network.
+   */
+  p2pHost?: string;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -111,7 +124,13 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   try {
     const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8);
     o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
-    const pool = new TrainerPool({ dir, url: relay.url, children, log: o.log });
+    const pool = new TrainerPool({
+      dir,
+      url: relay.url,
+      children,
+      log: o.log,
+      ...(o.p2pHost ? { p2pHost: o.p2pHost } : {}),
+    });
     const watcher = new RunWatcher(relay.url, 'testnet');
     const planned = plan({
       numClients: o.numClients,
@@ -124,9 +143,11 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
     await watchRun(o, watcher, pool, deadline);
     const end = { runState: watcher.runState, progressStep: watcher.progressStep };
     const chaosDone = chaos.stop();
-    // Trainers exit by themselves once the run is Finished; give them a moment to write their last events.
+    // Trainers exit by themselves once the run is Finished (within EXIT_GRACE_S of their `done`); how each
+    // one ended is taken before the testnet ends what is left.
     const honest = pool.trainers.filter((t) => t.role === 'honest');
-    await Promise.race([Promise.all(honest.map((t) => t.exited)), sleep(15_000)]);
+    await pool.settle(honest, { minMs: 15_000, graceMs: (EXIT_GRACE_S + 2) * 1000, maxMs: 60_000 });
+    const exits = trainerExits(honest);
     await watcher.poll();
     const detail: RunDetail = watcher.latest ?? {};
     const hashes = honestHashes(pool.events.filter((x) => honest.some((t) => t.index === x.trainer)));
@@ -149,6 +170,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       seen: watcher.seen,
       uploaders: watcher.uploaders,
       killed: chaos.killed,
+      exits,
       checkpoints,
       kills: chaos.kills,
       restarts: chaos.restarts,

@@ -92,6 +92,12 @@ export interface Trainer extends TrainerSpec {
   child: ChildProcess | null;
   restarts: number;
   exited: Promise<void>;
+  /** When its current process reported `done` (the event's own time, ms since the epoch), or null. */
+  doneAt: number | null;
+  /** How its current process ended (ms since the epoch), or null while it runs. */
+  exit: { code: number | null; signal: NodeJS.Signals | null; at: number } | null;
+  /** Whether its current process said it outlived its session (the `lingering` event) and ended itself. */
+  lingered: boolean;
 }
 
 /** The trainer processes, and every JSON event line they printed. */
@@ -102,17 +108,34 @@ export class TrainerPool {
   private readonly url: string;
   private readonly children: Set<ChildProcess>;
   private readonly log: (line: string) => void;
+  private readonly p2pHost: string;
 
-  constructor(o: { dir: string; url: string; children: Set<ChildProcess>; log: (line: string) => void }) {
+  constructor(o: {
+    dir: string;
+    url: string;
+    children: Set<ChildProcess>;
+    log: (line: string) => void;
+    /** The trainers' `--p2p-host` (default 127.0.0.1: libp2p over the relay's circuit, no WebRTC). */
+    p2pHost?: string;
+  }) {
     this.dir = o.dir;
     this.url = o.url;
     this.children = o.children;
     this.log = o.log;
+    this.p2pHost = o.p2pHost ?? '127.0.0.1';
   }
 
   /** Adds a trainer and starts it. */
   add(spec: TrainerSpec): Trainer {
-    const t: Trainer = { ...spec, child: null, restarts: 0, exited: Promise.resolve() };
+    const t: Trainer = {
+      ...spec,
+      child: null,
+      restarts: 0,
+      exited: Promise.resolve(),
+      doneAt: null,
+      exit: null,
+      lingered: false,
+    };
     this.trainers.push(t);
     this.start(t);
     return t;
@@ -136,13 +159,16 @@ export class TrainerPool {
         '--log',
         'json',
         '--p2p-host',
-        '127.0.0.1',
+        this.p2pHost,
         ...t.args,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.children.add(child);
     t.child = child;
+    t.doneAt = null;
+    t.exit = null;
+    t.lingered = false;
     const log = createWriteStream(join(this.dir, 'logs', `${t.name}.log`), { flags: 'a' });
     child.stderr?.pipe(log);
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
@@ -150,11 +176,28 @@ export class TrainerPool {
       this.record(t, line);
     });
     t.exited = new Promise<void>((resolve) =>
-      child.once('exit', () => {
+      child.once('exit', (code, signal) => {
         this.children.delete(child);
+        if (t.child === child) t.exit = { code, signal, at: Date.now() };
         resolve();
       }),
     );
+  }
+
+  /**
+   * Waits until every one of `trainers` exited, or for at least `minMs`, then until `graceMs` after the
+   * latest `done` any of them reported (a trainer exits by itself after its `done`), at most `maxMs`.
+   */
+  async settle(trainers: readonly Trainer[], o: { minMs: number; graceMs: number; maxMs: number }) {
+    const start = Date.now();
+    for (;;) {
+      const running = trainers.filter((t) => t.exit === null && t.child !== null);
+      if (running.length === 0) return;
+      const lastDone = Math.max(0, ...trainers.map((t) => t.doneAt ?? 0));
+      const until = Math.min(start + o.maxMs, Math.max(start + o.minMs, lastDone + o.graceMs));
+      if (Date.now() >= until) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   allExited(): Promise<void> {
@@ -170,6 +213,9 @@ export class TrainerPool {
       return; // Not a JSON line: already in the log file.
     }
     this.events.push({ trainer: t.index, e });
+    if (e.type === 'done')
+      t.doneAt = Number.isFinite(Date.parse(String(e.t))) ? Date.parse(String(e.t)) : Date.now();
+    if (e.type === 'lingering') t.lingered = true;
     const say = (s: string) => this.log(`${t.label}: ${s}`);
     if (e.type === 'trained') say(`step ${String(e.step)} loss ${Number(e.loss).toFixed(4)}`);
     else if (e.type === 'eval')

@@ -9,7 +9,7 @@ import {
   type RoundHistoryRow,
 } from './accounting.ts';
 import type { AdversarySpec } from './adversaries.ts';
-import type { TrainerEvent, TrainerSpec } from './processes.ts';
+import type { Trainer, TrainerEvent, TrainerSpec } from './processes.ts';
 import type { ObservedCheat } from './watch.ts';
 
 export interface TestnetResult extends DataAccounting {
@@ -77,6 +77,54 @@ export interface TestnetResult extends DataAccounting {
   /** Checkpoints the relay stored for the run's epoch ends, and how many differ from the honest hash. */
   checkpoints_stored: number;
   checkpoints_dishonest: number;
+  // --- how the honest trainers' processes ended, taken before the testnet ends what is left ----------------
+  trainer_exits: TrainerExit[];
+  /**
+   * Honest trainers that reported `done` and did not end by themselves with status 0 within EXIT_GRACE_S of
+   * it (still running, another status, or ended only by their own lingering check). Must be 0.
+   */
+  trainers_not_exited: number;
+}
+
+/** Seconds a trainer may take from its `done` event to its exit. */
+export const EXIT_GRACE_S = 10;
+
+/** How one honest trainer's (last) process ended. */
+export interface TrainerExit {
+  trainer: number;
+  /** It reported `done` (its session ended and released everything). */
+  done: boolean;
+  /** Exit status and signal; both null while it still ran. */
+  exit_code: number | null;
+  signal: string | null;
+  /** Seconds from its `done` event to its exit; null without both. */
+  seconds_done_to_exit: number | null;
+  /** It outlived its session and ended itself (node-trainer's `lingering` event). */
+  lingered: boolean;
+}
+
+/** The honest trainers' exits as they are now. */
+export function trainerExits(trainers: readonly Trainer[]): TrainerExit[] {
+  return trainers.map((t) => ({
+    trainer: t.index,
+    done: t.doneAt !== null,
+    exit_code: t.exit?.code ?? null,
+    signal: t.exit?.signal ?? null,
+    seconds_done_to_exit:
+      t.doneAt !== null && t.exit ? Number(((t.exit.at - t.doneAt) / 1000).toFixed(2)) : null,
+    lingered: t.lingered,
+  }));
+}
+
+/** Whether a trainer that reported `done` failed to end by itself, with status 0, in time. */
+export function exitedLate(x: TrainerExit): boolean {
+  if (!x.done) return false;
+  return (
+    x.lingered ||
+    x.exit_code !== 0 ||
+    x.seconds_done_to_exit === null ||
+    x.seconds_done_to_exit > EXIT_GRACE_S
+  );
 }
 
 /** What GET /api/runs/:id says at the end (the parts the summary reads, typed as the API's). */
@@ -229,6 +277,8 @@ export interface SummaryInput {
   uploaders: ReadonlyMap<number, string>;
   /** Indices of the trainers chaos killed. */
   killed: ReadonlySet<number>;
+  /** How the honest trainers' processes ended (trainerExits, before the testnet's own kill). */
+  exits: TrainerExit[];
   checkpoints: { stored: number; dishonest: number };
   kills: number;
   restarts: number;
@@ -313,5 +363,7 @@ export function summarize(s: SummaryInput): TestnetResult {
     seconds: Math.round((Date.now() - s.started) / 1000),
     logs: o.keep ? s.dir : null,
     ...adversarySummary(s, adversaryEvents),
+    trainer_exits: s.exits,
+    trainers_not_exited: s.exits.filter(exitedLate).length,
   };
 }

@@ -50,27 +50,64 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   // Narrowed: a sybil (not a client) returned above.
   const parts = o.adversary ? await asAdversary(o.adversary, identity.secretKey, honest, io) : honest;
   const evaluator = new Evaluator(io, evalTokens, seqLen);
-  const { client, backend } = createTrainer({
-    run,
-    runId: o.runId,
-    secretKey: identity.secretKey,
-    ...parts,
-    device,
-    maxRows,
-    ...(network ? { peers: network } : {}),
-    onEvent: (e) => onClientEvent(e, io, evaluator),
-  });
-  evaluator.attach(client, backend);
-  io.say(
-    `joining run '${o.runId}' on ${o.relay} as ${identity.id.slice(0, 16)}… (${parameterCount(model).toLocaleString('en-US')} parameters, ${backend.description})`,
-  );
+  let backend: OrtTrainingBackend | null = null;
   try {
-    await link.connect();
+    const trainer = createTrainer({
+      run,
+      runId: o.runId,
+      secretKey: identity.secretKey,
+      ...parts,
+      device,
+      maxRows,
+      ...(network ? { peers: network } : {}),
+      onEvent: (e) => onClientEvent(e, io, evaluator),
+    });
+    const { client } = trainer;
+    backend = trainer.backend;
+    evaluator.attach(client, backend);
+    io.say(
+      `joining run '${o.runId}' on ${o.relay} as ${identity.id.slice(0, 16)}… (${parameterCount(model).toLocaleString('en-US')} parameters, ${backend.description})`,
+    );
+    try {
+      await link.connect();
+    } catch (e) {
+      throw new CliError(`could not join: ${(e as Error).message}`);
+    }
+    await runToEnd({ io, link, client, backend, network, latest, evaluator });
   } catch (e) {
-    throw new CliError(`could not join: ${(e as Error).message}`);
+    // A session that fails still releases what it opened, or the process would outlive the error.
+    await release(link, backend, network);
+    throw e;
   }
-  await runToEnd({ io, link, client, backend, network, latest, evaluator });
+  exitIfStillAlive(io);
   return 0;
+}
+
+/** Closes the relay link, releases the ORT sessions and stops the libp2p node (with its native WebRTC). */
+async function release(link: RelayLink, backend: OrtTrainingBackend | null, network: MeshNetwork | null) {
+  link.close();
+  await backend?.dispose();
+  await network?.stop().catch(() => {});
+}
+
+/**
+ * How long the process may live on after a finished session released everything. Nothing it started should
+ * keep it: when something does (a native library's thread, a timer nobody cleared), it is named on stderr and
+ * in a `lingering` event (local-testnet counts them) so it gets fixed, and the process ends anyway. The timer
+ * is unref'd: it never fires in a process that exits by itself.
+ */
+const LINGER_MS = 5_000;
+
+function exitIfStillAlive(io: Output): void {
+  setTimeout(() => {
+    const resources = process.getActiveResourcesInfo();
+    io.out({ type: 'lingering', seconds: LINGER_MS / 1000, resources });
+    process.stderr.write(
+      `node-trainer: still running ${LINGER_MS / 1000} s after the session released everything ` +
+        `(JavaScript handles still open: ${resources.join(', ') || 'none'}; the rest is a native library's); exiting\n`,
+    );
+    process.exit();
+  }, LINGER_MS).unref();
 }
 
 /** The P2P fast path: results and end-of-epoch parameters from peers, the relay as fallback. */
@@ -142,13 +179,19 @@ function statusLine({ link, client, latest, evaluator }: Running): string {
   );
 }
 
-/** Runs the client until the run finishes or SIGINT/SIGTERM stops it, then releases everything and reports. */
+/**
+ * Runs the client until the run finishes or SIGINT/SIGTERM stops it (its background checkpoint uploads
+ * included), then releases everything and reports `done`: nothing is left to keep the process alive.
+ */
 async function runToEnd(r: Running): Promise<void> {
   const { io, link, client, backend, network } = r;
   const tty = !io.json && Boolean(process.stderr.isTTY);
   const status = () => process.stderr.write(`\r\x1b[K${statusLine(r)}`);
   const timer = tty ? setInterval(status, 500) : null;
-  const stop = () => {
+  // The first SIGINT/SIGTERM stops the session cleanly; the handler is gone after it, so a second one
+  // ends the process at once (the signal's default action).
+  const stop = (signal: NodeJS.Signals) => {
+    process.stderr.write(`\n${signal}: stopping (${signal} again to end at once)\n`);
     client.stop();
     link.close();
   };
@@ -161,9 +204,10 @@ async function runToEnd(r: Running): Promise<void> {
     status();
     process.stderr.write('\n');
   }
-  link.close();
-  await backend.dispose();
-  await network?.stop().catch(() => {});
+  await release(link, backend, network);
+  // Past this point a signal has nothing left to stop: its default action ends the process.
+  process.off('SIGINT', stop);
+  process.off('SIGTERM', stop);
   io.out({
     type: 'done',
     phase: client.phase,

@@ -14,14 +14,33 @@ import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint } from '../interfaces.ts';
 import { applyThrough, appliesAtOnce, settleThrough } from './apply.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
-import { UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS, UPLOAD_STANDBY_MS } from './defaults.ts';
+import { POLL_INTERVAL_MS, UPLOAD_ATTEMPTS, UPLOAD_BACKOFF_MS, UPLOAD_STANDBY_MS } from './defaults.ts';
 import { messageOf, PARAM_HASH_MISMATCH, ResyncNeeded } from './errors.ts';
 
 export class CooldownPhase {
   private readonly ctx: ClientContext;
+  /** Checkpoint uploads still running in the background (a standby's wait included). */
+  private readonly uploads = new Set<Promise<void>>();
+  /** Set once the client's run ended, and how. */
+  private ended: 'finished' | 'stopped' | null = null;
 
   constructor(ctx: ClientContext) {
     this.ctx = ctx;
+  }
+
+  /**
+   * The run ended: a standby stops waiting. When the run finished it checks at once and uploads only if the
+   * relay still has no checkpoint (the Finished state follows the epoch's cooldown, which is the designated
+   * uploader's time; no joiner comes after it, but the run's final parameters must be kept); when the client
+   * was stopped it gives up, and so do retries. A stop wins over a finish.
+   */
+  end(how: 'finished' | 'stopped'): void {
+    if (this.ended !== 'stopped') this.ended = how;
+  }
+
+  /** Resolves once every background upload ended (each is bounded by UPLOAD_ATTEMPTS). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.uploads]);
   }
 
   async run(s: CoordinatorState, epoch: EpochProgress): Promise<void> {
@@ -53,13 +72,19 @@ export class CooldownPhase {
     // without parameters).
     const end = epochEndOf(s);
     const rank = end ? checkpointUploaderRank(end, ctx.id) : -1;
-    if (rank >= 0 && ctx.o.checkpoints.upload) void this.upload(ck, rank);
+    if (rank >= 0 && ctx.o.checkpoints.upload) {
+      const upload = this.upload(ck, rank).finally(() => this.uploads.delete(upload));
+      this.uploads.add(upload);
+    }
   }
 
   /** In the background: the relay keeps an upload only once the epoch's agreed hash exists. */
   private async upload(ck: Checkpoint, rank: number): Promise<void> {
     if (rank > 0) {
-      await this.ctx.sleep(rank * UPLOAD_STANDBY_MS);
+      // In slices, so that the run's end cuts the wait short and leaves no timer behind.
+      for (let waited = 0; waited < rank * UPLOAD_STANDBY_MS && !this.ended; waited += POLL_INTERVAL_MS)
+        await this.ctx.sleep(POLL_INTERVAL_MS);
+      if (this.ended === 'stopped') return;
       const has = await this.ctx.o.checkpoints.has?.(ck.step).catch(() => false);
       if (has !== false) return;
       this.ctx.emit({
@@ -72,7 +97,7 @@ export class CooldownPhase {
         await this.ctx.o.checkpoints.upload?.(ck);
         return;
       } catch (e) {
-        if (attempt >= UPLOAD_ATTEMPTS) {
+        if (attempt >= UPLOAD_ATTEMPTS || this.ended === 'stopped') {
           this.ctx.emit({ type: 'warning', message: `checkpoint upload failed: ${messageOf(e)}` });
           return;
         }
