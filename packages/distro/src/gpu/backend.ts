@@ -41,6 +41,20 @@ export interface WebGpuBackendOptions {
   description?: string;
 }
 
+/** Work this backend has issued so far; callers diff two snapshots to count one call's cost. */
+export interface GpuStats {
+  readbackBytes: number;
+  tensorReadBytes: number;
+  /** Compute dispatches recorded. */
+  dispatches: number;
+  /** queue.submit calls. */
+  submits: number;
+  /** mapAsync calls: each is one host↔GPU round trip the caller waits for. */
+  readbacks: number;
+  /** GPU buffers created (uniforms, uploads, scratch, staging). */
+  buffersCreated: number;
+}
+
 export interface WebGpuDistroBackend extends DistroBackend {
   /** The device every tensor of this backend lives on. */
   readonly device: GPUDevice;
@@ -48,7 +62,7 @@ export interface WebGpuDistroBackend extends DistroBackend {
    * Bytes copied from the GPU to the host so far: `readbackBytes` by kernels (compressed results, norm partial
    * sums), `tensorReadBytes` by `read` (whole tensors, e.g. parameters hashed at an epoch end).
    */
-  readonly stats: { readbackBytes: number; tensorReadBytes: number };
+  readonly stats: GpuStats;
   /** An external buffer (e.g. onnxruntime-web's) as a tensor; its segments are aligned ranges of it. */
   wrap(buffer: GPUBuffer, shape: readonly number[]): DistroTensor;
   /**
@@ -76,6 +90,22 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     device.limits.maxBufferSize,
   );
   const align = device.limits.minStorageBufferOffsetAlignment;
+  const stats: GpuStats = {
+    readbackBytes: 0,
+    tensorReadBytes: 0,
+    dispatches: 0,
+    submits: 0,
+    readbacks: 0,
+    buffersCreated: 0,
+  };
+  const newBuffer = (d: GPUBufferDescriptor): GPUBuffer => {
+    stats.buffersCreated++;
+    return device.createBuffer(d);
+  };
+  const submit = (cmds: GPUCommandBuffer[]): void => {
+    stats.submits++;
+    device.queue.submit(cmds);
+  };
   const pipelines = new Map<string, GPUComputePipeline>();
   const pipeline = (code: string): GPUComputePipeline => {
     let p = pipelines.get(code);
@@ -93,7 +123,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
   const intBases = new Map<string, { buffer: GPUBuffer; off2: number }>();
 
   function upload(data: ArrayBufferView, usage = STORAGE, temp = true): GPUBuffer {
-    const buffer = device.createBuffer({
+    const buffer = newBuffer({
       size: pad16(data.byteLength),
       usage: usage | COPY_DST,
       mappedAtCreation: true,
@@ -144,8 +174,9 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     pass.setPipeline(p);
     pass.setBindGroup(0, bind);
     pass.dispatchWorkgroups(groups.x, groups.y);
+    stats.dispatches++;
     pass.end();
-    device.queue.submit([enc.finish()]);
+    submit([enc.finish()]);
   }
   const bind = (p: Part): GPUBufferBinding => ({
     buffer: p.buffer,
@@ -174,18 +205,18 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     if (!sameShape(a.shape, b.shape))
       throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
   }
-  const stats = { readbackBytes: 0, tensorReadBytes: 0 };
   async function readBuffer(
     src: GPUBuffer,
     offset: number,
     bytes: number,
-    counter: keyof typeof stats = 'readbackBytes',
+    counter: 'readbackBytes' | 'tensorReadBytes' = 'readbackBytes',
   ): Promise<ArrayBuffer> {
     stats[counter] += bytes;
-    const staging = device.createBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
+    const staging = newBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
     const enc = device.createCommandEncoder();
     enc.copyBufferToBuffer(src, offset, staging, 0, Math.ceil(bytes / 4) * 4);
-    device.queue.submit([enc.finish()]);
+    submit([enc.finish()]);
+    stats.readbacks++;
     await staging.mapAsync(MAP_READ);
     const out = staging.getMappedRange(0, Math.ceil(bytes / 4) * 4).slice(0, bytes);
     staging.unmap();
@@ -206,11 +237,9 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     const l = t.layout;
     const k = effectiveTopk(topk, l.totalk);
     const largest = Math.max(...t.parts.map((p) => p.seg.elements));
-    const scratch = dct
-      ? [0, 1].map(() => device.createBuffer({ size: pad16(largest * 4), usage: STORAGE }))
-      : [];
-    const outIdx = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
-    const outVal = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+    const scratch = dct ? [0, 1].map(() => newBuffer({ size: pad16(largest * 4), usage: STORAGE })) : [];
+    const outIdx = newBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
+    const outVal = newBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
     for (const p of t.parts) {
       const n = p.seg.elements;
       let source: GPUBufferBinding = bind(p);
@@ -247,8 +276,8 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     const basis = basisPair(l.n1, l.n2, 'float');
     const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
     const stride = g.x * W.ELEMENTWISE_WG;
-    const tmp = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
-    const out = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
+    const tmp = newBuffer({ size: pad16(n * 4), usage: STORAGE });
+    const out = newBuffer({ size: pad16(n * 4), usage: STORAGE });
     temps.push(tmp, out);
     run(
       W.DCT_ROWS,
@@ -274,7 +303,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       if (data && data.length !== layout.size)
         throw new DistroShapeError(`data has ${data.length} values, shape [${shape}] needs ${layout.size}`);
       const parts = planSegments(layout.rows, layout.cols, layout.n1, maxBinding).map((seg) => {
-        const buffer = device.createBuffer({
+        const buffer = newBuffer({
           size: pad16(seg.elements * 4),
           usage: STORAGE | COPY_SRC | COPY_DST,
         });
@@ -297,11 +326,11 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       const only = g.parts[0];
       if (g.parts.length === 1 && only && only.byteOffset === 0)
         return { buffer: only.buffer, temporary: false };
-      const buffer = device.createBuffer({ size: pad16(g.size * 4), usage: STORAGE | COPY_SRC | COPY_DST });
+      const buffer = newBuffer({ size: pad16(g.size * 4), usage: STORAGE | COPY_SRC | COPY_DST });
       const enc = device.createCommandEncoder();
       for (const p of g.parts)
         enc.copyBufferToBuffer(p.buffer, p.byteOffset, buffer, p.seg.offset * 4, p.seg.elements * 4);
-      device.queue.submit([enc.finish()]);
+      submit([enc.finish()]);
       return { buffer, temporary: true };
     },
     async read(t) {
@@ -327,7 +356,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
         if (mine.length === 0) continue;
         const n = mine.length;
         const idx = upload(Uint32Array.from(local));
-        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
+        const dst = newBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
         const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
         run(W.GATHER, [whole(uniform([n, g.x * W.ELEMENTWISE_WG])), bind(p), whole(idx), whole(dst)], g);
         const got = new Float32Array(await readBuffer(dst, 0, n * 4));
@@ -353,7 +382,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
           local[i] = coefficientOffset(l, Math.floor(at / k), indices[at] as number) - p.seg.offset;
         }
         const coef = segmentDct(l, p);
-        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
+        const dst = newBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
         const gg = grid(Math.ceil(n / W.ELEMENTWISE_WG));
         run(
           W.GATHER,
@@ -388,7 +417,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       for (const p of gpu(t).parts) {
         const groups = Math.ceil(p.seg.elements / 1024);
         const g = grid(groups);
-        const partial = device.createBuffer({ size: pad16(groups * 4), usage: STORAGE | COPY_SRC });
+        const partial = newBuffer({ size: pad16(groups * 4), usage: STORAGE | COPY_SRC });
         run(W.SUM_SQUARES, [whole(uniform([p.seg.elements, g.x])), bind(p), whole(partial)], g);
         for (const v of new Float32Array(await readBuffer(partial, 0, groups * 4))) total += v;
         partial.destroy();
@@ -458,6 +487,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     },
     ...gpuSparseLoCoOps({
       device,
+      submit,
       gpu,
       upload: (data) => upload(data),
       uniform: (words) => uniform(words),

@@ -14,6 +14,7 @@ import { ELEMENTWISE_WG } from './wgsl.ts';
 /** What the kernels here need from the backend that owns the device. */
 export interface GpuContext {
   readonly device: GPUDevice;
+  submit(cmds: GPUCommandBuffer[]): void;
   gpu(t: DistroTensor): GpuTensor;
   upload(data: ArrayBufferView): GPUBuffer;
   uniform(words: number[]): GPUBuffer;
@@ -102,7 +103,7 @@ export function gpuSparseLoCoOps(ctx: GpuContext): Omit<SparseLoCoOps, 'selectTo
               (hi - lo) * 4,
             );
         }
-      ctx.device.queue.submit([enc.finish()]);
+      ctx.submit([enc.finish()]);
     },
     adamw(param, grad, m, v, s: AdamWScalars) {
       sameShapes(param, grad, m, v);
