@@ -137,7 +137,7 @@ async function throughput(
   await be.finish();
   const applyKernel = (performance.now() - t) / reps;
   for (const x of [delta, params, probe]) be.release(x);
-  const gbps = (ms: number): number => +((n * 4) / (ms * 1e6)).toFixed(4);
+  const gbps = (ms: number): number => +((n * 4) / (ms * 1e6)).toPrecision(3);
   log(
     `${be.description}: ${n} params, compress ${compress.toFixed(1)} ms, apply (${reps} peers) ${apply.toFixed(1)} ms, of which on the device ${applyKernel.toFixed(1)} ms`,
   );
@@ -199,7 +199,8 @@ if (BACKENDS.includes('webgpu')) {
     const reps = REPS ?? (dawn.software ? 2 : 8);
     const r = await throughput(be, shape, reps);
     const bytes = shape.reduce((a, b) => a * b, 1) * 4;
-    const copy = await copyGbps(dawn.device, bytes, dawn.software ? 2 : 8);
+    // Enough copies to move ≥ 64 MiB, so a small buffer's figure is not one submit's latency.
+    const copy = await copyGbps(dawn.device, bytes, Math.min(64, Math.max(8, Math.ceil(2 ** 26 / bytes))));
     const ratio = (x: unknown): number => +((x as number) / copy).toPrecision(3);
     backends.webgpu = {
       device: dawn.description,
