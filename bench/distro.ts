@@ -7,7 +7,7 @@
 // part alone. Prints exactly one JSON object with --json:
 //   {"presets":{"tiny":{"params","bytes_per_step","ratio_vs_fp32"},…},"backends":{"cpu":{…},"webgpu":{…}}}
 // Usage: npm run -s bench:distro -- --json [--chunk 64] [--topk 8] [--float-values] [--backends cpu,webgpu]
-//   [--shape 512,512] [--reps 2]
+//   [--shape 512,512] [--reps 2] [--step tiny]
 import {
   encodeTrainingResult,
   packSigns as packWireSigns,
@@ -40,6 +40,8 @@ const JSON_OUT = process.argv.includes('--json');
 /** The benchmarked tensor, e.g. `--shape 256,256` on a software adapter (default 512×512 there, 8192×8192 on a GPU). */
 const SHAPE = flag('shape')?.split(',').map(Number);
 const REPS = flag('reps') === undefined ? undefined : Number(flag('reps'));
+/** With `--step tiny` (any preset): a whole step's compression per tensor and with compressAll. */
+const STEP = flag('step') as PresetName | undefined;
 const log = (msg: string): void => {
   if (!JSON_OUT) console.error(msg);
 };
@@ -153,6 +155,42 @@ async function throughput(
   };
 }
 
+/**
+ * A whole step's compression of `preset`'s parameters: `compress` per tensor (what a client loop does) against
+ * `compressAll` (one submit and one readback for the step), with the work each issues.
+ */
+async function stepCompress(be: WebGpuDistroBackend, preset: PresetName): Promise<Record<string, unknown>> {
+  const rnd = seeded(2);
+  const specs = parameterSpecs(PRESETS[preset]);
+  const ts = specs.map((s) =>
+    be.tensor(s.shape, Float32Array.from({ length: s.shape.reduce((a, b) => a * b, 1) }, rnd)),
+  );
+  await be.compressAll(ts, TOPK); // warm-up: pipelines, bases, kept buffers
+  let c0 = counters(be);
+  let t = performance.now();
+  for (const x of ts) await be.compress(x, TOPK);
+  const loopMs = performance.now() - t;
+  const loop = diff(counters(be), c0);
+  c0 = counters(be);
+  t = performance.now();
+  await be.compressAll(ts, TOPK);
+  const allMs = performance.now() - t;
+  const all = diff(counters(be), c0);
+  for (const x of ts) be.release(x);
+  log(
+    `${preset} step (${ts.length} tensors): compress per tensor ${loopMs.toFixed(1)} ms, compressAll ${allMs.toFixed(1)} ms`,
+  );
+  return {
+    preset,
+    tensors: ts.length,
+    params: parameterCount(PRESETS[preset]),
+    per_tensor_ms: +loopMs.toFixed(3),
+    per_tensor: loop,
+    compress_all_ms: +allMs.toFixed(3),
+    compress_all: all,
+  };
+}
+
 /** Device buffer-to-buffer copy of `bytes`, reads and writes both counted (as memory-bandwidth figures are). */
 async function copyGbps(device: GPUDevice, bytes: number, times: number): Promise<number> {
   const size = Math.ceil(bytes / 4) * 4;
@@ -212,6 +250,7 @@ if (BACKENDS.includes('webgpu')) {
       apply_vs_copy: ratio(r.apply_gbps),
       apply_device_vs_copy: ratio(r.apply_device_gbps),
     };
+    if (STEP) backends.webgpu.step = await stepCompress(be, STEP);
     be.destroy();
     dawn.device.destroy();
   }

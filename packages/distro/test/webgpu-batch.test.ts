@@ -181,6 +181,27 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL top-k and batchi
     gpu.destroy();
   });
 
+  it('compressAll: every tensor of a step (split ones too) in one submit and one readback, the same results as compress', async () => {
+    const chunk = 8;
+    const gpu = gpuBackend(chunk, chunk * 40 * 4 * 3);
+    // Smallest first, so the kept scratch must be sized for the largest before anything is recorded.
+    const shapes = [[3, 5], [40], [8, 40], [96, 40], [7, 13], [24, 40]];
+    const ts = shapes.map((s) => gpu.tensor(s, randn(s.reduce((a, b) => a * b, 1))));
+    const all = await gpu.compressAll(ts, 4);
+    expect(all).toHaveLength(shapes.length);
+    for (const [i, t] of ts.entries()) {
+      const one = await gpu.compress(t, 4);
+      expect(all[i]!.k).toBe(one.k);
+      expect(all[i]!.xshape).toEqual(one.xshape);
+      expect(all[i]!.indices).toEqual(one.indices);
+      expect(bits(all[i]!.values)).toEqual(bits(one.values));
+    }
+    const c = await cost(gpu, () => gpu.compressAll(ts, 4));
+    expect(c).toMatchObject({ submits: 1, readbacks: 1, buffersCreated: 0 });
+    expect(await cost(gpu, () => gpu.compressAll([], 4))).toMatchObject({ dispatches: 0 });
+    gpu.destroy();
+  });
+
   it('kept buffers grow for a larger tensor and are reused after it; results stay right across sizes', async () => {
     const chunk = 16;
     const gpu = gpuBackend(chunk);

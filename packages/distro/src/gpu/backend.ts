@@ -75,6 +75,11 @@ export interface WebGpuDistroBackend extends DistroBackend {
    * new buffer that the caller destroys once the work reading it is submitted (`temporary`).
    */
   bufferOf(t: DistroTensor): { buffer: GPUBuffer; temporary: boolean };
+  /**
+   * `compress` of every tensor, in order, with the same results: one submit and one host↔GPU round trip for
+   * the whole list (a step's parameters) instead of one per tensor.
+   */
+  compressAll(deltas: readonly DistroTensor[], topk: number): Promise<TensorResult[]>;
 }
 
 const STORAGE = 0x80; // GPUBufferUsage.STORAGE, spelled out so this module loads before `globals` exist
@@ -320,8 +325,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
   function recordDct(o: GpuOp, t: GpuTensor, name: string): GPUBufferBinding[] {
     const l = t.layout;
     const basis = basisPair(l.n1, l.n2, 'floatT');
-    const largest = Math.max(...t.parts.map((p) => p.seg.elements));
-    const rowsOut = keep('dct-rows', largest * 4, STORAGE);
+    const rowsOut = keep('dct-rows', dctBytes(t).rows, STORAGE);
     const sl = slots(t.parts.map((p) => p.seg.elements * 4));
     const out = keep(name, sl.total, STORAGE);
     // Four outputs per invocation where the block side allows it (every chunk that is a multiple of 4).
@@ -351,35 +355,87 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     });
   }
 
+  /** Bytes of the kept DCT buffers ('dct-rows', 'dct') that recordDct needs for `t`. */
+  function dctBytes(t: GpuTensor): { rows: number; coef: number } {
+    return {
+      rows: Math.max(...t.parts.map((p) => p.seg.elements)) * 4,
+      coef: slots(t.parts.map((p) => p.seg.elements * 4)).total,
+    };
+  }
+
   /**
-   * Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves: one
-   * submit and one readback (indices and values in one buffer) whatever the number of chunks and segments.
+   * Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves, for
+   * every tensor of `ts`: one submit and one readback (all indices and values in one buffer) whatever the
+   * number of tensors, chunks and segments. Tensors are transformed and selected one after another in one
+   * compute pass, reusing the same scratch; the kept buffers are sized for the largest first, since a buffer
+   * grown mid-recording would be destroyed under dispatches already recorded.
    */
-  async function selectTopk(delta: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult> {
+  async function selectMany(
+    ts: readonly DistroTensor[],
+    topk: number,
+    domain: SparseDomain,
+  ): Promise<TensorResult[]> {
     if (domain !== 'dct' && domain !== 'raw') throw new DistroShapeError(`unknown domain ${String(domain)}`);
-    const t = gpu(delta);
-    const l = t.layout;
-    const k = effectiveTopk(topk, l.totalk);
-    const o = op();
-    const coef = domain === 'dct' ? recordDct(o, t, 'dct') : undefined;
-    const entries = l.blocks * k;
-    const out = keep('topk', entries * 8, STORAGE | COPY_SRC);
-    t.parts.forEach((p, i) => {
-      const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
-      const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
-      const g = grid(blocks);
-      const source = coef ? (coef[i] as GPUBufferBinding) : bind(p);
-      o.add(
-        W.TOPK,
-        [blocks, g.x, l.cols, l.n1, l.n2, l.blocksX, k, firstBlock * k, entries + firstBlock * k],
-        [source, whole(out)],
-        g,
-      );
+    const plans = ts.map((d) => {
+      const t = gpu(d);
+      const k = effectiveTopk(topk, t.layout.totalk);
+      return { t, k, entries: t.layout.blocks * k };
     });
-    const got = await readRanges(o, [{ buffer: out, offset: 0, bytes: entries * 8 }]);
-    const indices = new Uint32Array(got, 0, entries);
-    const values = new Float32Array(got, entries * 4, entries);
-    return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+    let words = 0;
+    const starts = plans.map((p) => {
+      words += 2 * p.entries;
+      return words - 2 * p.entries;
+    });
+    if (domain === 'dct' && plans.length > 0) {
+      const need = plans.map((p) => dctBytes(p.t));
+      keep('dct-rows', Math.max(...need.map((n) => n.rows)), STORAGE);
+      keep('dct', Math.max(...need.map((n) => n.coef)), STORAGE);
+    }
+    const out = keep('topk', words * 4, STORAGE | COPY_SRC);
+    const o = op();
+    plans.forEach(({ t, k, entries }, ti) => {
+      const l = t.layout;
+      const coef = domain === 'dct' ? recordDct(o, t, 'dct') : undefined;
+      const base = starts[ti] as number;
+      t.parts.forEach((p, i) => {
+        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
+        const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
+        const g = grid(blocks);
+        const source = coef ? (coef[i] as GPUBufferBinding) : bind(p);
+        o.add(
+          W.TOPK,
+          [
+            blocks,
+            g.x,
+            l.cols,
+            l.n1,
+            l.n2,
+            l.blocksX,
+            k,
+            base + firstBlock * k,
+            base + entries + firstBlock * k,
+          ],
+          [source, whole(out)],
+          g,
+        );
+      });
+    });
+    const got = await readRanges(o, [{ buffer: out, offset: 0, bytes: words * 4 }]);
+    return plans.map(({ t, k, entries }, ti) => {
+      const at = (starts[ti] as number) * 4;
+      const l = t.layout;
+      return {
+        xshape: l.xshape,
+        totalk: l.totalk,
+        k,
+        indices: new Uint32Array(got.slice(at, at + entries * 4)),
+        values: new Float32Array(got.slice(at + entries * 4, at + entries * 8)),
+        quantized: false,
+      };
+    });
+  }
+  async function selectTopk(delta: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult> {
+    return (await selectMany([delta], topk, domain))[0] as TensorResult;
   }
 
   /** out[i] = src[idx[i]] for each (source, indices) pair, one submit and one readback for all of them. */
@@ -567,6 +623,9 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     },
     compress(delta, topk) {
       return selectTopk(delta, topk, 'dct');
+    },
+    compressAll(deltas, topk) {
+      return selectMany(deltas, topk, 'dct');
     },
     selectTopk,
     subtractResidual(delta, own) {
