@@ -1,23 +1,29 @@
 // DisTrO benchmark: bytes one trainer sends per step for each model preset (encoded with core's wire codec,
 // exactly the frame peers exchange), the ratio to sending fp32 gradients, and compress/apply throughput per
-// backend in GB/s of float32 parameters. On a hardware GPU the WebGPU figures are also given as a fraction
-// of that GPU's device-to-device copy bandwidth measured in the same run (the practical memory-bound ceiling).
-// Prints exactly one JSON object with --json:
+// backend in GB/s of float32 parameters. The WebGPU figures are also given as a fraction of the same device's
+// buffer-to-buffer copy bandwidth for a buffer of the tensor's size, measured in the same run (the practical
+// memory-bound ceiling), with the dispatches, submits, readbacks (mapAsync) and buffers one call issues.
+// `apply` is a whole round's apply (host aggregation of `reps` peers included), `apply_device` the backend's
+// part alone. Prints exactly one JSON object with --json:
 //   {"presets":{"tiny":{"params","bytes_per_step","ratio_vs_fp32"},…},"backends":{"cpu":{…},"webgpu":{…}}}
 // Usage: npm run -s bench:distro -- --json [--chunk 64] [--topk 8] [--float-values] [--backends cpu,webgpu]
+//   [--shape 512,512] [--reps 2] [--step tiny]
 import {
   encodeTrainingResult,
   packSigns as packWireSigns,
   type DistroResult,
 } from '../packages/core/src/index.ts';
 import {
+  aggregateTensor,
   applyResults,
   createCpuBackend,
   createWebGpuBackend,
   quantize1bit,
   tensorLayout,
+  updateScalars,
   type DistroBackend,
   type TensorResult,
+  type WebGpuDistroBackend,
 } from '../packages/distro/src/index.ts';
 import { parameterCount, parameterSpecs, PRESETS, type PresetName } from '../packages/model/src/index.ts';
 import { dawnDevice } from '@meshtrain/distro/node';
@@ -31,6 +37,11 @@ const TOPK = Number(flag('topk') ?? 8);
 const ONE_BIT = !process.argv.includes('--float-values');
 const BACKENDS = (flag('backends') ?? 'cpu,webgpu').split(',');
 const JSON_OUT = process.argv.includes('--json');
+/** The benchmarked tensor, e.g. `--shape 256,256` on a software adapter (default 512×512 there, 8192×8192 on a GPU). */
+const SHAPE = flag('shape')?.split(',').map(Number);
+const REPS = flag('reps') === undefined ? undefined : Number(flag('reps'));
+/** With `--step tiny` (any preset): a whole step's compression per tensor and with compressAll. */
+const STEP = flag('step') as PresetName | undefined;
 const log = (msg: string): void => {
   if (!JSON_OUT) console.error(msg);
 };
@@ -70,11 +81,23 @@ const seeded = (seed: number) => () => {
   return seed / 2147483648 - 0.5;
 };
 
+type Counts = Record<string, number>;
+/** The WGSL backend's work counters (dispatches, submits, readbacks, buffers created) as a snapshot. */
+function counters(be: DistroBackend): Counts | undefined {
+  const s = (be as Partial<WebGpuDistroBackend>).stats;
+  return s ? { ...s } : undefined;
+}
+function diff(after: Counts | undefined, before: Counts | undefined): Counts | undefined {
+  if (!after || !before) return undefined;
+  const keys = ['dispatches', 'submits', 'readbacks', 'buffersCreated'];
+  return Object.fromEntries(keys.map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)]));
+}
+
 async function throughput(
   be: DistroBackend,
   shape: number[],
   reps: number,
-): Promise<{ compress_gbps: number; apply_gbps: number }> {
+): Promise<Record<string, number | Counts | undefined>> {
   const n = shape.reduce((a, b) => a * b, 1);
   const rnd = seeded(1);
   const data = Float32Array.from({ length: n }, rnd);
@@ -82,6 +105,9 @@ async function throughput(
   const params = be.tensor(shape, data);
   const probe = be.tensor([4]);
   await be.compress(delta, TOPK); // warm-up: pipelines, basis tables
+  let c0 = counters(be);
+  await be.compress(delta, TOPK);
+  const compressCounts = diff(counters(be), c0);
   let t = performance.now();
   const peers: TensorResult[][] = [];
   for (let i = 0; i < reps; i++) {
@@ -96,33 +122,94 @@ async function throughput(
   await be.read(probe); // queue order: this read completes after every apply above
   await be.finish();
   const apply = (performance.now() - t) / reps;
-  for (const x of [delta, params, probe]) be.release(x);
-  const gbps = (ms: number): number => +((n * 4) / (ms * 1e6)).toFixed(4);
-  log(
-    `${be.description}: ${n} params, compress ${compress.toFixed(1)} ms, apply (${reps} peers) ${apply.toFixed(1)} ms`,
+  // The device part alone: the host's integer aggregation of the peers' results done once beforehand.
+  const agg = aggregateTensor(
+    tensorLayout(shape, be.chunk),
+    peers.map((p) => p[0] as TensorResult),
   );
-  return { compress_gbps: gbps(compress), apply_gbps: gbps(apply) };
+  const u = updateScalars(1e-4, 0.1);
+  c0 = counters(be);
+  be.applyAggregated(params, agg, u);
+  await be.finish();
+  const applyCounts = diff(counters(be), c0);
+  await be.read(probe);
+  t = performance.now();
+  for (let i = 0; i < reps; i++) be.applyAggregated(params, agg, u);
+  await be.read(probe);
+  await be.finish();
+  const applyKernel = (performance.now() - t) / reps;
+  for (const x of [delta, params, probe]) be.release(x);
+  const gbps = (ms: number): number => +((n * 4) / (ms * 1e6)).toPrecision(3);
+  log(
+    `${be.description}: ${n} params, compress ${compress.toFixed(1)} ms, apply (${reps} peers) ${apply.toFixed(1)} ms, of which on the device ${applyKernel.toFixed(1)} ms`,
+  );
+  return {
+    compress_gbps: gbps(compress),
+    apply_gbps: gbps(apply),
+    apply_device_gbps: gbps(applyKernel),
+    compress_ms: +compress.toFixed(3),
+    apply_ms: +apply.toFixed(3),
+    apply_device_ms: +applyKernel.toFixed(3),
+    per_compress: compressCounts,
+    per_apply: applyCounts,
+  };
 }
 
-async function copyGbps(device: GPUDevice): Promise<number> {
-  const bytes = 256 << 20;
+/**
+ * A whole step's compression of `preset`'s parameters: `compress` per tensor (what a client loop does) against
+ * `compressAll` (one submit and one readback for the step), with the work each issues.
+ */
+async function stepCompress(be: WebGpuDistroBackend, preset: PresetName): Promise<Record<string, unknown>> {
+  const rnd = seeded(2);
+  const specs = parameterSpecs(PRESETS[preset]);
+  const ts = specs.map((s) =>
+    be.tensor(s.shape, Float32Array.from({ length: s.shape.reduce((a, b) => a * b, 1) }, rnd)),
+  );
+  await be.compressAll(ts, TOPK); // warm-up: pipelines, bases, kept buffers
+  let c0 = counters(be);
+  let t = performance.now();
+  for (const x of ts) await be.compress(x, TOPK);
+  const loopMs = performance.now() - t;
+  const loop = diff(counters(be), c0);
+  c0 = counters(be);
+  t = performance.now();
+  await be.compressAll(ts, TOPK);
+  const allMs = performance.now() - t;
+  const all = diff(counters(be), c0);
+  for (const x of ts) be.release(x);
+  log(
+    `${preset} step (${ts.length} tensors): compress per tensor ${loopMs.toFixed(1)} ms, compressAll ${allMs.toFixed(1)} ms`,
+  );
+  return {
+    preset,
+    tensors: ts.length,
+    params: parameterCount(PRESETS[preset]),
+    per_tensor_ms: +loopMs.toFixed(3),
+    per_tensor: loop,
+    compress_all_ms: +allMs.toFixed(3),
+    compress_all: all,
+  };
+}
+
+/** Device buffer-to-buffer copy of `bytes`, reads and writes both counted (as memory-bandwidth figures are). */
+async function copyGbps(device: GPUDevice, bytes: number, times: number): Promise<number> {
+  const size = Math.ceil(bytes / 4) * 4;
   const usage = GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-  const a = device.createBuffer({ size: bytes, usage });
-  const b = device.createBuffer({ size: bytes, usage });
-  const copy = async (times: number): Promise<number> => {
+  const a = device.createBuffer({ size, usage });
+  const b = device.createBuffer({ size, usage });
+  const copy = async (k: number): Promise<number> => {
     const t = performance.now();
     const enc = device.createCommandEncoder();
-    for (let i = 0; i < times; i++) enc.copyBufferToBuffer(a, 0, b, 0, bytes);
+    for (let i = 0; i < k; i++) enc.copyBufferToBuffer(a, 0, b, 0, size);
     device.queue.submit([enc.finish()]);
     await device.queue.onSubmittedWorkDone();
     return performance.now() - t;
   };
   await copy(1);
-  const ms = await copy(8);
+  const ms = await copy(times);
   a.destroy();
   b.destroy();
-  // A copy reads and writes every byte: count both, as memory-bandwidth figures do.
-  return +((2 * 8 * bytes) / (ms * 1e6)).toFixed(2);
+  return +((2 * times * size) / (ms * 1e6)).toFixed(2);
 }
 
 const presets: Record<string, { params: number; bytes_per_step: number; ratio_vs_fp32: number }> = {};
@@ -133,36 +220,37 @@ for (const p of ['tiny', '20m', '125m', '1b'] as const) {
   log(`${p}: ${params} params, ${bytes} B per step, ${presets[p]!.ratio_vs_fp32}× smaller than fp32`);
 }
 
-const backends: Record<string, Record<string, number | string | boolean>> = {};
+const backends: Record<string, Record<string, unknown>> = {};
 if (BACKENDS.includes('cpu')) {
   backends.cpu = {
     device: 'CPU reference (TypeScript, 1 thread)',
-    shape: '[2048, 1024]',
-    ...(await throughput(createCpuBackend({ chunk: CHUNK }), [2048, 1024], 2)),
+    shape: `[${(SHAPE ?? [2048, 1024]).join(', ')}]`,
+    ...(await throughput(createCpuBackend({ chunk: CHUNK }), SHAPE ?? [2048, 1024], REPS ?? 2)),
   };
 }
 if (BACKENDS.includes('webgpu')) {
   const dawn = await dawnDevice();
   if (!dawn) backends.webgpu = { error: 'no WebGPU adapter' };
   else {
-    const shape = dawn.software ? [512, 512] : [8192, 8192];
+    const shape = SHAPE ?? (dawn.software ? [512, 512] : [8192, 8192]);
     const be = createWebGpuBackend(dawn.device, { chunk: CHUNK, description: dawn.description });
-    const r = await throughput(be, shape, dawn.software ? 2 : 8);
-    const entry: Record<string, number | string | boolean> = {
+    const reps = REPS ?? (dawn.software ? 2 : 8);
+    const r = await throughput(be, shape, reps);
+    const bytes = shape.reduce((a, b) => a * b, 1) * 4;
+    // Enough copies to move ≥ 64 MiB, so a small buffer's figure is not one submit's latency.
+    const copy = await copyGbps(dawn.device, bytes, Math.min(64, Math.max(8, Math.ceil(2 ** 26 / bytes))));
+    const ratio = (x: unknown): number => +((x as number) / copy).toPrecision(3);
+    backends.webgpu = {
       device: dawn.description,
       software_adapter: dawn.software,
       shape: `[${shape.join(', ')}]`,
       ...r,
+      copy_gbps: copy,
+      compress_vs_copy: ratio(r.compress_gbps),
+      apply_vs_copy: ratio(r.apply_gbps),
+      apply_device_vs_copy: ratio(r.apply_device_gbps),
     };
-    if (!dawn.software) {
-      const copy = await copyGbps(dawn.device);
-      Object.assign(entry, {
-        copy_gbps: copy,
-        compress_vs_copy: +(r.compress_gbps / copy).toFixed(4),
-        apply_vs_copy: +(r.apply_gbps / copy).toFixed(4),
-      });
-    }
-    backends.webgpu = entry;
+    if (STEP) backends.webgpu.step = await stepCompress(be, STEP);
     be.destroy();
     dawn.device.destroy();
   }

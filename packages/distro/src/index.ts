@@ -12,6 +12,11 @@ export * from './apply.ts';
 export * from './optimizer.ts';
 export * from './sparseloco/index.ts';
 export { createCpuBackend } from './cpu/backend.ts';
-export { createWebGpuBackend, type WebGpuBackendOptions, type WebGpuDistroBackend } from './gpu/backend.ts';
+export {
+  createWebGpuBackend,
+  type GpuStats,
+  type WebGpuBackendOptions,
+  type WebGpuDistroBackend,
+} from './gpu/backend.ts';
 export { planSegments, type Segment } from './gpu/segments.ts';
 export { COMPUTE_LIMITS, requestComputeDevice } from './gpu/device.ts';

@@ -1,5 +1,8 @@
 // WGSL backend over any GPUDevice (the browser shares onnxruntime-web's; Node uses Dawn). Tensors are lists of
-// segments (gpu/segments.ts) so no binding exceeds the device's limits; every kernel runs per segment.
+// segments (gpu/segments.ts) so no binding exceeds the device's limits; every kernel runs per segment. Each
+// operation records all its dispatches (every segment) into one compute pass and submits once (gpu/op.ts);
+// an operation that returns data copies it into one staging buffer in that same submit and maps it once.
+// Scratch, input and staging buffers are kept and reused across calls.
 import type { AggregatedTensor } from '../aggregate.ts';
 import type { DistroBackend, DistroTensor } from '../backend.ts';
 import { dctBasis32 } from '../dct.ts';
@@ -9,6 +12,7 @@ import { coefficientOffset, DistroShapeError, sameShape, tensorLayout, type Bloc
 import { checkResult, effectiveTopk, type TensorResult } from '../result.ts';
 import type { SparseDomain } from '../sparseloco/outer.ts';
 import { planSegments, type Segment } from './segments.ts';
+import { bitsOf, type GpuOp } from './op.ts';
 import { gpuSparseLoCoOps } from './sparseloco.ts';
 import * as W from './wgsl.ts';
 
@@ -41,6 +45,20 @@ export interface WebGpuBackendOptions {
   description?: string;
 }
 
+/** Work this backend has issued so far; callers diff two snapshots to count one call's cost. */
+export interface GpuStats {
+  readbackBytes: number;
+  tensorReadBytes: number;
+  /** Compute dispatches recorded. */
+  dispatches: number;
+  /** queue.submit calls. */
+  submits: number;
+  /** mapAsync calls: each is one host↔GPU round trip the caller waits for. */
+  readbacks: number;
+  /** GPU buffers created (uniforms, uploads, scratch, staging). */
+  buffersCreated: number;
+}
+
 export interface WebGpuDistroBackend extends DistroBackend {
   /** The device every tensor of this backend lives on. */
   readonly device: GPUDevice;
@@ -48,7 +66,7 @@ export interface WebGpuDistroBackend extends DistroBackend {
    * Bytes copied from the GPU to the host so far: `readbackBytes` by kernels (compressed results, norm partial
    * sums), `tensorReadBytes` by `read` (whole tensors, e.g. parameters hashed at an epoch end).
    */
-  readonly stats: { readbackBytes: number; tensorReadBytes: number };
+  readonly stats: GpuStats;
   /** An external buffer (e.g. onnxruntime-web's) as a tensor; its segments are aligned ranges of it. */
   wrap(buffer: GPUBuffer, shape: readonly number[]): DistroTensor;
   /**
@@ -57,6 +75,11 @@ export interface WebGpuDistroBackend extends DistroBackend {
    * new buffer that the caller destroys once the work reading it is submitted (`temporary`).
    */
   bufferOf(t: DistroTensor): { buffer: GPUBuffer; temporary: boolean };
+  /**
+   * `compress` of every tensor, in order, with the same results: one submit and one host↔GPU round trip for
+   * the whole list (a step's parameters) instead of one per tensor.
+   */
+  compressAll(deltas: readonly DistroTensor[], topk: number): Promise<TensorResult[]>;
 }
 
 const STORAGE = 0x80; // GPUBufferUsage.STORAGE, spelled out so this module loads before `globals` exist
@@ -76,6 +99,23 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     device.limits.maxBufferSize,
   );
   const align = device.limits.minStorageBufferOffsetAlignment;
+  const uniformAlign = device.limits.minUniformBufferOffsetAlignment;
+  const stats: GpuStats = {
+    readbackBytes: 0,
+    tensorReadBytes: 0,
+    dispatches: 0,
+    submits: 0,
+    readbacks: 0,
+    buffersCreated: 0,
+  };
+  const newBuffer = (d: GPUBufferDescriptor): GPUBuffer => {
+    stats.buffersCreated++;
+    return device.createBuffer(d);
+  };
+  const submit = (cmds: GPUCommandBuffer[]): void => {
+    stats.submits++;
+    device.queue.submit(cmds);
+  };
   const pipelines = new Map<string, GPUComputePipeline>();
   const pipeline = (code: string): GPUComputePipeline => {
     let p = pipelines.get(code);
@@ -88,12 +128,67 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     }
     return p;
   };
-  let temps: GPUBuffer[] = [];
-  const floatBases = new Map<string, { buffer: GPUBuffer; off2: number }>();
-  const intBases = new Map<string, { buffer: GPUBuffer; off2: number }>();
+  const bases = new Map<string, { buffer: GPUBuffer; off2: number }>();
 
-  function upload(data: ArrayBufferView, usage = STORAGE, temp = true): GPUBuffer {
-    const buffer = device.createBuffer({
+  // Buffers kept across calls, grown to the largest size asked for. Reusing one from an earlier operation is
+  // safe: queue order puts this operation's writeBuffer and dispatches after every submitted command that
+  // reads it, and destroying a grown-out buffer leaves already submitted work intact.
+  const kept = new Map<string, GPUBuffer>();
+  function keep(name: string, bytes: number, usage: number): GPUBuffer {
+    const old = kept.get(name);
+    if (old && old.size >= bytes) return old;
+    old?.destroy();
+    const b = newBuffer({ size: pad16(Math.max(bytes, old?.size ?? 0)), usage });
+    kept.set(name, b);
+    return b;
+  }
+  /** `data` in the kept input buffer `name` (queued before the next submit). */
+  function input(name: string, data: ArrayBufferView): GPUBuffer {
+    const b = keep(name, data.byteLength, STORAGE | COPY_DST);
+    if (data.byteLength > 0) device.queue.writeBuffer(b, 0, data.buffer, data.byteOffset, data.byteLength);
+    return b;
+  }
+  // Mappable staging buffers, one per readback in flight (concurrent reads each take their own).
+  const idleStaging: GPUBuffer[] = [];
+  function staging(bytes: number): GPUBuffer {
+    const i = idleStaging.findIndex((b) => b.size >= bytes);
+    if (i >= 0) return idleStaging.splice(i, 1)[0] as GPUBuffer;
+    return newBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
+  }
+  /**
+   * Copies the ranges into one staging buffer (concatenated, each at a 4-byte multiple) after `op`'s work,
+   * submits once and maps once: one host↔GPU round trip however many ranges.
+   */
+  async function readRanges(
+    op: GpuOp,
+    ranges: readonly { buffer: GPUBuffer; offset: number; bytes: number }[],
+    counter: 'readbackBytes' | 'tensorReadBytes' = 'readbackBytes',
+  ): Promise<ArrayBuffer> {
+    let total = 0;
+    const at = ranges.map((r) => {
+      const o = total;
+      total += Math.ceil(r.bytes / 4) * 4;
+      return o;
+    });
+    stats[counter] += ranges.reduce((a, r) => a + r.bytes, 0);
+    const st = staging(total);
+    op.submit((enc) =>
+      ranges.forEach((r, i) => {
+        if (r.bytes > 0)
+          enc.copyBufferToBuffer(r.buffer, r.offset, st, at[i] as number, Math.ceil(r.bytes / 4) * 4);
+      }),
+    );
+    stats.readbacks++;
+    await st.mapAsync(MAP_READ, 0, pad16(total));
+    const out = st.getMappedRange(0, pad16(total)).slice(0, total);
+    st.unmap();
+    idleStaging.push(st);
+    return out;
+  }
+
+  /** A new buffer holding `data` (the DCT bases, made once per block shape). */
+  function upload(data: ArrayBufferView, usage = STORAGE): GPUBuffer {
+    const buffer = newBuffer({
       size: pad16(data.byteLength),
       usage: usage | COPY_DST,
       mappedAtCreation: true,
@@ -102,29 +197,35 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
     );
     buffer.unmap();
-    if (temp) temps.push(buffer);
     return buffer;
   }
-  function uniform(words: number[], floats: Record<number, number> = {}): GPUBuffer {
-    const u = new Uint32Array(Math.ceil(words.length / 4) * 4);
-    u.set(words);
-    const f = new Float32Array(u.buffer);
-    for (const [i, v] of Object.entries(floats)) f[Number(i)] = v;
-    return upload(u, UNIFORM);
-  }
-  function basisPair(n1: number, n2: number, kind: 'float' | 'int'): { buffer: GPUBuffer; off2: number } {
-    const cache = kind === 'float' ? floatBases : intBases;
-    const key = `${n1}x${n2}`;
-    let b = cache.get(key);
+  /**
+   * The DCT bases of an n1×n2 block in one buffer, F1 then F2 (each [row][col] as dct.ts gives them):
+   * 'float' float32, 'floatT' float32 with both transposed (what the DCT passes read, F2ᵀ starting at a
+   * multiple of 4 for vec4 reads), 'int' the integer bases the exact decoders use. off2 is where F2 starts.
+   */
+  function basisPair(
+    n1: number,
+    n2: number,
+    kind: 'float' | 'floatT' | 'int',
+  ): { buffer: GPUBuffer; off2: number } {
+    const key = `${kind}:${n1}x${n2}`;
+    let b = bases.get(key);
     if (!b) {
-      const t1 = kind === 'float' ? dctBasis32(n1) : integerDctBasis(n1);
-      const t2 = kind === 'float' ? dctBasis32(n2) : integerDctBasis(n2);
-      const both =
-        kind === 'float' ? new Float32Array(t1.length + t2.length) : new Int32Array(t1.length + t2.length);
-      both.set(t1);
-      both.set(t2, t1.length);
-      b = { buffer: upload(both, STORAGE, false), off2: t1.length };
-      cache.set(key, b);
+      const t1 = kind === 'int' ? integerDctBasis(n1) : dctBasis32(n1);
+      const t2 = kind === 'int' ? integerDctBasis(n2) : dctBasis32(n2);
+      const off2 = kind === 'floatT' ? Math.ceil((n1 * n1) / 4) * 4 : n1 * n1;
+      const both = kind === 'int' ? new Int32Array(off2 + n2 * n2) : new Float32Array(off2 + n2 * n2);
+      if (kind === 'floatT') {
+        for (let h = 0; h < n1; h++) for (let b = 0; b < n1; b++) both[h * n1 + b] = t1[b * n1 + h] as number;
+        for (let w = 0; w < n2; w++)
+          for (let d = 0; d < n2; d++) both[off2 + w * n2 + d] = t2[d * n2 + w] as number;
+      } else {
+        both.set(t1);
+        both.set(t2, off2);
+      }
+      b = { buffer: upload(both), off2 };
+      bases.set(key, b);
     }
     return b;
   }
@@ -133,19 +234,47 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     const x = Math.min(groups, 65535);
     return { x: Math.max(1, x), y: Math.max(1, Math.ceil(groups / Math.max(1, x))) };
   }
-  function run(code: string, buffers: GPUBindingResource[], groups: { x: number; y: number }): void {
-    const p = pipeline(code);
-    const bind = device.createBindGroup({
-      layout: p.getBindGroupLayout(0),
-      entries: buffers.map((resource, binding) => ({ binding, resource })),
-    });
-    const enc = device.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    pass.setPipeline(p);
-    pass.setBindGroup(0, bind);
-    pass.dispatchWorkgroups(groups.x, groups.y);
-    pass.end();
-    device.queue.submit([enc.finish()]);
+  function op(): GpuOp {
+    const recorded: {
+      code: string;
+      words: number[];
+      bindings: GPUBindingResource[];
+      groups: { x: number; y: number };
+    }[] = [];
+    return {
+      add(code, words, bindings, groups) {
+        recorded.push({ code, words, bindings, groups });
+      },
+      submit(after) {
+        const enc = device.createCommandEncoder();
+        if (recorded.length > 0) {
+          const slot = Math.ceil(Math.max(...recorded.map((r) => pad16(r.words.length * 4))) / uniformAlign);
+          const slotBytes = slot * uniformAlign;
+          const words = new Uint32Array((recorded.length * slotBytes) / 4);
+          recorded.forEach((r, i) => words.set(r.words, (i * slotBytes) / 4));
+          const ubuf = keep('uniforms', words.byteLength, UNIFORM | COPY_DST);
+          device.queue.writeBuffer(ubuf, 0, words);
+          const pass = enc.beginComputePass();
+          recorded.forEach((r, i) => {
+            const p = pipeline(r.code);
+            const u = { buffer: ubuf, offset: i * slotBytes, size: pad16(r.words.length * 4) };
+            pass.setPipeline(p);
+            pass.setBindGroup(
+              0,
+              device.createBindGroup({
+                layout: p.getBindGroupLayout(0),
+                entries: [u, ...r.bindings].map((resource, binding) => ({ binding, resource })),
+              }),
+            );
+            pass.dispatchWorkgroups(r.groups.x, r.groups.y);
+            stats.dispatches++;
+          });
+          pass.end();
+        }
+        after?.(enc);
+        submit([enc.finish()]);
+      },
+    };
   }
   const bind = (p: Part): GPUBufferBinding => ({
     buffer: p.buffer,
@@ -153,17 +282,17 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     size: p.seg.elements * 4,
   });
   const whole = (buffer: GPUBuffer): GPUBufferBinding => ({ buffer });
-  /** Elementwise dispatch over one segment: uniform words start with (count, stride). */
+  /** Elementwise dispatch of `count` invocations: uniform words start with (count, stride). */
   function elementwise(
+    o: GpuOp,
     code: string,
-    part: Part,
+    count: number,
     words: number[],
-    floats: Record<number, number>,
-    extra: GPUBindingResource[],
+    bindings: GPUBindingResource[],
   ): void {
-    const g = grid(Math.ceil(part.seg.elements / W.ELEMENTWISE_WG));
-    const u = uniform([part.seg.elements, g.x * W.ELEMENTWISE_WG, ...words], floats);
-    run(code, [whole(u), ...extra], g);
+    if (count === 0) return;
+    const g = grid(Math.ceil(count / W.ELEMENTWISE_WG));
+    o.add(code, [count, g.x * W.ELEMENTWISE_WG, ...words], bindings, g);
   }
 
   function gpu(t: DistroTensor): GpuTensor {
@@ -174,93 +303,164 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     if (!sameShape(a.shape, b.shape))
       throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
   }
-  const stats = { readbackBytes: 0, tensorReadBytes: 0 };
-  async function readBuffer(
-    src: GPUBuffer,
-    offset: number,
-    bytes: number,
-    counter: keyof typeof stats = 'readbackBytes',
-  ): Promise<ArrayBuffer> {
-    stats[counter] += bytes;
-    const staging = device.createBuffer({ size: pad16(bytes), usage: MAP_READ | COPY_DST });
-    const enc = device.createCommandEncoder();
-    enc.copyBufferToBuffer(src, offset, staging, 0, Math.ceil(bytes / 4) * 4);
-    device.queue.submit([enc.finish()]);
-    await staging.mapAsync(MAP_READ);
-    const out = staging.getMappedRange(0, Math.ceil(bytes / 4) * 4).slice(0, bytes);
-    staging.unmap();
-    staging.destroy();
-    return out;
-  }
   async function finish(): Promise<void> {
     await device.queue.onSubmittedWorkDone();
-    for (const b of temps) b.destroy();
-    temps = [];
   }
 
-  /** Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves. */
-  async function selectTopk(delta: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult> {
-    if (domain !== 'dct' && domain !== 'raw') throw new DistroShapeError(`unknown domain ${String(domain)}`);
-    const dct = domain === 'dct';
-    const t = gpu(delta);
+  /** Byte offsets for consecutive ranges of `bytes` in one buffer, each at a storage-binding alignment. */
+  function slots(bytes: readonly number[]): { at: number[]; total: number } {
+    let total = 0;
+    const at = bytes.map((b) => {
+      const o = Math.ceil(total / align) * align;
+      total = o + b;
+      return o;
+    });
+    return { at, total };
+  }
+
+  /**
+   * The chunked DCT of every segment of `t`, recorded into `o`: segment i's coefficients are bound as
+   * returned[i] (slots of the kept buffer `name`); both passes of a segment share the kept buffer 'dct-rows'.
+   */
+  function recordDct(o: GpuOp, t: GpuTensor, name: string): GPUBufferBinding[] {
     const l = t.layout;
-    const k = effectiveTopk(topk, l.totalk);
-    const largest = Math.max(...t.parts.map((p) => p.seg.elements));
-    const scratch = dct
-      ? [0, 1].map(() => device.createBuffer({ size: pad16(largest * 4), usage: STORAGE }))
-      : [];
-    const outIdx = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
-    const outVal = device.createBuffer({ size: pad16(l.blocks * k * 4), usage: STORAGE | COPY_SRC });
-    for (const p of t.parts) {
+    const basis = basisPair(l.n1, l.n2, 'floatT');
+    const rowsOut = keep('dct-rows', dctBytes(t).rows, STORAGE);
+    const sl = slots(t.parts.map((p) => p.seg.elements * 4));
+    const out = keep(name, sl.total, STORAGE);
+    // Four outputs per invocation where the block side allows it (every chunk that is a multiple of 4).
+    const rows4 = l.n2 % 4 === 0;
+    const cols4 = l.n1 % 4 === 0;
+    return t.parts.map((p, i) => {
       const n = p.seg.elements;
-      let source: GPUBufferBinding = bind(p);
-      if (dct) {
-        const basis = basisPair(l.n1, l.n2, 'float');
-        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
-        const stride = g.x * W.ELEMENTWISE_WG;
-        const Tb = { buffer: scratch[0] as GPUBuffer, size: n * 4 };
-        const Yb = { buffer: scratch[1] as GPUBuffer, size: n * 4 };
-        run(
-          W.DCT_ROWS,
-          [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), Tb, whole(basis.buffer)],
+      const T = { buffer: rowsOut, offset: 0, size: n * 4 };
+      const Y = { buffer: out, offset: sl.at[i] as number, size: n * 4 };
+      const pass = (code: string, count: number, words: number[], bindings: GPUBindingResource[]): void => {
+        const g = grid(Math.ceil(count / W.ELEMENTWISE_WG));
+        o.add(code, [count, g.x * W.ELEMENTWISE_WG, ...words], bindings, g);
+      };
+      pass(
+        rows4 ? W.DCT_ROWS4 : W.DCT_ROWS,
+        rows4 ? n / 4 : n,
+        [l.cols, l.n2, basis.off2],
+        [bind(p), T, whole(basis.buffer)],
+      );
+      pass(
+        cols4 ? W.DCT_COLS4 : W.DCT_COLS,
+        cols4 ? n / 4 : n,
+        [l.cols, l.n1, 0],
+        [T, Y, whole(basis.buffer)],
+      );
+      return Y;
+    });
+  }
+
+  /** Bytes of the kept DCT buffers ('dct-rows', 'dct') that recordDct needs for `t`. */
+  function dctBytes(t: GpuTensor): { rows: number; coef: number } {
+    return {
+      rows: Math.max(...t.parts.map((p) => p.seg.elements)) * 4,
+      coef: slots(t.parts.map((p) => p.seg.elements * 4)).total,
+    };
+  }
+
+  /**
+   * Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves, for
+   * every tensor of `ts`: one submit and one readback (all indices and values in one buffer) whatever the
+   * number of tensors, chunks and segments. Tensors are transformed and selected one after another in one
+   * compute pass, reusing the same scratch; the kept buffers are sized for the largest first, since a buffer
+   * grown mid-recording would be destroyed under dispatches already recorded.
+   */
+  async function selectMany(
+    ts: readonly DistroTensor[],
+    topk: number,
+    domain: SparseDomain,
+  ): Promise<TensorResult[]> {
+    if (domain !== 'dct' && domain !== 'raw') throw new DistroShapeError(`unknown domain ${String(domain)}`);
+    const plans = ts.map((d) => {
+      const t = gpu(d);
+      const k = effectiveTopk(topk, t.layout.totalk);
+      return { t, k, entries: t.layout.blocks * k };
+    });
+    let words = 0;
+    const starts = plans.map((p) => {
+      words += 2 * p.entries;
+      return words - 2 * p.entries;
+    });
+    if (domain === 'dct' && plans.length > 0) {
+      const need = plans.map((p) => dctBytes(p.t));
+      keep('dct-rows', Math.max(...need.map((n) => n.rows)), STORAGE);
+      keep('dct', Math.max(...need.map((n) => n.coef)), STORAGE);
+    }
+    const out = keep('topk', words * 4, STORAGE | COPY_SRC);
+    const o = op();
+    plans.forEach(({ t, k, entries }, ti) => {
+      const l = t.layout;
+      const coef = domain === 'dct' ? recordDct(o, t, 'dct') : undefined;
+      const base = starts[ti] as number;
+      t.parts.forEach((p, i) => {
+        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
+        const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
+        const g = grid(blocks);
+        const source = coef ? (coef[i] as GPUBufferBinding) : bind(p);
+        o.add(
+          W.TOPK,
+          [
+            blocks,
+            g.x,
+            l.cols,
+            l.n1,
+            l.n2,
+            l.blocksX,
+            k,
+            base + firstBlock * k,
+            base + entries + firstBlock * k,
+          ],
+          [source, whole(out)],
           g,
         );
-        run(W.DCT_COLS, [whole(uniform([n, stride, l.cols, l.n1, 0])), Tb, Yb, whole(basis.buffer)], g);
-        source = Yb;
-      }
-      const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
-      const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
-      const tg = grid(blocks);
-      const u = uniform([blocks, tg.x, l.cols, l.n1, l.n2, l.blocksX, k, firstBlock * k]);
-      run(W.TOPK, [whole(u), source, whole(outIdx), whole(outVal)], tg);
-    }
-    const indices = new Uint32Array(await readBuffer(outIdx, 0, l.blocks * k * 4));
-    const values = new Float32Array(await readBuffer(outVal, 0, l.blocks * k * 4));
-    for (const b of [...scratch, outIdx, outVal]) b.destroy();
-    await finish();
-    return { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+      });
+    });
+    const got = await readRanges(o, [{ buffer: out, offset: 0, bytes: words * 4 }]);
+    return plans.map(({ t, k, entries }, ti) => {
+      const at = (starts[ti] as number) * 4;
+      const l = t.layout;
+      return {
+        xshape: l.xshape,
+        totalk: l.totalk,
+        k,
+        indices: new Uint32Array(got.slice(at, at + entries * 4)),
+        values: new Float32Array(got.slice(at + entries * 4, at + entries * 8)),
+        quantized: false,
+      };
+    });
+  }
+  async function selectTopk(delta: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult> {
+    return (await selectMany([delta], topk, domain))[0] as TensorResult;
   }
 
-  /** DCT of every block of one segment into a new scratch buffer (what compress transforms). */
-  function segmentDct(l: BlockLayout, p: Part): GPUBuffer {
-    const n = p.seg.elements;
-    const basis = basisPair(l.n1, l.n2, 'float');
-    const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
-    const stride = g.x * W.ELEMENTWISE_WG;
-    const tmp = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
-    const out = device.createBuffer({ size: pad16(n * 4), usage: STORAGE });
-    temps.push(tmp, out);
-    run(
-      W.DCT_ROWS,
-      [whole(uniform([n, stride, l.cols, l.n2, basis.off2])), bind(p), whole(tmp), whole(basis.buffer)],
-      g,
-    );
-    run(
-      W.DCT_COLS,
-      [whole(uniform([n, stride, l.cols, l.n1, 0])), whole(tmp), whole(out), whole(basis.buffer)],
-      g,
-    );
-    return out;
+  /** out[i] = src[idx[i]] for each (source, indices) pair, one submit and one readback for all of them. */
+  async function gatherAll(
+    o: GpuOp,
+    jobs: readonly { src: GPUBufferBinding; idx: Uint32Array }[],
+  ): Promise<Float32Array> {
+    const sl = slots(jobs.map((j) => j.idx.byteLength));
+    const idx = new Uint32Array(sl.total / 4);
+    jobs.forEach((j, i) => idx.set(j.idx, (sl.at[i] as number) / 4));
+    const idxBuf = input('gather-idx', idx);
+    const out = keep('gather-out', sl.total, STORAGE | COPY_SRC);
+    jobs.forEach((j, i) => {
+      const range = { offset: sl.at[i] as number, size: j.idx.byteLength };
+      if (range.size > 0)
+        elementwise(
+          o,
+          W.GATHER,
+          j.idx.length,
+          [],
+          [j.src, { buffer: idxBuf, ...range }, { buffer: out, ...range }],
+        );
+    });
+    const ranges = jobs.map((j, i) => ({ buffer: out, offset: sl.at[i] as number, bytes: j.idx.byteLength }));
+    return new Float32Array(await readRanges(o, ranges));
   }
 
   const backend: WebGpuDistroBackend = {
@@ -274,7 +474,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       if (data && data.length !== layout.size)
         throw new DistroShapeError(`data has ${data.length} values, shape [${shape}] needs ${layout.size}`);
       const parts = planSegments(layout.rows, layout.cols, layout.n1, maxBinding).map((seg) => {
-        const buffer = device.createBuffer({
+        const buffer = newBuffer({
           size: pad16(seg.elements * 4),
           usage: STORAGE | COPY_SRC | COPY_DST,
         });
@@ -297,25 +497,27 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       const only = g.parts[0];
       if (g.parts.length === 1 && only && only.byteOffset === 0)
         return { buffer: only.buffer, temporary: false };
-      const buffer = device.createBuffer({ size: pad16(g.size * 4), usage: STORAGE | COPY_SRC | COPY_DST });
+      const buffer = newBuffer({ size: pad16(g.size * 4), usage: STORAGE | COPY_SRC | COPY_DST });
       const enc = device.createCommandEncoder();
       for (const p of g.parts)
         enc.copyBufferToBuffer(p.buffer, p.byteOffset, buffer, p.seg.offset * 4, p.seg.elements * 4);
-      device.queue.submit([enc.finish()]);
+      submit([enc.finish()]);
       return { buffer, temporary: true };
     },
     async read(t) {
-      const out = new Float32Array(t.size);
-      for (const p of gpu(t).parts)
-        out.set(
-          new Float32Array(await readBuffer(p.buffer, p.byteOffset, p.seg.elements * 4, 'tensorReadBytes')),
-          p.seg.offset,
-        );
-      return out;
+      const parts = gpu(t).parts;
+      const got = await readRanges(
+        op(),
+        parts.map((p) => ({ buffer: p.buffer, offset: p.byteOffset, bytes: p.seg.elements * 4 })),
+        'tensorReadBytes',
+      );
+      // Segments are consecutive ranges of the tensor, each a multiple of 4 bytes: the staging copy is the
+      // tensor in order.
+      return new Float32Array(got);
     },
     async gather(t, offsets) {
-      const out = new Float32Array(offsets.length);
-      for (const p of gpu(t).parts) {
+      const parts = gpu(t).parts;
+      const picked = parts.map((p) => {
         const mine: number[] = [];
         const local: number[] = [];
         offsets.forEach((o, i) => {
@@ -324,17 +526,12 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
             local.push(o - p.seg.offset);
           }
         });
-        if (mine.length === 0) continue;
-        const n = mine.length;
-        const idx = upload(Uint32Array.from(local));
-        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
-        const g = grid(Math.ceil(n / W.ELEMENTWISE_WG));
-        run(W.GATHER, [whole(uniform([n, g.x * W.ELEMENTWISE_WG])), bind(p), whole(idx), whole(dst)], g);
-        const got = new Float32Array(await readBuffer(dst, 0, n * 4));
-        dst.destroy();
-        mine.forEach((i, j) => (out[i] = got[j] as number));
-      }
-      await finish();
+        return { mine, src: bind(p), idx: Uint32Array.from(local) };
+      });
+      const got = await gatherAll(op(), picked);
+      const out = new Float32Array(offsets.length);
+      let j = 0;
+      for (const p of picked) for (const i of p.mine) out[i] = got[j++] as number;
       return out;
     },
     async coefficientsAt(t, indices, k) {
@@ -342,29 +539,20 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       const l = g.layout;
       if (indices.length !== l.blocks * k)
         throw new DistroShapeError(`${indices.length} indices for ${l.blocks} blocks of ${k}`);
-      const out = new Float32Array(indices.length);
-      for (const p of g.parts) {
+      const o = op();
+      const coef = recordDct(o, g, 'dct');
+      const jobs = g.parts.map((p, pi) => {
         const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
-        const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
-        const n = blocks * k;
+        const n = (p.seg.rowCount / l.n1) * l.blocksX * k;
         const local = new Uint32Array(n);
         for (let i = 0; i < n; i++) {
           const at = firstBlock * k + i;
           local[i] = coefficientOffset(l, Math.floor(at / k), indices[at] as number) - p.seg.offset;
         }
-        const coef = segmentDct(l, p);
-        const dst = device.createBuffer({ size: pad16(n * 4), usage: STORAGE | COPY_SRC });
-        const gg = grid(Math.ceil(n / W.ELEMENTWISE_WG));
-        run(
-          W.GATHER,
-          [whole(uniform([n, gg.x * W.ELEMENTWISE_WG])), whole(coef), whole(upload(local)), whole(dst)],
-          gg,
-        );
-        out.set(new Float32Array(await readBuffer(dst, 0, n * 4)), firstBlock * k);
-        dst.destroy();
-      }
-      await finish();
-      return out;
+        return { src: coef[pi] as GPUBufferBinding, idx: local };
+      });
+      // Segments hold consecutive block rows, so their entries are consecutive in chunk-grid order.
+      return gatherAll(o, jobs);
     },
     write(t, data) {
       if (data.length !== t.size)
@@ -379,100 +567,113 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     momentum(delta, grad, decay, lr) {
       same(delta, grad);
       const gp = gpu(grad).parts;
+      const o = op();
       gpu(delta).parts.forEach((p, i) =>
-        elementwise(W.MOMENTUM, p, [], { 2: decay, 3: lr }, [bind(p), bind(gp[i] as Part)]),
+        elementwise(
+          o,
+          W.MOMENTUM,
+          p.seg.elements,
+          [bitsOf(decay), bitsOf(lr)],
+          [bind(p), bind(gp[i] as Part)],
+        ),
       );
+      o.submit();
     },
     async sumOfSquares(t) {
+      const parts = gpu(t).parts;
+      const groups = parts.map((p) => Math.ceil(p.seg.elements / 1024));
+      const partial = keep('sum-squares', groups.reduce((a, b) => a + b, 0) * 4, STORAGE | COPY_SRC);
+      const o = op();
+      let base = 0;
+      parts.forEach((p, i) => {
+        const n = groups[i] as number;
+        const g = grid(n);
+        o.add(W.SUM_SQUARES, [p.seg.elements, g.x, base, 0], [bind(p), whole(partial)], g);
+        base += n;
+      });
+      // Added in segment order, then group order: a fixed order, whatever the segmentation's submits.
       let total = 0;
-      for (const p of gpu(t).parts) {
-        const groups = Math.ceil(p.seg.elements / 1024);
-        const g = grid(groups);
-        const partial = device.createBuffer({ size: pad16(groups * 4), usage: STORAGE | COPY_SRC });
-        run(W.SUM_SQUARES, [whole(uniform([p.seg.elements, g.x])), bind(p), whole(partial)], g);
-        for (const v of new Float32Array(await readBuffer(partial, 0, groups * 4))) total += v;
-        partial.destroy();
-      }
+      for (const v of new Float32Array(
+        await readRanges(o, [{ buffer: partial, offset: 0, bytes: base * 4 }]),
+      ))
+        total += v;
       return total;
     },
     scale(t, factor) {
-      for (const p of gpu(t).parts) elementwise(W.SCALE, p, [], { 2: factor }, [bind(p)]);
+      const o = op();
+      for (const p of gpu(t).parts) elementwise(o, W.SCALE, p.seg.elements, [bitsOf(factor)], [bind(p)]);
+      o.submit();
     },
     signStep(out, params, delta, lr) {
       same(out, params);
       same(params, delta);
       const pp = gpu(params).parts;
       const dp = gpu(delta).parts;
+      const o = op();
       gpu(out).parts.forEach((p, i) =>
-        elementwise(W.SIGN_STEP, p, [], { 2: lr }, [bind(p), bind(pp[i] as Part), bind(dp[i] as Part)]),
+        elementwise(
+          o,
+          W.SIGN_STEP,
+          p.seg.elements,
+          [bitsOf(lr)],
+          [bind(p), bind(pp[i] as Part), bind(dp[i] as Part)],
+        ),
       );
+      o.submit();
     },
     compress(delta, topk) {
       return selectTopk(delta, topk, 'dct');
+    },
+    compressAll(deltas, topk) {
+      return selectMany(deltas, topk, 'dct');
     },
     selectTopk,
     subtractResidual(delta, own) {
       const t = gpu(delta);
       const l = t.layout;
       checkResult(own, l, 'own result');
-      const idx = upload(own.indices);
-      const val = upload(own.values);
+      const idx = input('residual-idx', own.indices);
+      const val = input('residual-val', own.values);
       const basis = basisPair(l.n1, l.n2, 'float');
+      const o = op();
       for (const p of t.parts)
         elementwise(
+          o,
           W.RESIDUAL,
-          p,
+          p.seg.elements,
           [l.cols, l.n1, l.n2, l.blocksX, own.k, p.seg.firstRow, 0, basis.off2],
-          {},
           [bind(p), whole(idx), whole(val), whole(basis.buffer)],
         );
+      o.submit();
     },
     applyAggregated(param, agg: AggregatedTensor, u: UpdateScalars) {
       const t = gpu(param);
       const l = t.layout;
       if (!sameShape(agg.layout.xshape, l.xshape))
         throw new DistroShapeError('aggregate was built for another layout');
-      const starts = upload(agg.blockStart);
-      const coef = upload(agg.coef);
-      const mean = upload(agg.mean);
+      const starts = input('apply-starts', agg.blockStart);
+      const coef = input('apply-coef', agg.coef);
+      const mean = input('apply-mean', agg.mean);
       const basis = basisPair(l.n1, l.n2, 'int');
-      const bits = new Uint32Array(new Float32Array([u.factor, u.step]).buffer);
+      const o = op();
       for (const p of t.parts)
         elementwise(
+          o,
           W.APPLY,
-          p,
-          [
-            l.cols,
-            l.n1,
-            l.n2,
-            l.blocksX,
-            p.seg.firstRow,
-            0,
-            basis.off2,
-            bits[0] as number,
-            bits[1] as number,
-          ],
-          {},
+          p.seg.elements,
+          [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
           [bind(p), whole(starts), whole(coef), whole(mean), whole(basis.buffer)],
         );
+      o.submit();
     },
-    ...gpuSparseLoCoOps({
-      device,
-      gpu,
-      upload: (data) => upload(data),
-      uniform: (words) => uniform(words),
-      run,
-      grid,
-      bind,
-      basisPair,
-    }),
+    ...gpuSparseLoCoOps({ device, submit, gpu, input, op, grid, bind, basisPair }),
     finish,
     destroy() {
-      for (const b of [...floatBases.values(), ...intBases.values()]) b.buffer.destroy();
-      floatBases.clear();
-      intBases.clear();
-      for (const b of temps) b.destroy();
-      temps = [];
+      for (const b of bases.values()) b.buffer.destroy();
+      bases.clear();
+      for (const b of [...kept.values(), ...idleStaging]) b.destroy();
+      kept.clear();
+      idleStaging.length = 0;
     },
   };
   return backend;

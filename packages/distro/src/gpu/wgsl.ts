@@ -71,9 +71,13 @@ struct U { count: u32, stride: u32, lr: f32, pad: f32 }
   out[i] = params[i] - u.lr * sign(delta[i]);
 }`;
 
-/** Σ x² per workgroup; the host adds the partial sums in float64 in a fixed order. */
+/**
+ * Σ x² per workgroup of 1024 consecutive elements (four coalesced sweeps of 256 threads, then a fixed tree in
+ * workgroup memory), written to partial[outBase + group]; the host adds the partial sums in float64 in a fixed
+ * order, so the total does not depend on how workgroups are scheduled.
+ */
 export const SUM_SQUARES = /* wgsl */ `
-struct U { count: u32, stride: u32, pad0: u32, pad1: u32 }
+struct U { count: u32, stride: u32, outBase: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> u: U;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partial: array<f32>;
@@ -91,10 +95,14 @@ var<workgroup> acc: array<f32, 256>;
     if (lid < h) { acc[lid] += acc[lid + h]; }
     workgroupBarrier();
   }
-  if (lid == 0u) { partial[group] = acc[0]; }
+  if (lid == 0u && group * 1024u < u.count) { partial[u.outBase + group] = acc[0]; }
 }`;
 
-/** First DCT pass: along each row inside its block: T[r, bx·n2 + d] = Σ_w W[r, bx·n2 + w]·F2[w, d]. */
+/**
+ * First DCT pass: along each row inside its block: T[r, bx·n2 + d] = Σ_w W[r, bx·n2 + w]·F2[w, d], w ascending.
+ * The basis is stored transposed (basisT[w·n2 + d] = F2[w, d]) so neighbouring invocations (neighbouring d)
+ * read neighbouring words, while W[r, bx·n2 + w] is one word for the whole run of them.
+ */
 export const DCT_ROWS = /* wgsl */ `${LINEAR}
 struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32 }
 @group(0) @binding(0) var<uniform> u: U;
@@ -108,11 +116,15 @@ struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: 
   let d = c % u.n2;
   let base = i - d;
   var s = 0.0;
-  for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[u.off2 + d * u.n2 + w]; }
+  for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[u.off2 + w * u.n2 + d]; }
   dst[i] = s;
 }`;
 
-/** Second DCT pass: down each column inside its block: Y[by·n1 + b, c] = Σ_h F1[h, b]·T[by·n1 + h, c]. */
+/**
+ * Second DCT pass: down each column inside its block: Y[by·n1 + b, c] = Σ_h F1[h, b]·T[by·n1 + h, c], h
+ * ascending. The basis is stored transposed like F2 (basisT[h·n1 + b]). Reads of T are one row at a time
+ * across neighbouring invocations; the basis word is one for a whole row of them.
+ */
 export const DCT_COLS = /* wgsl */ `${LINEAR}
 struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32 }
 @group(0) @binding(0) var<uniform> u: U;
@@ -127,29 +139,88 @@ struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: 
   let b = r % u.n1;
   let r0 = r - b;
   var s = 0.0;
-  for (var h = 0u; h < u.n1; h++) { s += basis[u.off1 + b * u.n1 + h] * src[(r0 + h) * u.cols + c]; }
+  for (var h = 0u; h < u.n1; h++) { s += basis[u.off1 + h * u.n1 + b] * src[(r0 + h) * u.cols + c]; }
   dst[i] = s;
 }`;
 
-export const TOPK_WG = 128;
+/**
+ * DCT_ROWS for n2 divisible by 4: each invocation computes the four neighbouring outputs d0..d0+3 of one row,
+ * reading each input word once for all four and the basis as vec4 rows of F2ᵀ (basis4[off2/4 + w·n2/4 + d0/4]).
+ * Every output is still the sum over w in ascending order, as in DCT_ROWS. \`count\` counts invocations (outputs / 4).
+ */
+export const DCT_ROWS4 = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> basis: array<vec4<f32>>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let q = linear(g, u.stride);
+  if (q >= u.count) { return; }
+  let i = q * 4u;
+  let c = i % u.cols;
+  let d = c % u.n2;
+  let base = i - d;
+  let row = u.off2 / 4u + d / 4u;
+  let step = u.n2 / 4u;
+  var s = vec4<f32>(0.0);
+  for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[row + w * step]; }
+  dst[q] = s;
+}`;
 
 /**
- * Per-chunk top-k, one workgroup per block, same rule as topk.ts. The k-th largest magnitude T is found bit
- * by bit (|x| as float32 bits is monotonic): T = the largest value with #{|x| ≥ T} ≥ k, 31 counting rounds
- * whatever k is. Then an ordered compaction over contiguous per-thread slices writes every |x| > T and the
- * first k − #{|x| > T} elements with |x| = T, in ascending index order.
- * Counts are summed with a workgroup atomic (integer, so exact in any order) instead of a tree reduction.
+ * DCT_COLS for n1 divisible by 4: each invocation computes outputs b0..b0+3 of one column, reading each T word
+ * once for all four and F1ᵀ as vec4 (basis4[h·n1/4 + b0/4]); sums over h in ascending order as in DCT_COLS.
+ * \`count\` counts invocations: (rows / 4)·cols, invocation q at row group q / cols, column q % cols.
+ */
+export const DCT_COLS4 = /* wgsl */ `${LINEAR}
+struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32 }
+@group(0) @binding(0) var<uniform> u: U;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> basis: array<vec4<f32>>;
+@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let q = linear(g, u.stride);
+  if (q >= u.count) { return; }
+  let c = q % u.cols;
+  let r = (q / u.cols) * 4u;
+  let b = r % u.n1;
+  let r0 = r - b;
+  let step = u.n1 / 4u;
+  var s = vec4<f32>(0.0);
+  for (var h = 0u; h < u.n1; h++) { s += basis[u.off1 / 4u + h * step + b / 4u] * src[(r0 + h) * u.cols + c]; }
+  dst[r * u.cols + c] = s.x;
+  dst[(r + 1u) * u.cols + c] = s.y;
+  dst[(r + 2u) * u.cols + c] = s.z;
+  dst[(r + 3u) * u.cols + c] = s.w;
+}`;
+
+export const TOPK_WG = 256;
+
+/**
+ * Per-chunk top-k, one workgroup of 256 invocations per block, same rule as topk.ts (|x| compared as float32
+ * magnitude bits, ties to the lower index, output in ascending index order).
+ * 1. The k-th largest magnitude T by radix selection, 8 bits per round (4 rounds): a histogram of the next byte
+ *    among the elements whose higher bits equal T's so far, built with workgroup atomics while invocations
+ *    sweep the block in row-contiguous runs; a walk down 16 group sums and then 16 bins picks the byte.
+ *    Counts are integers, so the result does not depend on the order the atomics land in.
+ * 2. An ordered compaction: each invocation owns a contiguous slice of the block (in-block index order); an
+ *    exclusive scan (two levels of 16) of the per-slice counts of |x| > T and |x| = T gives every slice its
+ *    output position, and the first k − #{|x| > T} elements equal to T (by index) are kept.
+ * Few barriers per block (4 per round, 3 for the scan): cheap on GPUs, and what software adapters pay most for.
+ * Results go to out[outBase + blk·k + j] (index) and out[valBase + blk·k + j] (value bits).
  */
 export const TOPK = /* wgsl */ `
-struct U { blocks: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, outBase: u32 }
+struct U { blocks: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, outBase: u32, valBase: u32, p0: u32, p1: u32, p2: u32 }
 @group(0) @binding(0) var<uniform> u: U;
 @group(0) @binding(1) var<storage, read> coef: array<u32>;
-@group(0) @binding(2) var<storage, read_write> outIdx: array<u32>;
-@group(0) @binding(3) var<storage, read_write> outVal: array<u32>;
-var<workgroup> gt: array<u32, ${TOPK_WG}>;
-var<workgroup> eq: array<u32, ${TOPK_WG}>;
-var<workgroup> totalGt: u32;
-var<workgroup> counter: atomic<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+var<workgroup> hist: array<atomic<u32>, ${TOPK_WG}>;
+var<workgroup> ga: array<u32, 16>;
+var<workgroup> gb: array<u32, 16>;
+var<workgroup> sa: array<u32, ${TOPK_WG}>;
+var<workgroup> sb: array<u32, ${TOPK_WG}>;
+var<workgroup> chosen: vec2<u32>;
 fn at(base: u32, e: u32) -> u32 {
   let b = e / u.n2;
   return base + b * u.cols + (e - b * u.n2);
@@ -161,20 +232,46 @@ fn at(base: u32, e: u32) -> u32 {
   let base = by * u.n1 * u.cols + (blk - by * u.blocksX) * u.n2;
   let total = u.n1 * u.n2;
   var T = 0u;
-  for (var bit = 31u; bit > 0u; bit--) {
-    let cand = T | (1u << (bit - 1u));
-    var c = 0u;
+  var need = u.k;
+  for (var round = 0u; round < 4u; round++) {
+    let shift = 24u - 8u * round;
+    let fixedMask = select(~((1u << (shift + 8u)) - 1u), 0u, round == 0u);
+    atomicStore(&hist[lid], 0u);
+    workgroupBarrier();
     for (var e = lid; e < total; e += ${TOPK_WG}u) {
-      if ((coef[at(base, e)] & 0x7fffffffu) >= cand) { c++; }
+      let m = coef[at(base, e)] & 0x7fffffffu;
+      if ((m & fixedMask) == T) { atomicAdd(&hist[(m >> shift) & 0xffu], 1u); }
     }
-    if (lid == 0u) { atomicStore(&counter, 0u); }
     workgroupBarrier();
-    atomicAdd(&counter, c);
+    if (lid < 16u) {
+      var g = 0u;
+      for (var j = 0u; j < 16u; j++) { g += atomicLoad(&hist[lid * 16u + j]); }
+      ga[lid] = g;
+    }
     workgroupBarrier();
-    let n = atomicLoad(&counter);
+    // The byte d with #{matching, byte > d} < need ≤ #{matching, byte ≥ d}: walk groups, then bins, from the top.
+    if (lid == 0u) {
+      var above = 0u;
+      var grp = 15u;
+      loop {
+        if (above + ga[grp] >= need || grp == 0u) { break; }
+        above += ga[grp];
+        grp--;
+      }
+      var d = grp * 16u + 15u;
+      loop {
+        let h = atomicLoad(&hist[d]);
+        if (above + h >= need || d == grp * 16u) { break; }
+        above += h;
+        d--;
+      }
+      chosen = vec2<u32>(T | (d << shift), need - above);
+    }
     workgroupBarrier();
-    if (n >= u.k) { T = cand; }
+    T = chosen.x;
+    need = chosen.y;
   }
+  // T is the k-th largest magnitude; take every |x| > T and the first \`need\` elements with |x| = T.
   let per = (total + ${TOPK_WG - 1}u) / ${TOPK_WG}u;
   let lo = min(lid * per, total);
   let hi = min(lo + per, total);
@@ -184,33 +281,48 @@ fn at(base: u32, e: u32) -> u32 {
     let m = coef[at(base, e)] & 0x7fffffffu;
     if (m > T) { cg++; } else if (m == T) { ce++; }
   }
-  gt[lid] = cg;
-  eq[lid] = ce;
+  sa[lid] = cg;
+  sb[lid] = ce;
   workgroupBarrier();
-  if (lid == 0u) {
-    var ag = 0u;
-    var ae = 0u;
-    for (var t = 0u; t < ${TOPK_WG}u; t++) {
-      let a = gt[t];
-      let b = eq[t];
-      gt[t] = ag;
-      eq[t] = ae;
-      ag += a;
-      ae += b;
+  // Exclusive prefix sums in two levels: 16 runs of 16 slices, then the 16 run totals.
+  if (lid < 16u) {
+    var x = 0u;
+    var y = 0u;
+    for (var j = 0u; j < 16u; j++) {
+      let t = lid * 16u + j;
+      let a = sa[t];
+      let b = sb[t];
+      sa[t] = x;
+      sb[t] = y;
+      x += a;
+      y += b;
     }
-    totalGt = ag;
+    ga[lid] = x;
+    gb[lid] = y;
   }
   workgroupBarrier();
-  let needEq = u.k - totalGt;
-  var pos = gt[lid] + min(eq[lid], needEq);
-  var eqSeen = eq[lid];
-  let out = u.outBase + blk * u.k;
+  if (lid == 0u) {
+    var x = 0u;
+    var y = 0u;
+    for (var j = 0u; j < 16u; j++) {
+      let a = ga[j];
+      let b = gb[j];
+      ga[j] = x;
+      gb[j] = y;
+      x += a;
+      y += b;
+    }
+  }
+  workgroupBarrier();
+  var eqSeen = sb[lid] + gb[lid / 16u];
+  var pos = sa[lid] + ga[lid / 16u] + min(eqSeen, need);
+  let o = blk * u.k;
   for (var e = lo; e < hi; e++) {
     let v = coef[at(base, e)];
     let m = v & 0x7fffffffu;
-    if (m > T || (m == T && eqSeen < needEq)) {
-      outIdx[out + pos] = e;
-      outVal[out + pos] = v;
+    if (m > T || (m == T && eqSeen < need)) {
+      out[u.outBase + o + pos] = e;
+      out[u.valBase + o + pos] = v;
       pos++;
     }
     if (m == T) { eqSeen++; }
