@@ -1,8 +1,14 @@
 // `train --device auto`: CUDA when installed, else WebGPU only on a hardware adapter, else CPU, each with a
 // reason; and the --gpu-memory micro-batch rule.
 import { describe, expect, it } from 'vitest';
-import { parameterCount, PRESETS } from '@meshtrain/model';
-import { parseMemory, probeWebgpuAdapter, rowsForMemory, selectDevice } from '../src/backend/device.ts';
+import { PRESETS } from '@meshtrain/model';
+import {
+  memoryShape,
+  parseMemory,
+  probeWebgpuAdapter,
+  rowsForMemory,
+  selectDevice,
+} from '../src/backend/device.ts';
 
 const hardware = async () => ({ name: 'nvidia ampere NVIDIA A10', software: false });
 const swiftshader = async () => ({ name: 'google swiftshader SwiftShader driver 5.0.0', software: true });
@@ -41,15 +47,7 @@ describe('device selection', () => {
     expect(parseMemory('6G')).toBe(6 * 2 ** 30);
     expect(parseMemory('512MiB')).toBe(512 * 2 ** 20);
     expect(() => parseMemory('lots')).toThrow(/--gpu-memory/);
-    const c = PRESETS.tiny;
-    const shape = {
-      hidden: c.hidden_size,
-      intermediate: c.intermediate_size,
-      layers: c.num_hidden_layers,
-      heads: c.num_attention_heads,
-      seqLen: 128,
-      params: parameterCount(c),
-    };
+    const shape = memoryShape(PRESETS.tiny, 128);
     const small = rowsForMemory(64 * 2 ** 20, shape, 256);
     const big = rowsForMemory(6 * 2 ** 30, shape, 256);
     expect(small).toBeGreaterThanOrEqual(1);

@@ -6,6 +6,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { parameterCount, type LlamaConfig } from '@meshtrain/model';
 import { create } from 'webgpu';
 import { configureWebgpu } from '../ort/session.ts';
 
@@ -113,19 +114,107 @@ export async function selectDevice(
   };
 }
 
+/** The memory estimate's view of a model trained at `seqLen`. */
+export function memoryShape(c: LlamaConfig, seqLen: number): MemoryShape {
+  return {
+    hidden: c.hidden_size,
+    intermediate: c.intermediate_size,
+    layers: c.num_hidden_layers,
+    heads: c.num_attention_heads,
+    vocab: c.vocab_size,
+    seqLen,
+    params: parameterCount(c),
+  };
+}
+
+/** The shape numbers the memory estimate reads. */
+export interface MemoryShape {
+  hidden: number;
+  intermediate: number;
+  layers: number;
+  heads: number;
+  vocab: number;
+  seqLen: number;
+  params: number;
+}
+
 /**
- * `--gpu-memory 6G`: the largest micro-batch whose activations fit. Estimate per sequence row: every layer
- * keeps ~(12·hidden + 4·intermediate + 2·heads·seq) floats per token for the backward pass; parameters,
- * gradients and the lookahead copy take 3 × params × 4 bytes. Half the budget is left for ORT's arena.
+ * What training one micro-batch costs: a part that does not depend on the rows (parameters, gradients,
+ * optimizer state, the runtime itself) and a part per sequence row (activations).
  */
-export function rowsForMemory(
-  bytes: number,
-  m: { hidden: number; intermediate: number; layers: number; heads: number; seqLen: number; params: number },
-  cap: number,
-): number {
-  const perRow = 4 * m.layers * m.seqLen * (12 * m.hidden + 4 * m.intermediate + 2 * m.heads * m.seqLen);
-  const free = bytes / 2 - 12 * m.params;
-  return Math.max(1, Math.min(cap, Math.floor(free / perRow)));
+export interface Footprint {
+  fixedBytes: number;
+  perRowBytes: number;
+  /** Where the numbers come from, for the log: a measurement (and of what) or the estimate. */
+  source: string;
+}
+
+/**
+ * The estimate, for devices that report no memory use. Per sequence row every layer keeps ~(12·hidden +
+ * 4·intermediate + 2·heads·seq) floats per token for the backward pass, and the loss ~4 vocabulary-sized
+ * floats per token; parameters, gradients and the lookahead copy take 3 × params × 4 bytes. Both are doubled
+ * for the runtime's allocator slack.
+ */
+export function estimateFootprint(m: MemoryShape): Footprint {
+  const perRow =
+    4 * m.seqLen * (m.layers * (12 * m.hidden + 4 * m.intermediate + 2 * m.heads * m.seqLen) + 4 * m.vocab);
+  return { fixedBytes: 2 * 12 * m.params, perRowBytes: 2 * perRow, source: 'estimate' };
+}
+
+/**
+ * What a trainer keeps beside parameters and gradients, which a probe step does not hold: SparseLoCo's inner
+ * AdamW moments, its error feedback and the outer snapshot, four float32 copies of the parameters.
+ */
+export function optimizerStateBytes(m: Pick<MemoryShape, 'params'>): number {
+  return 4 * 4 * m.params;
+}
+
+/**
+ * Rows of the smaller probe step: enough that the estimated activations (≥ 64 MiB) stand out of the noise of
+ * a process's resident set, at most 64.
+ */
+export function probeRows(estimate: Pick<Footprint, 'perRowBytes'>): number {
+  return Math.max(1, Math.min(64, Math.ceil(2 ** 26 / estimate.perRowBytes)));
+}
+
+/** The footprint in words, for logs. */
+export function describeFootprint(f: Footprint): string {
+  const gb = (b: number) => (b / 1e9).toFixed(2);
+  return `${f.source}: ${gb(f.fixedBytes)} GB + ${gb(f.perRowBytes)} GB per sequence`;
+}
+
+/** One probe: the peak bytes a train step of `rows` sequences reached. */
+export interface ProbePeak {
+  rows: number;
+  peakBytes: number;
+}
+
+/**
+ * The footprint line through two probes at different row counts, or null when the probes do not describe
+ * one (equal rows, or a peak that does not grow with the rows: noise larger than the activations).
+ */
+export function footprintFromProbes(a: ProbePeak, b: ProbePeak, source: string): Footprint | null {
+  if (a.rows === b.rows) return null;
+  const [lo, hi] = a.rows < b.rows ? [a, b] : [b, a];
+  const perRowBytes = (hi.peakBytes - lo.peakBytes) / (hi.rows - lo.rows);
+  if (!(perRowBytes > 0)) return null;
+  return { fixedBytes: Math.max(0, lo.peakBytes - perRowBytes * lo.rows), perRowBytes, source };
+}
+
+/** The most rows (1 ≤ rows ≤ cap) whose footprint fits `bytes`. */
+export function rowsForBudget(bytes: number, f: Footprint, cap: number): number {
+  return Math.max(1, Math.min(cap, Math.floor((bytes - f.fixedBytes) / f.perRowBytes)));
+}
+
+/** The largest divisor of `n` that is at most `k` (at least 1): equal micro-batches of a batch. */
+export function largestDivisorAtMost(n: number, k: number): number {
+  for (let d = Math.min(n, Math.floor(k)); d > 1; d--) if (n % d === 0) return d;
+  return 1;
+}
+
+/** `--gpu-memory 6G` by the estimate alone: the largest micro-batch whose activations fit. */
+export function rowsForMemory(bytes: number, m: MemoryShape, cap: number): number {
+  return rowsForBudget(bytes, estimateFootprint(m), cap);
 }
 
 export function parseMemory(s: string): number {

@@ -84,7 +84,8 @@ export class OrtTrainingBackend implements TrainingBackend {
     for (const name of this.params.keys()) {
       const g = out[`grad.${name}`];
       if (!g) throw new Error(`train step returned no gradient for ${name}`);
-      grads.set(name, Float32Array.from(g.data as Float32Array));
+      // The binding copies every output into a fresh JS buffer that no session reuses: no second copy.
+      grads.set(name, g.data as Float32Array);
     }
     return { loss: Number((out.loss as ort.Tensor).data[0]), grads };
   }

@@ -20,6 +20,15 @@ import { DatasetError, loadDataset, type LoadedSplit } from '@meshtrain/model/no
 import { writeCheckpoint } from '../fsio/checkpoint.ts';
 import { floatFlag, intFlag, parseFlags, presetFlag } from '../options/index.ts';
 import { createSession, type Device, type SessionOptions } from '../ort/session.ts';
+import {
+  describeFootprint,
+  estimateFootprint,
+  largestDivisorAtMost,
+  memoryShape,
+  parseMemory,
+  rowsForBudget,
+} from '../backend/device.ts';
+import { trainingFootprint } from '../backend/memory-probe.ts';
 import { Progress } from '../progress/index.ts';
 
 export interface BaselineOptions {
@@ -49,6 +58,12 @@ export interface BaselineOptions {
   batchOrder?: (step: number) => readonly number[];
   /** CPU EP thread settings (ort/session.ts). */
   cpu?: Pick<SessionOptions, 'intraOpThreads' | 'spinning'>;
+  /**
+   * Rows per ORT run, a divisor of `batchSize` (default: `batchSize`). Below the batch size each step runs
+   * `batchSize / microBatch` equal micro-batches and averages their losses and gradients, which is the
+   * full batch's mean up to float rounding while the graph's activations shrink with the rows.
+   */
+  microBatch?: number;
 }
 
 export interface EvalPoint {
@@ -66,6 +81,8 @@ export interface BaselineResult {
   batch_size: number;
   seq_len: number;
   tokens_per_step: number;
+  /** Rows per ORT run (gradient accumulation over batch_size / micro_batch runs). */
+  micro_batch: number;
   optimizer: Record<string, number | string>;
   dataset: string;
   val_tokens_evaluated: number;
@@ -81,8 +98,16 @@ export interface BaselineResult {
 /** What an evaluation of the baseline's held-out batches needs. */
 export type EvalOptions = Pick<
   BaselineOptions,
-  'preset' | 'config' | 'device' | 'batchSize' | 'seqLen' | 'evalBatches' | 'cpu'
+  'preset' | 'config' | 'device' | 'batchSize' | 'seqLen' | 'evalBatches' | 'cpu' | 'microBatch'
 >;
+
+/** Rows per session run, checked: a divisor of the batch size. */
+export function microBatchOf(o: Pick<BaselineOptions, 'batchSize' | 'microBatch'>): number {
+  const micro = o.microBatch ?? o.batchSize;
+  if (!Number.isInteger(micro) || micro < 1 || o.batchSize % micro !== 0)
+    throw new CliError(`micro-batch ${micro} must be a positive divisor of the batch size ${o.batchSize}`);
+  return micro;
+}
 
 /** AdamW and schedule settings of the baseline (the quality bar); `lr` is the peak of the cosine. */
 export const TRAIN_DEFAULTS = {
@@ -139,9 +164,12 @@ async function loadBaselineData(o: EvalOptions, dataDir: string) {
 
 type BaselineData = Awaited<ReturnType<typeof loadBaselineData>>;
 
-/** The train-step graph (with gradients) and the eval graph (loss only), each in its own ORT session. */
+/**
+ * The train-step graph (with gradients) and the eval graph (loss only), each in its own ORT session, both at
+ * the micro-batch's rows.
+ */
 async function baselineSessions(o: BaselineOptions) {
-  const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const };
+  const shape = { batchSize: microBatchOf(o), seqLen: o.seqLen, dtype: 'float32' as const };
   const trainGraph = buildTrainStep(o.config, shape);
   const evalGraph = buildTrainStep(o.config, { ...shape, withGradients: false });
   const trainSession = await createSession(trainGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
@@ -152,18 +180,32 @@ async function baselineSessions(o: BaselineOptions) {
 
 type BaselineSessions = Awaited<ReturnType<typeof baselineSessions>>;
 
-/** Mean held-out loss of the current parameters over the fixed validation batches. */
+/** `rows` cut into consecutive runs of `micro` (a divisor of its length). */
+function microBatches(rows: readonly number[], micro: number): number[][] {
+  const out: number[][] = [];
+  for (let i = 0; i < rows.length; i += micro) out.push(rows.slice(i, i + micro));
+  return out;
+}
+
+/**
+ * Mean held-out loss of the current parameters over the fixed validation batches; a batch's loss is the
+ * mean of its equal micro-batches' losses.
+ */
 async function evaluateBaseline(
   s: Pick<BaselineSessions, 'evalGraph' | 'evalSession' | 'Tensor'>,
   d: BaselineData,
   params: Parameters,
 ): Promise<number> {
+  const micro = s.evalGraph.inputs.find((i) => i.name === 'tokens')?.shape[0] ?? 1;
   let sum = 0;
-  for (const rows of d.evalSets) {
-    const out = await s.evalSession.run(feeds(s.evalGraph, params, d.data.val.batch(rows), s.Tensor));
-    sum += Number((out.loss as ort.Tensor).data[0]);
-  }
-  return sum / d.evalSets.length;
+  let runs = 0;
+  for (const batch of d.evalSets)
+    for (const rows of microBatches(batch, micro)) {
+      const out = await s.evalSession.run(feeds(s.evalGraph, params, d.data.val.batch(rows), s.Tensor));
+      sum += Number((out.loss as ort.Tensor).data[0]);
+      runs++;
+    }
+  return sum / runs;
 }
 
 /**
@@ -176,12 +218,46 @@ export async function heldOutLossOf(
   params: Parameters,
 ): Promise<{ loss: number; batches: number; tokens: number }> {
   const d = await loadBaselineData(o, dataDir);
-  const shape = { batchSize: o.batchSize, seqLen: o.seqLen, dtype: 'float32' as const, withGradients: false };
+  const shape = {
+    batchSize: microBatchOf(o),
+    seqLen: o.seqLen,
+    dtype: 'float32' as const,
+    withGradients: false,
+  };
   const evalGraph = buildTrainStep(o.config, shape);
   const evalSession = await createSession(evalGraph.onnx, { device: o.device, dtype: 'float32', ...o.cpu });
   const Tensor = (await import('onnxruntime-node')).Tensor;
   const loss = await evaluateBaseline({ evalGraph, evalSession, Tensor }, d, params);
   return { loss, batches: d.evalSets.length, tokens: d.evalSets.length * o.batchSize * o.seqLen };
+}
+
+/**
+ * Loss and gradients of a batch given as equal micro-batches: their means. The first run's output buffers
+ * (fresh JS arrays, owned by no session) accumulate the others, so the host holds one extra gradient set at
+ * most; a single micro-batch's outputs are used as they come.
+ */
+async function batchGradients(
+  s: BaselineSessions,
+  d: BaselineData,
+  params: Parameters,
+  parts: number[][],
+): Promise<{ loss: number; grads: Map<string, Float32Array> }> {
+  const grads = new Map<string, Float32Array>();
+  let loss = 0;
+  for (const rows of parts) {
+    const out = await s.trainSession.run(feeds(s.trainGraph, params, d.data.train.batch(rows), s.Tensor));
+    loss += Number((out.loss as ort.Tensor).data[0]);
+    for (const name of params.keys()) {
+      const g = (out[`grad.${name}`] as ort.Tensor).data as Float32Array;
+      const acc = grads.get(name);
+      if (!acc) grads.set(name, g);
+      else for (let i = 0; i < acc.length; i++) acc[i] = (acc[i] as number) + (g[i] as number);
+    }
+  }
+  if (parts.length === 1) return { loss, grads };
+  const scale = 1 / parts.length;
+  for (const acc of grads.values()) for (let i = 0; i < acc.length; i++) acc[i] = (acc[i] as number) * scale;
+  return { loss: loss * scale, grads };
 }
 
 /** One AdamW step on `rows`; returns the batch's training loss and the step's learning rate. */
@@ -194,11 +270,8 @@ async function baselineStep(
   step: number,
   rows: number[],
 ): Promise<{ loss: number; lr: number }> {
-  const out = await s.trainSession.run(feeds(s.trainGraph, params, d.data.train.batch(rows), s.Tensor));
-  const loss = Number((out.loss as ort.Tensor).data[0]);
+  const { loss, grads } = await batchGradients(s, d, params, microBatches(rows, microBatchOf(o)));
   if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
-  const grads = new Map<string, Float32Array>();
-  for (const name of params.keys()) grads.set(name, (out[`grad.${name}`] as ort.Tensor).data as Float32Array);
   clipGradNorm(grads, o.gradClip);
   const lr = cosineLr(step, {
     peak: o.lr,
@@ -236,6 +309,7 @@ function baselineResult(
     batch_size: o.batchSize,
     seq_len: o.seqLen,
     tokens_per_step: tokensPerStep,
+    micro_batch: microBatchOf(o),
     optimizer: {
       name: 'AdamW',
       lr: o.lr,
@@ -306,6 +380,51 @@ export async function runBaseline(
   return { result: baselineResult(o, d, { trainLoss, evals, trainSeconds, started }), params };
 }
 
+/** Default `--memory`: under 6 GB of resident memory, what a volunteer's 8 GB laptop can spare. */
+export const DEFAULT_MEMORY = '5G';
+
+/**
+ * `--micro-batch`, or the largest divisor of the batch whose footprint fits `--memory`: the whole batch when
+ * even the (generous) estimate fits, else the measured footprint (backend/memory-probe.ts), with a log line.
+ */
+async function microBatchFlag(
+  flag: string | undefined,
+  memory: string | undefined,
+  o: { config: LlamaConfig; device: Device; batchSize: number; seqLen: number },
+  say: (line: string) => void,
+): Promise<number> {
+  if (flag !== undefined) {
+    const rows = intFlag('micro-batch', flag, o.batchSize, 1);
+    if (o.batchSize % rows !== 0)
+      throw new CliError(`--micro-batch ${rows} must divide --batch-size ${o.batchSize}`);
+    return rows;
+  }
+  let bytes: number;
+  try {
+    bytes = parseMemory(memory ?? DEFAULT_MEMORY);
+  } catch (err) {
+    throw new CliError((err as Error).message.replace('--gpu-memory', '--memory'));
+  }
+  const shape = memoryShape(o.config, o.seqLen);
+  // AdamW's two moments and the gradient accumulator, beside what a probe step holds.
+  const stateBytes = 12 * shape.params;
+  const estimate = estimateFootprint(shape);
+  if (rowsForBudget(bytes - stateBytes, estimate, o.batchSize) === o.batchSize) return o.batchSize;
+  const footprint = await trainingFootprint({
+    bytes,
+    config: o.config,
+    seqLen: o.seqLen,
+    device: o.device,
+    stateBytes,
+    say,
+  });
+  const rows = largestDivisorAtMost(o.batchSize, rowsForBudget(bytes, footprint, o.batchSize));
+  say(
+    `--memory ${memory ?? DEFAULT_MEMORY}: micro-batch ${rows} of ${o.batchSize} sequences (${describeFootprint(footprint)})`,
+  );
+  return rows;
+}
+
 const command: Command = {
   summary: 'single-process AdamW on the Brown corpus: the loss curve DisTrO runs are measured against',
   usage:
@@ -315,6 +434,9 @@ const command: Command = {
     '  --device D        cpu (default) or webgpu (onnxruntime-node EPs)\n' +
     '  --batch-size B    sequences per step (default 64)\n' +
     '  --seq-len T       tokens per sequence (default 128; rows carry T+1 ids)\n' +
+    '  --micro-batch R   sequences per ONNX Runtime run, a divisor of B: gradients of B/R runs are averaged\n' +
+    '                    (default: the largest divisor of B whose estimated footprint fits --memory)\n' +
+    '  --memory SIZE     memory budget that picks the default micro-batch (default 5G)\n' +
     '  --lr LR           peak learning rate (default 1e-3; cosine schedule, 20 warmup steps, floor 10%)\n' +
     '  --warmup N        warmup steps (default 20)\n' +
     '  --seed S          init and data-order seed (default 0)\n' +
@@ -331,6 +453,8 @@ const command: Command = {
       device: { type: 'string' },
       'batch-size': { type: 'string' },
       'seq-len': { type: 'string' },
+      'micro-batch': { type: 'string' },
+      memory: { type: 'string' },
       lr: { type: 'string' },
       warmup: { type: 'string' },
       seed: { type: 'string' },
@@ -350,13 +474,24 @@ const command: Command = {
       throw new CliError(
         `--seq-len ${seqLen} exceeds the preset's max_position_embeddings (${config.max_position_embeddings})`,
       );
+    const batchSize = intFlag('batch-size', values['batch-size'], 64, 1);
+    const json = Boolean(values.json);
+    // Human-readable output goes to stderr in --json mode so stdout parses as one JSON document.
+    const say = (line: string) => (json ? console.error(line) : console.log(line));
+    const microBatch = await microBatchFlag(
+      values['micro-batch'],
+      values.memory,
+      { config, device, batchSize, seqLen },
+      say,
+    );
     const o: BaselineOptions = {
       ...TRAIN_DEFAULTS,
       preset: name,
       config,
       device,
       steps,
-      batchSize: intFlag('batch-size', values['batch-size'], 64, 1),
+      batchSize,
+      microBatch,
       seqLen,
       lr: floatFlag('lr', values.lr, TRAIN_DEFAULTS.lr, (x) => x > 0),
       warmupSteps: intFlag('warmup', values.warmup, Math.min(TRAIN_DEFAULTS.warmupSteps, steps), 0),
@@ -365,9 +500,6 @@ const command: Command = {
       evalEvery: intFlag('eval-every', values['eval-every'], 25, 1),
       evalBatches: intFlag('eval-batches', values['eval-batches'], 8, 1),
     };
-    const json = Boolean(values.json);
-    // Human-readable output goes to stderr in --json mode so stdout parses as one JSON document.
-    const say = (line: string) => (json ? console.error(line) : console.log(line));
     let dataDir: string;
     try {
       dataDir = values.data ?? (await ensureBrownDataset());

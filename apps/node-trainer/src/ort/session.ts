@@ -37,6 +37,12 @@ export interface SessionOptions {
    * machine shared with other work it burns the time the other work (and this process's own JS) needs.
    */
   spinning?: boolean;
+  /**
+   * CPU EP: keep ORT's memory arena and memory pattern (default false, docs/architecture.md "Runtime
+   * notes"). The arena grows in powers of two, never gives memory back, and every session has its own, so a
+   * train and an eval session hold both their peaks for the life of the process.
+   */
+  arena?: boolean;
 }
 
 export class SessionError extends Error {
@@ -67,6 +73,10 @@ export async function createSession(onnx: Uint8Array, o: SessionOptions): Promis
   return ort.InferenceSession.create(onnx, {
     executionProviders: ['cpu'],
     ...log,
+    // Without the arena every tensor is malloc'd and freed as the run goes (large blocks are mmap'd, so
+    // freeing returns them to the system); without the memory pattern no run pre-allocates one block for
+    // all its planned tensors, which with no arena would be faulted in afresh on every run.
+    ...(o.arena ? {} : { enableCpuMemArena: false, enableMemPattern: false }),
     ...(o.intraOpThreads !== undefined ? { intraOpNumThreads: o.intraOpThreads } : {}),
     ...(o.spinning === false ? { extra: { session: { 'intra_op.allow_spinning': '0' } } } : {}),
     // ORT's extended fusions emit com.microsoft kernels that exist only for float (x·sigmoid(x) → QuickGelu),

@@ -23,7 +23,7 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   const { run, p2p } = await fetchRun(o.relay, o.runId);
   const device = await pickDevice(o, io);
   const model = modelConfigForRun(run);
-  const maxRows = microBatchRows(o, run, model, io);
+  const maxRows = await microBatchRows(o, run, model, device, io);
   const seqLen = run.model.LLM.max_seq_len;
   const { data, evalTokens } = await openData(o, seqLen, io, run.model.LLM.data_location);
   const link = new RelayLink({

@@ -2,9 +2,18 @@
 // the micro-batch that fits the memory budget, and the data (with the held-out samples for evaluations).
 import { fetchRunConfig, RelayApiError, relayDataSource, type DataSource } from '@meshtrain/client';
 import type { DataLocation, RunConfig } from '@meshtrain/core';
-import { parameterCount, type LlamaConfig } from '@meshtrain/model';
+import type { LlamaConfig } from '@meshtrain/model';
 import { CliError } from '../command.ts';
-import { parseMemory, rowsForMemory, selectDevice, type DeviceChoice } from '../backend/device.ts';
+import {
+  describeFootprint,
+  memoryShape,
+  optimizerStateBytes,
+  parseMemory,
+  rowsForBudget,
+  selectDevice,
+  type DeviceChoice,
+} from '../backend/device.ts';
+import { trainingFootprint } from '../backend/memory-probe.ts';
 import { IdentityError, loadOrCreateIdentity, type LoadedIdentity } from '../identity/index.ts';
 import { localDataSource } from '../net/local-data.ts';
 import type { Output, TrainOptions } from './options.ts';
@@ -42,8 +51,18 @@ export async function pickDevice(o: TrainOptions, io: Output): Promise<DeviceCho
   return device;
 }
 
-/** Rows per ORT run: the run's micro_batch_size, or what `--gpu-memory` leaves room for. */
-export function microBatchRows(o: TrainOptions, run: RunConfig, model: LlamaConfig, io: Output): number {
+/**
+ * Rows per ORT run: the run's micro_batch_size, or what `--gpu-memory` leaves room for, from a measured
+ * footprint where the device reports its memory (the CPU EP: this process's RSS) and the estimate elsewhere
+ * (backend/memory-probe.ts).
+ */
+export async function microBatchRows(
+  o: TrainOptions,
+  run: RunConfig,
+  model: LlamaConfig,
+  device: DeviceChoice,
+  io: Output,
+): Promise<number> {
   if (!o.gpuMemory) return run.meshtrain.micro_batch_size;
   let bytes: number;
   try {
@@ -51,19 +70,21 @@ export function microBatchRows(o: TrainOptions, run: RunConfig, model: LlamaConf
   } catch (e) {
     throw new CliError((e as Error).message);
   }
-  const rows = rowsForMemory(
+  const seqLen = run.model.LLM.max_seq_len;
+  const cap = Math.max(1, run.config.global_batch_size_end);
+  const footprint = await trainingFootprint({
     bytes,
-    {
-      hidden: model.hidden_size,
-      intermediate: model.intermediate_size,
-      layers: model.num_hidden_layers,
-      heads: model.num_attention_heads,
-      seqLen: run.model.LLM.max_seq_len,
-      params: parameterCount(model),
-    },
-    Math.max(1, run.config.global_batch_size_end),
+    config: model,
+    seqLen,
+    device: device.device,
+    // What the client keeps beside parameters and gradients, which the probe steps do not hold.
+    stateBytes: optimizerStateBytes(memoryShape(model, seqLen)),
+    say: io.say,
+  });
+  const rows = rowsForBudget(bytes, footprint, cap);
+  io.say(
+    `--gpu-memory ${o.gpuMemory}: micro-batch ${rows} sequences (gradient accumulation above that); ${describeFootprint(footprint)}`,
   );
-  io.say(`--gpu-memory ${o.gpuMemory}: micro-batch ${rows} sequences (gradient accumulation above that)`);
   return rows;
 }
 
