@@ -8,3 +8,5 @@ export * from './optim/index.ts';
 export { buildTrainStep, type BuiltGraph, type GraphOptions } from './train-step.ts';
 export { buildInference } from './inference.ts';
 export type { TensorSpec } from './train-step.ts';
+export { GraphBuilder } from './graph/builder.ts';
+export { emitOnnx } from './onnx/emit.ts';

@@ -2,10 +2,12 @@
 // top to bottom: embedding → N × (RMSNorm → attention with RoPE and grouped KV heads → residual → RMSNorm →
 // SwiGLU MLP → residual) → final RMSNorm → LM head → next-token cross-entropy.
 //
-// Activations are [N, D] matrices with N = batch · seq, so every Linear is one 2-D MatMul against the weight
-// in its PyTorch layout [out, in] (x @ Wᵀ). Parameters are graph inputs named exactly like HF tensors. Ops
-// are chosen so the WebGPU EP runs all of them, forward and backward (docs/architecture.md "Runtime notes"):
-// no LogSoftmax, no OneHot, no int64 arithmetic; token ids are int32.
+// Activations are [N, D] matrices with N = batch · seq, so every Linear is one 2-D Gemm that reads the weight
+// in its PyTorch layout [out, in] transposed (x @ Wᵀ, no Transpose node). Parameters are graph inputs named
+// exactly like HF tensors; q/k/v and gate/up are concatenated in the graph so each group is one Gemm. The
+// graph is shaped for GPUs, where every kernel costs a dispatch: few, large kernels, no layout copies a Gemm
+// flag or a view avoids. Ops are chosen so the WebGPU EP runs all of them, forward and backward
+// (docs/architecture.md "Runtime notes"): no LogSoftmax, no OneHot, no int64 arithmetic; token ids are int32.
 import type { LlamaConfig } from './config.ts';
 import type { GraphBuilder } from './graph/builder.ts';
 import type { FloatDType, Value } from './graph/ir.ts';
@@ -48,57 +50,75 @@ export function rotaryTables(c: LlamaConfig, seq: number): { cos: Float64Array; 
   return { cos, sin };
 }
 
-function rotateHalf(b: GraphBuilder, x: Value): Value {
-  const d = x.shape[x.shape.length - 1] ?? 0;
-  const x1 = b.slice(x, -1, 0, d / 2, 'x1');
-  const x2 = b.slice(x, -1, d / 2, d, 'x2');
-  return b.concat([b.neg(x2), x1], -1, 'rotate_half');
+/** The rotary constants of the fused q|k|v heads (see AttentionConsts). */
+function fusedRotaryTables(
+  b: GraphBuilder,
+  c: LlamaConfig,
+  s: Shapes,
+): { cos: Value; sin: Value; rotate: Value } {
+  const { cos, sin } = rotaryTables(c, s.seq);
+  const heads = c.num_attention_heads;
+  const all = heads + 2 * c.num_key_value_heads;
+  const headDim = c.hidden_size / heads;
+  const scale = headDim ** -0.5;
+  const fusedCos = new Float64Array(s.seq * all * headDim);
+  const fusedSin = new Float64Array(s.seq * all * headDim);
+  for (let t = 0; t < s.seq; t++)
+    for (let h = 0; h < all; h++)
+      for (let j = 0; j < headDim; j++) {
+        const at = (t * all + h) * headDim + j;
+        const value = h >= all - c.num_key_value_heads;
+        const f = h < heads ? scale : 1;
+        fusedCos[at] = value ? 1 : f * (cos[t * headDim + j] ?? NaN);
+        fusedSin[at] = value ? 0 : f * (sin[t * headDim + j] ?? NaN);
+      }
+  return {
+    cos: b.constant(fusedCos, s.dtype, [s.seq, all, headDim], 'rope_cos'),
+    sin: b.constant(fusedSin, s.dtype, [s.seq, all, headDim], 'rope_sin'),
+    rotate: b.constant(rotateHalfMatrix(headDim), s.dtype, [headDim, headDim], 'rotate_half'),
+  };
 }
 
-/** x: [B, heads, T, headDim]; cos/sin: [T, headDim] broadcast over batch and heads. */
-function applyRotary(b: GraphBuilder, x: Value, cos: Value, sin: Value): Value {
-  return b.add(b.mul(x, cos), b.mul(rotateHalf(b, x), sin), 'rotated');
+/**
+ * rotate_half as a matrix: x @ R = cat(−x₂, x₁) for x = cat(x₁, x₂) along a head. One MatMul against a
+ * constant replaces two Slices, a Neg and a Concat (and their gradients).
+ */
+function rotateHalfMatrix(headDim: number): number[] {
+  const half = headDim / 2;
+  const r = new Array<number>(headDim * headDim).fill(0);
+  for (let j = 0; j < half; j++) {
+    r[(j + half) * headDim + j] = -1;
+    r[j * headDim + j + half] = 1;
+  }
+  return r;
 }
 
 // ---- Causal self-attention with grouped KV heads ------------------------------------------------------------
 
 interface AttentionConsts {
+  /**
+   * Rotary tables [T, H + 2·KV, headDim] over the fused q|k|v heads: the query heads' entries carry the
+   * 1/√headDim score scale, the value heads' are cos = 1, sin = 0 (not rotated). One Mul per table then covers
+   * every head.
+   */
   cos: Value;
   sin: Value;
+  rotate: Value;
   /** Additive causal mask [T, T]: 0 on and below the diagonal, a large negative number above. */
   mask: Value;
 }
 
+/** x @ Wᵀ with W in its PyTorch layout [out, in]: Gemm reads W transposed, so no Transpose node. */
 function linear(b: GraphBuilder, x: Value, w: Value, label: string): Value {
-  return b.matmul(x, b.transpose(w, [1, 0], `${label}_t`), label);
+  return b.gemm(x, w, { transB: true }, label);
 }
 
-/** [N, heads·headDim] → [B, heads, T, headDim] */
-function splitHeads(
-  b: GraphBuilder,
-  x: Value,
-  s: Shapes,
-  heads: number,
-  headDim: number,
-  label: string,
-): Value {
-  return b.transpose(b.reshape(x, [s.batch, s.seq, heads, headDim]), [0, 2, 1, 3], label);
-}
-
-/** HF repeat_kv: each KV head serves numHeads / numKvHeads consecutive query heads. */
-function repeatKv(b: GraphBuilder, x: Value, rep: number, label: string): Value {
-  if (rep === 1) return x;
-  const [batch, kvHeads, seq, headDim] = x.shape as [number, number, number, number];
-  const expanded = b.expand(b.reshape(x, [batch, kvHeads, 1, seq, headDim]), [
-    batch,
-    kvHeads,
-    rep,
-    seq,
-    headDim,
-  ]);
-  return b.reshape(expanded, [batch, kvHeads * rep, seq, headDim], label);
-}
-
+/**
+ * q, k and v in one Gemm against the three HF weights concatenated in the graph; RoPE on all heads at once;
+ * one Transpose to heads-major and one Split. Grouped KV heads need no repeat: the rep query heads that share
+ * a KV head are consecutive, so queries viewed as [B, KV, rep·T, headDim] meet their own K and V in one batched
+ * MatMul each.
+ */
 function attention(
   b: GraphBuilder,
   c: LlamaConfig,
@@ -111,29 +131,46 @@ function attention(
   const heads = c.num_attention_heads;
   const kvHeads = c.num_key_value_heads;
   const headDim = c.hidden_size / heads;
-  const q = splitHeads(b, linear(b, x, p(`${prefix}.q_proj.weight`), 'q_proj'), s, heads, headDim, 'q');
-  const key = splitHeads(b, linear(b, x, p(`${prefix}.k_proj.weight`), 'k_proj'), s, kvHeads, headDim, 'k');
-  const v = splitHeads(b, linear(b, x, p(`${prefix}.v_proj.weight`), 'v_proj'), s, kvHeads, headDim, 'v');
-  const qr = b.scope('rope_q', () => applyRotary(b, q, k.cos, k.sin));
-  const kr = b.scope('rope_k', () => applyRotary(b, key, k.cos, k.sin));
-  const kAll = repeatKv(b, kr, heads / kvHeads, 'k_repeated');
-  const vAll = repeatKv(b, v, heads / kvHeads, 'v_repeated');
-  const scores = b.mul(
-    b.matmul(qr, b.transposeLast2(kAll), 'qk'),
-    b.scalar(headDim ** -0.5, s.dtype),
-    'scores',
+  const rep = heads / kvHeads;
+  const all = heads + 2 * kvHeads;
+  const { batch: B, seq: T } = s;
+  const w = b.concat(
+    [p(`${prefix}.q_proj.weight`), p(`${prefix}.k_proj.weight`), p(`${prefix}.v_proj.weight`)],
+    0,
+    'qkv_weight',
   );
-  const probs = b.softmax(b.add(scores, k.mask, 'masked_scores'), -1, 'probs');
-  const ctx = b.matmul(probs, vAll, 'context'); // [B, H, T, headDim]
-  const merged = b.reshape(b.transpose(ctx, [0, 2, 1, 3]), [s.batch * s.seq, heads * headDim], 'merge_heads');
+  const qkv = b.reshape(linear(b, x, w, 'qkv_proj'), [B, T, all, headDim]);
+  const rotated = b.scope('rope', () =>
+    b.add(b.mul(qkv, k.cos), b.mul(b.matmul(qkv, k.rotate, 'rotate_half'), k.sin), 'rotated'),
+  );
+  const [q, key, v] = b.split(
+    b.transpose(rotated, [0, 2, 1, 3], 'heads'),
+    1,
+    [heads, kvHeads, kvHeads],
+    'qkv',
+  ) as [Value, Value, Value];
+  const scores = b.matmul(b.reshape(q, [B, kvHeads, rep * T, headDim]), b.transposeLast2(key), 'scores');
+  const masked = b.add(b.reshape(scores, [B, kvHeads, rep, T, T]), k.mask, 'masked_scores');
+  const probs = b.softmax(masked, -1, 'probs');
+  const ctx = b.matmul(b.reshape(probs, [B, kvHeads, rep * T, T]), v, 'context'); // [B, KV, rep·T, headDim]
+  const merged = b.reshape(
+    b.transpose(b.reshape(ctx, [B, heads, T, headDim]), [0, 2, 1, 3]),
+    [B * T, heads * headDim],
+    'merge_heads',
+  );
   return linear(b, merged, p(`${prefix}.o_proj.weight`), 'o_proj');
 }
 
-// ---- SwiGLU MLP: down(silu(gate(x)) * up(x)) -----------------------------------------------------------------
+// ---- SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up in one Gemm -----------------------------------------
 
-function mlp(b: GraphBuilder, x: Value, p: Params, prefix: string): Value {
-  const gate = linear(b, x, p(`${prefix}.gate_proj.weight`), 'gate_proj');
-  const up = linear(b, x, p(`${prefix}.up_proj.weight`), 'up_proj');
+function mlp(b: GraphBuilder, c: LlamaConfig, x: Value, p: Params, prefix: string): Value {
+  const w = b.concat([p(`${prefix}.gate_proj.weight`), p(`${prefix}.up_proj.weight`)], 0, 'gate_up_weight');
+  const [gate, up] = b.split(
+    linear(b, x, w, 'gate_up_proj'),
+    1,
+    [c.intermediate_size, c.intermediate_size],
+    'gate_up',
+  ) as [Value, Value];
   const silu = b.mul(gate, b.sigmoid(gate), 'silu');
   return linear(b, b.mul(silu, up, 'gated'), p(`${prefix}.down_proj.weight`), 'down_proj');
 }
@@ -142,16 +179,13 @@ function mlp(b: GraphBuilder, x: Value, p: Params, prefix: string): Value {
 
 /** Hidden states after the final norm, [B·T, D], for int32 token ids [B, T]. */
 export function decoder(b: GraphBuilder, c: LlamaConfig, s: Shapes, p: Params, ids: Value): Value {
-  const { cos, sin } = rotaryTables(c, s.seq);
-  const headDim = c.hidden_size / c.num_attention_heads;
   const maskData = Float64Array.from({ length: s.seq * s.seq }, (_, i) =>
     i % s.seq > Math.floor(i / s.seq) ? -1e9 : 0,
   );
   // -1e9 rather than -inf: exp underflows to exactly 0 either way, and finite values keep every backend's
   // softmax free of inf − inf.
   const consts: AttentionConsts = {
-    cos: b.constant(cos, s.dtype, [s.seq, headDim], 'rope_cos'),
-    sin: b.constant(sin, s.dtype, [s.seq, headDim], 'rope_sin'),
+    ...fusedRotaryTables(b, c, s),
     mask: b.constant(maskData, s.dtype, [s.seq, s.seq], 'causal_mask'),
   };
 
@@ -170,7 +204,7 @@ export function decoder(b: GraphBuilder, c: LlamaConfig, s: Shapes, p: Params, i
       const mlpIn = b.scope('post_attention_layernorm', () =>
         rmsNorm(b, mid, p(`${prefix}.post_attention_layernorm.weight`), c.rms_norm_eps),
       );
-      const mlpOut = b.scope('mlp', () => mlp(b, mlpIn, p, `${prefix}.mlp`));
+      const mlpOut = b.scope('mlp', () => mlp(b, c, mlpIn, p, `${prefix}.mlp`));
       return b.add(mid, mlpOut, 'residual_mlp');
     });
   }

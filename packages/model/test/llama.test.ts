@@ -13,6 +13,7 @@ import { feeds, randomParams, randomTokens, session, toF64 } from './ort-util.ts
 const GPU_OPS = new Set([
   'Add', 'Sub', 'Mul', 'Div', 'Neg', 'Exp', 'Log', 'Sqrt', 'Sigmoid', 'Identity', 'Cast', 'Equal', 'MatMul',
   'Reshape', 'Transpose', 'Expand', 'Slice', 'Concat', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Softmax', 'Gather',
+  'Gemm', 'Split',
 ]); // prettier-ignore
 const FORBIDDEN = [
   'LogSoftmax',
@@ -78,8 +79,11 @@ describe('train-step graph contract', () => {
         n.inputs.forEach((v, k) => {
           if (v.dtype !== 'int64') return;
           expect(v.data, `${n.name} int64 input must be a constant`).not.toBeNull();
-          // Only the spec-mandated int64 index inputs: Reshape/Expand shape, Reduce axes, Slice starts/ends/axes.
-          expect(['Reshape', 'Expand', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Slice']).toContain(n.op);
+          // Only the spec-mandated int64 index inputs: Reshape/Expand shape, Reduce axes, Slice starts/ends/axes,
+          // Split sizes.
+          expect(['Reshape', 'Expand', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Slice', 'Split']).toContain(
+            n.op,
+          );
           expect(k).toBeGreaterThan(0);
         });
         if (n.op === 'Cast') expect(n.inputs[0]?.dtype).not.toBe('int64');

@@ -5,7 +5,7 @@
 import type { GraphBuilder } from '../graph/builder.ts';
 import { GraphError } from '../graph/builder.ts';
 import { type Value, fmtShape, isFloat } from '../graph/ir.ts';
-import { GRAD_RULES } from './rules.ts';
+import { GRAD_RULES, MULTI_OUTPUT_RULES, type MultiGradRule } from './rules.ts';
 
 /**
  * Adds the backward pass for scalar `loss` to `b` and returns d loss / d x for each x in `wrt`, in order.
@@ -45,16 +45,16 @@ export function gradients(b: GraphBuilder, loss: Value, wrt: readonly Value[]): 
   for (let i = forward.length - 1; i >= 0; i--) {
     const node = forward[i];
     if (!node || node.stopGradient) continue;
-    const out = node.outputs[0];
-    if (node.outputs.length !== 1 || !out)
-      throw new GraphError(`autodiff: multi-output op ${node.op} unsupported`);
-    if (!active.has(out.id)) continue;
-    const dy = total(out);
-    if (!dy) continue;
-    const rule = GRAD_RULES[node.op];
-    if (!rule) throw new GraphError(`autodiff: no gradient rule for ${node.op} (node ${node.name})`);
+    const dys = node.outputs.map((o) => (active.has(o.id) ? total(o) : null));
+    if (dys.every((g) => !g)) continue;
+    const rule = node.outputs.length === 1 ? GRAD_RULES[node.op] : null;
+    const multi = node.outputs.length > 1 ? MULTI_OUTPUT_RULES[node.op] : null;
+    if (!rule && !multi)
+      throw new GraphError(`autodiff: no gradient rule for ${node.op} (node ${node.name})`);
     const needs = node.inputs.map((v) => active.has(v.id));
-    const grads = b.scope(`grad/${node.name}`, () => rule(b, node, dy, needs));
+    const grads = b.scope(`grad/${node.name}`, () =>
+      rule ? rule(b, node, dys[0] as Value, needs) : (multi as MultiGradRule)(b, node, dys, needs),
+    );
     node.inputs.forEach((v, k) => {
       const g = grads[k];
       if (!needs[k] || !g) return;

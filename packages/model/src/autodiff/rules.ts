@@ -13,6 +13,14 @@ export type GradRule = (
   needs: readonly boolean[],
 ) => (Value | null)[];
 
+/** A rule for an op with several outputs: `dys[i]` is dL/d(output i), null where no loss path reaches it. */
+export type MultiGradRule = (
+  b: GraphBuilder,
+  node: Node,
+  dys: readonly (Value | null)[],
+  needs: readonly boolean[],
+) => (Value | null)[];
+
 /** Sums a broadcast gradient back down to the operand's shape. */
 export function sumToShape(b: GraphBuilder, g: Value, shape: Shape): Value {
   if (shapeEq(g.shape, shape)) return g;
@@ -46,6 +54,40 @@ function output(node: Node): Value {
   return y;
 }
 
+function isLast2Swap(n: Node | null): boolean {
+  const perm = n?.op === 'Transpose' && n.attrs.perm?.type === 'ints' ? n.attrs.perm.value : null;
+  const r = perm?.length ?? 0;
+  return !!perm && r >= 2 && perm.every((p, i) => p === (i === r - 2 ? r - 1 : i === r - 1 ? r - 2 : i));
+}
+
+function boolAttr(node: Node, name: string): boolean {
+  const a = node.attrs[name];
+  return a?.type === 'int' && a.value !== 0;
+}
+
+/**
+ * Y = op(A) · op(B) with op = transpose where transA/transB say: both gradients are Gemms again (or plain
+ * MatMuls), so no Transpose node appears in the backward pass of a Linear either.
+ */
+const gemmRule: GradRule = (b, node, dy, needs) => {
+  const [A, B] = inputs(node, 2) as [Value, Value];
+  const ta = boolAttr(node, 'transA');
+  const tb = boolAttr(node, 'transB');
+  // dA = dY · op(B)ᵀ, or its transpose op(B) · dYᵀ when A was read transposed.
+  const dA = !needs[0]
+    ? null
+    : ta
+      ? b.gemm(B, dy, { transA: tb, transB: true }, 'dA')
+      : b.gemm(dy, B, { transB: !tb }, 'dA');
+  // dB = op(A)ᵀ · dY, or its transpose dYᵀ · op(A) when B was read transposed.
+  const dB = !needs[1]
+    ? null
+    : tb
+      ? b.gemm(dy, A, { transA: true, transB: ta }, 'dB')
+      : b.gemm(A, dy, { transA: !ta }, 'dB');
+  return [dA, dB];
+};
+
 const matmulRule: GradRule = (b, node, dy, needs) => {
   const [A, B] = inputs(node, 2) as [Value, Value];
   const k = A.shape[A.shape.length - 1] ?? 0;
@@ -69,7 +111,17 @@ const matmulRule: GradRule = (b, node, dy, needs) => {
     return [dA, dB];
   }
   const dA = needs[0] ? sumToShape(b, b.matmul(dy, b.transposeLast2(B), 'dA'), A.shape) : null;
-  const dB = needs[1] ? sumToShape(b, b.matmul(b.transposeLast2(A), dy, 'dB'), B.shape) : null;
+  let dB: Value | null = null;
+  if (needs[1]) {
+    // B = Kᵀ (a transposed batch of matrices, as attention scores use it): dBᵀ = dyᵀ A needs one Transpose
+    // (of dy), and its transpose back cancels against the Transpose rule's, so dK needs none.
+    dB =
+      isLast2Swap(B.producer) &&
+      shapeEq(dy.shape.slice(0, -2), B.shape.slice(0, -2)) &&
+      shapeEq(A.shape.slice(0, -2), B.shape.slice(0, -2))
+        ? b.transposeLast2(b.matmul(b.transposeLast2(dy), A, 'dB_t'))
+        : sumToShape(b, b.matmul(b.transposeLast2(A), dy, 'dB'), B.shape);
+  }
   return [dA, dB];
 };
 
@@ -142,6 +194,14 @@ export const GRAD_RULES: Record<string, GradRule> = {
   },
   Concat: (b, node, dy, needs) => {
     const axis = intAttr(node, 'axis');
+    // One Split when every piece needs its gradient (the usual case: weights fused for one MatMul).
+    if (needs.every((n) => n))
+      return b.split(
+        dy,
+        axis,
+        node.inputs.map((x) => x.shape[axis] ?? 0),
+        'dx',
+      );
     let at = 0;
     return node.inputs.map((x, k) => {
       const len = x.shape[axis] ?? 0;
@@ -151,6 +211,7 @@ export const GRAD_RULES: Record<string, GradRule> = {
     });
   },
   MatMul: matmulRule,
+  Gemm: gemmRule,
   ReduceSum: (b, node, dy) => {
     const x = inputs(node, 1)[0] as Value;
     const axes = intsOf(node.inputs[1]);
@@ -190,5 +251,15 @@ export const GRAD_RULES: Record<string, GradRule> = {
     const onehotT = b.cast(b.equal(arange, b.reshape(ids, [1, n]), 'onehot_t'), data.dtype);
     const dData = b.matmul(onehotT, b.reshape(dy, [n, width]), 'ddata');
     return [b.reshape(dData, data.shape), null];
+  },
+};
+
+export const MULTI_OUTPUT_RULES: Record<string, MultiGradRule> = {
+  Split: (b, node, dys) => {
+    // dx = the output gradients concatenated back, zeros for pieces no loss path reaches.
+    const axis = intAttr(node, 'axis');
+    const x = inputs(node, 1)[0] as Value;
+    const parts = node.outputs.map((y, i) => dys[i] ?? b.zeros(y.shape, x.dtype));
+    return [b.concat(parts, axis, 'dx'), null];
   },
 };

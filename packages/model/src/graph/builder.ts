@@ -188,10 +188,11 @@ export class GraphBuilder {
     attrs: Record<string, Attr>,
     label: string,
     stopGradient = false,
+    domain = '',
   ): Value[] {
     const name = this.unique(this.scoped(label));
     const outputs: Value[] = [];
-    const node: Node = { id: this.nextNodeId++, name, op, inputs, outputs, attrs, stopGradient };
+    const node: Node = { id: this.nextNodeId++, name, op, domain, inputs, outputs, attrs, stopGradient };
     outs.forEach((o, i) => {
       const vname = outs.length === 1 ? name : this.unique(`${name}:${i}`);
       outputs.push(this.value(vname, o.dtype, o.shape, node, null));
@@ -334,6 +335,17 @@ export class GraphBuilder {
       throw new GraphError(`transpose: bad perm [${perm.join(',')}] for rank ${x.shape.length}`);
     if (perm.every((p, i) => p === i)) return x;
     const shape = perm.map((p) => x.shape[p] ?? 0);
+    if (x.data && sizeOf(shape) <= FOLD_LIMIT) {
+      const xs = strides(x.shape);
+      const os = strides(shape);
+      const data = x.data;
+      const out = Array.from({ length: sizeOf(shape) }, (_, i) => {
+        let src = 0;
+        perm.forEach((p, d) => (src += (Math.floor(i / (os[d] ?? 1)) % (shape[d] ?? 1)) * (xs[p] ?? 0)));
+        return data[src] ?? NaN;
+      });
+      return this.constant(out, x.dtype, shape, label ?? 'transpose');
+    }
     const inner = x.producer?.op === 'Transpose' ? x.producer : null;
     if (inner && !x.data) {
       const innerPerm = inner.attrs.perm?.type === 'ints' ? inner.attrs.perm.value : null;
@@ -433,6 +445,21 @@ export class GraphBuilder {
     );
   }
 
+  /** Splits `x` along `axis` into pieces of the given sizes: one Split node (its gradient is one Concat). */
+  split(x: Value, axis: number, sizes: readonly number[], label?: string): Value[] {
+    const a = normAxis(axis, x.shape.length);
+    if (sizes.reduce((s, d) => s + d, 0) !== x.shape[a] || sizes.some((d) => !(d > 0)))
+      throw new GraphError(`split of dim ${x.shape[a]} into [${sizes.join(',')}]`);
+    if (sizes.length === 1) return [x];
+    return this.node(
+      'Split',
+      [x, this.int64s(sizes, 'split')],
+      sizes.map((d) => ({ dtype: x.dtype, shape: x.shape.map((n, i) => (i === a ? d : n)) })),
+      { axis: { type: 'int', value: a } },
+      label ?? 'Split',
+    );
+  }
+
   // ---- contractions and reductions ---------------------------------------------------------------------------
 
   /** numpy matmul for ranks ≥ 2, batch dims broadcast. */
@@ -445,6 +472,29 @@ export class GraphBuilder {
       throw new GraphError(`MatMul: ${fmtShape(a.shape)} @ ${fmtShape(b.shape)}: inner dims differ`);
     const batch = broadcastShapes(a.shape.slice(0, -2), b.shape.slice(0, -2));
     return this.node1('MatMul', [a, b], a.dtype, [...batch, m, n], {}, label ?? 'MatMul');
+  }
+
+  /**
+   * op(a) @ op(b) for matrices, op = transpose where asked: ORT's Gemm reads the operand transposed, so
+   * x @ Wᵀ (a PyTorch Linear) and the weight gradient dYᵀ @ X need no Transpose node. Without transposes it is a
+   * MatMul.
+   */
+  gemm(a: Value, b: Value, t: { transA?: boolean; transB?: boolean }, label?: string): Value {
+    if (!t.transA && !t.transB) return this.matmul(a, b, label);
+    if (a.dtype !== b.dtype) throw new GraphError(`Gemm: dtypes ${a.dtype} and ${b.dtype} differ`);
+    if (a.shape.length !== 2 || b.shape.length !== 2) throw new GraphError('Gemm: matrices only');
+    const [m, k] = (t.transA ? [a.shape[1], a.shape[0]] : a.shape) as [number, number];
+    const [k2, n] = (t.transB ? [b.shape[1], b.shape[0]] : b.shape) as [number, number];
+    if (k !== k2)
+      throw new GraphError(`Gemm: ${fmtShape(a.shape)} · ${fmtShape(b.shape)}: inner dims differ`);
+    return this.node1(
+      'Gemm',
+      [a, b],
+      a.dtype,
+      [m, n],
+      { transA: { type: 'int', value: t.transA ? 1 : 0 }, transB: { type: 'int', value: t.transB ? 1 : 0 } },
+      label ?? 'Gemm',
+    );
   }
 
   private reduce(

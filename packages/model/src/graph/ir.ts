@@ -44,6 +44,8 @@ export interface Node {
   /** Readable, unique: `<scope>/<label>`, e.g. `layers.0.attn/scores`, `grad/layers.0.attn/scores/dA`. */
   readonly name: string;
   readonly op: string;
+  /** Operator set domain: '' for ONNX, 'com.microsoft' for ORT's contrib ops. */
+  readonly domain: string;
   readonly inputs: readonly Value[];
   readonly outputs: Value[];
   readonly attrs: Readonly<Record<string, Attr>>;

@@ -7,6 +7,8 @@ import type { Attr, DType, Node, Value } from '../graph/ir.ts';
 
 /** Opset 18: Reduce* take axes as an input, Split has num_outputs; every op we use is defined at this version. */
 export const OPSET = 18;
+/** ORT's contrib operators (SimplifiedLayerNormalization's siblings, QuickGelu, ...), opset version 1. */
+export const CONTRIB_DOMAIN = 'com.microsoft';
 /** IR version 8 is the one opset 18 was released with; ORT 1.30 reads IR ≤ 11. */
 export const IR_VERSION = 8;
 
@@ -97,6 +99,7 @@ function nodeProto(w: Writer, n: Node): void {
     for (const v of n.outputs) tag(w, 2, LEN).string(v.name);
     tag(w, 3, LEN).string(n.name);
     tag(w, 4, LEN).string(n.op);
+    if (n.domain) tag(w, 7, LEN).string(n.domain);
     for (const [k, a] of Object.entries(n.attrs)) attribute(w, k, a);
   });
 }
@@ -138,5 +141,10 @@ export function emitOnnx(b: GraphBuilder, opts: { name: string; doc?: string }):
     tag(w, 1, LEN).string('');
     tag(w, 2, VARINT).int64(OPSET);
   });
+  if (nodes.some((n) => n.domain === CONTRIB_DOMAIN))
+    message(w, 8, (w) => {
+      tag(w, 1, LEN).string(CONTRIB_DOMAIN);
+      tag(w, 2, VARINT).int64(1);
+    });
   return w.finish();
 }
