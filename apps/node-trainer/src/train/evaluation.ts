@@ -1,7 +1,7 @@
 // Held-out evaluations during training: the loss of the parameters as they are at a model load or an epoch
 // end, on samples nobody trains on. Evaluations queue behind each other and never block the client.
 import type { Client } from '@meshtrain/client';
-import type { OrtTrainingBackend } from '../backend/ort-backend.ts';
+import type { TrainerBackend } from '../net/trainer.ts';
 import type { Output } from './options.ts';
 import type { EvalTokens } from './setup.ts';
 
@@ -12,7 +12,7 @@ export class Evaluator {
   private readonly tokens: EvalTokens | null;
   private readonly seqLen: number;
   private queue: Promise<void> = Promise.resolve();
-  private target: { client: Client; backend: OrtTrainingBackend } | null = null;
+  private target: { client: Client; backend: TrainerBackend } | null = null;
 
   constructor(io: Output, tokens: EvalTokens | null, seqLen: number) {
     this.io = io;
@@ -21,7 +21,7 @@ export class Evaluator {
   }
 
   /** The client and backend to evaluate (created after the event handler that schedules evaluations). */
-  attach(client: Client, backend: OrtTrainingBackend): void {
+  attach(client: Client, backend: TrainerBackend): void {
     this.target = { client, backend };
   }
 

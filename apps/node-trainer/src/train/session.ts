@@ -6,14 +6,13 @@ import { RelayLink, relayCheckpoints, type Client, type ClientEvent } from '@mes
 import type { CoordinatorState } from '@meshtrain/core';
 import { modelConfigForRun, parameterCount, parameterSizes } from '@meshtrain/model';
 import { CliError } from '../command.ts';
-import type { OrtTrainingBackend } from '../backend/ort-backend.ts';
 import type { LoadedIdentity } from '../identity/index.ts';
 import { peerFirstCheckpoints, startNodeMesh, type MeshNetwork } from '../net/p2p.ts';
-import { createTrainer } from '../net/trainer.ts';
+import { createTrainer, type TrainerBackend } from '../net/trainer.ts';
 import { asAdversary } from './adversary.ts';
 import { Evaluator } from './evaluation.ts';
 import type { Output, TrainOptions } from './options.ts';
-import { fetchRun, loadIdentity, microBatchRows, openData, pickDevice } from './setup.ts';
+import { fetchRun, loadIdentity, microBatchRows, openData, openTrainingGpu, pickDevice } from './setup.ts';
 import { runSybils } from './sybil.ts';
 
 /** Trains until the run finishes (or a signal stops it); resolves to the exit code. */
@@ -50,8 +49,9 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   // Narrowed: a sybil (not a client) returned above.
   const parts = o.adversary ? await asAdversary(o.adversary, identity.secretKey, honest, io) : honest;
   const evaluator = new Evaluator(io, evalTokens, seqLen);
-  let backend: OrtTrainingBackend | null = null;
+  let backend: TrainerBackend | null = null;
   try {
+    const gpu = await openTrainingGpu(device, run, model, maxRows, io);
     const trainer = createTrainer({
       run,
       runId: o.runId,
@@ -60,6 +60,7 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
       device,
       maxRows,
       ...(network ? { peers: network } : {}),
+      ...(gpu ? { gpu } : {}),
       onEvent: (e) => onClientEvent(e, io, evaluator),
     });
     const { client } = trainer;
@@ -83,8 +84,8 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   return 0;
 }
 
-/** Closes the relay link, releases the ORT sessions and stops the libp2p node (with its native WebRTC). */
-async function release(link: RelayLink, backend: OrtTrainingBackend | null, network: MeshNetwork | null) {
+/** Closes the relay link, releases the ORT sessions (and the resident GPU device) and stops the libp2p node. */
+async function release(link: RelayLink, backend: TrainerBackend | null, network: MeshNetwork | null) {
   link.close();
   await backend?.dispose();
   await network?.stop().catch(() => {});
@@ -161,7 +162,7 @@ interface Running {
   io: Output;
   link: RelayLink;
   client: Client;
-  backend: OrtTrainingBackend;
+  backend: TrainerBackend;
   network: MeshNetwork | null;
   latest: { state: CoordinatorState | null };
   evaluator: Evaluator;

@@ -1,7 +1,7 @@
 // What `node-trainer train` gathers before it joins: the run's config from the relay, the identity, the device,
 // the micro-batch that fits the memory budget, and the data (with the held-out samples for evaluations).
 import { fetchRunConfig, RelayApiError, relayDataSource, type DataSource } from '@meshtrain/client';
-import type { DataLocation, RunConfig } from '@meshtrain/core';
+import { compressionChunkOf, type DataLocation, type RunConfig } from '@meshtrain/core';
 import type { LlamaConfig } from '@meshtrain/model';
 import { CliError } from '../command.ts';
 import {
@@ -13,6 +13,7 @@ import {
   selectDevice,
   type DeviceChoice,
 } from '../backend/device.ts';
+import { openNodeGpu, type NodeGpu } from '../backend/gpu.ts';
 import { trainingFootprint } from '../backend/memory-probe.ts';
 import { IdentityError, loadOrCreateIdentity, type LoadedIdentity } from '../identity/index.ts';
 import { localDataSource } from '../net/local-data.ts';
@@ -49,6 +50,31 @@ export async function pickDevice(o: TrainOptions, io: Output): Promise<DeviceCho
   io.say(`device: ${device.device} — ${device.reason}`);
   io.out({ type: 'device', device: device.device, reason: device.reason });
   return device;
+}
+
+/**
+ * The resident GPU when the device is WebGPU: parameters, gradients and optimizer state stay on one Dawn
+ * device (onnxruntime-web and DisTrO's WGSL); null for the CPU and CUDA EPs, which train through host copies.
+ */
+export async function openTrainingGpu(
+  device: DeviceChoice,
+  run: RunConfig,
+  model: LlamaConfig,
+  maxRows: number,
+  io: Output,
+): Promise<NodeGpu | null> {
+  if (device.device !== 'webgpu') return null;
+  const chunk = compressionChunkOf(run.model.LLM.optimizer);
+  if (chunk === null) throw new CliError('node-trainer trains DisTrO and SparseLoCo runs only');
+  const gpu = await openNodeGpu({
+    config: model,
+    seqLen: run.model.LLM.max_seq_len,
+    maxRows,
+    chunk,
+    log: (line) => io.say(`webgpu: ${line}`),
+  });
+  io.say(`webgpu: resident training on ${gpu.adapter} (onnxruntime-web and DisTrO's WGSL on one device)`);
+  return gpu;
 }
 
 /**

@@ -23,7 +23,7 @@ import type { CachedDataSource } from './data-cache.ts';
 import type { RunTarget } from './protocol.ts';
 import type { StatusReporter } from './status-reporter.ts';
 import type { TabNetwork } from './tab-network.ts';
-import type { WebGpuTrainingBackend } from './webgpu-backend.ts';
+import type { WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
 
 /** What a session is opened with: the run as the worker prepared it, and this tab's GPU and peer. */
 export interface SessionDeps {

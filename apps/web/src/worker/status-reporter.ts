@@ -11,7 +11,7 @@ import type { LocalMetrics } from './local-metrics.ts';
 import { emptyStats } from './protocol.ts';
 import type { TrainerPhase, TrainerStats, TrainerStatus, WorkerToPage } from './protocol.ts';
 import type { TabNetwork } from './tab-network.ts';
-import type { WebGpuTrainingBackend } from './webgpu-backend.ts';
+import type { WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
 
 /** The counters of one session (one join of the run). */
 export interface SessionCounters {

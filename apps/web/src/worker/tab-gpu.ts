@@ -5,7 +5,7 @@ import { createWebGpuBackend } from '@meshtrain/distro';
 import type { WebGpuDistroBackend } from '@meshtrain/distro';
 import type { LlamaConfig } from '@meshtrain/model';
 import type { DeviceProbe } from './protocol.ts';
-import { createTrainingDevice, WebGpuTrainingBackend } from './webgpu-backend.ts';
+import { createTrainingDevice, WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
 
 export interface TabGpu {
   device: GPUDevice;
@@ -64,6 +64,8 @@ export async function openTabGpu(
     distro,
     maxRows: probe.microBatch,
     description: `onnxruntime-web webgpu (${adapterName})`,
+    // Graph capture is the default; a device that refuses it trains uncaptured, and the console says so.
+    log: (line) => console.warn(line),
     gate: () => hooks.gate(),
     onStep: (ms, rows) => hooks.onStep(ms, rows),
   });

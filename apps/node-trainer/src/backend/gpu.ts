@@ -1,0 +1,80 @@
+// node-trainer's resident GPU: one Dawn GPUDevice (npm `webgpu`) shared by onnxruntime-web's WebGPU EP and
+// DisTrO's WGSL backend, through the same backend module the browser tab trains with
+// (@meshtrain/client/webgpu-training). Parameters, gradients and optimizer state stay on that device; per step
+// only token ids go up and the loss comes down.
+import { createWebGpuBackend, type WebGpuDistroBackend } from '@meshtrain/distro';
+import type { LlamaConfig } from '@meshtrain/model';
+import { createTrainingDevice, WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
+import { create, globals } from 'webgpu';
+import { configureWebgpu } from '../ort/session.ts';
+
+export interface NodeGpuOptions {
+  config: LlamaConfig;
+  seqLen: number;
+  /** Micro-batch: rows per train-step run. */
+  maxRows: number;
+  /** The run's compression chunk (DisTrO's block side). */
+  chunk: number;
+  /** ORT's graph capture on resident steps (default true; falls back with a log line where refused). */
+  graphCapture?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface NodeGpu {
+  device: GPUDevice;
+  distro: WebGpuDistroBackend;
+  backend: WebGpuTrainingBackend;
+  /** The adapter in words. */
+  adapter: string;
+  /** Releases the sessions, the DisTrO backend and the device (the same as `backend.dispose()`). */
+  dispose(): Promise<void>;
+}
+
+// Dawn's instance must outlive everything made from it: collected, its threads die under the device.
+const instances: unknown[] = [];
+
+/**
+ * onnxruntime-web looks for `navigator.gpu` before it takes the device it is handed; Node has a navigator
+ * without one, so the Dawn instance is installed there (once per process).
+ */
+function installNavigatorGpu(gpu: GPU): void {
+  const nav = globalThis.navigator as Navigator & { gpu?: GPU };
+  if (nav.gpu) return;
+  Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true });
+}
+
+/** Opens the device, DisTrO's WGSL backend and the resident training backend on it. */
+export async function openNodeGpu(o: NodeGpuOptions): Promise<NodeGpu> {
+  configureWebgpu();
+  Object.assign(globalThis, globals);
+  const gpu = create([]);
+  instances.push(gpu);
+  installNavigatorGpu(gpu);
+  const adapterObject = await gpu.requestAdapter();
+  if (!adapterObject) throw new Error('no WebGPU adapter: is a Vulkan driver installed (VK_ICD_FILENAMES)?');
+  instances.push(adapterObject);
+  const info = adapterObject.info;
+  const adapter =
+    [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') ||
+    'unknown adapter';
+  const device = await createTrainingDevice(adapterObject);
+  const distro = createWebGpuBackend(device, { chunk: o.chunk, description: adapter });
+  let released = false;
+  const backend = new WebGpuTrainingBackend({
+    config: o.config,
+    seqLen: o.seqLen,
+    device,
+    distro,
+    maxRows: o.maxRows,
+    description: `onnxruntime-web webgpu (${adapter})`,
+    ...(o.graphCapture !== undefined ? { graphCapture: o.graphCapture } : {}),
+    ...(o.log ? { log: o.log } : {}),
+    onDispose: () => {
+      if (released) return;
+      released = true;
+      distro.destroy();
+      device.destroy();
+    },
+  });
+  return { device, distro, backend, adapter, dispose: () => backend.dispose() };
+}
