@@ -5,10 +5,12 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parameterSpecs, PRESETS, type LlamaConfig, type PresetName } from '@meshtrain/model';
+import { buildTrainStep, parameterSpecs, PRESETS, type LlamaConfig } from '@meshtrain/model';
+import type * as ort from 'onnxruntime-node';
+import { createSession } from '../../apps/node-trainer/src/ort/session.ts';
 import { runJsonChild } from './child-json.ts';
 import { BENCH_ADAMW, type BenchCase } from './gpu-backends.ts';
-import { trainInputs } from './train-inputs.ts';
+import { trainFeeds, trainInputs, type TrainInputs } from './train-inputs.ts';
 
 export type TorchInfo =
   | { available: true; python: string; script: string; version: string; cuda: boolean; device: string }
@@ -48,20 +50,17 @@ export async function probeTorch(python: string, script: string | null): Promise
   };
 }
 
-export interface TorchInputs {
-  dir: string;
-  preset: PresetName;
-  batch: number;
-  seq: number;
-}
-
 /**
  * meshtrain's seed-0 parameters and the benchmark's token ids as raw little-endian files plus manifest.json
  * (shapes, names, files): what llama_ref.py reads, so both frameworks start from the same numbers.
  */
-export async function writeTorchInputs(dir: string, c: Pick<BenchCase, 'preset' | 'batch' | 'seq'>) {
+export async function writeTorchInputs(
+  dir: string,
+  c: Pick<BenchCase, 'preset' | 'batch' | 'seq'>,
+  inputs: TrainInputs = trainInputs(PRESETS[c.preset], c.batch, c.seq),
+) {
   const config = PRESETS[c.preset];
-  const { params, tokens } = trainInputs(config, c.batch, c.seq);
+  const { params, tokens } = inputs;
   await mkdir(dir, { recursive: true });
   const parameters = [];
   for (const [i, spec] of parameterSpecs(config).entries()) {
@@ -136,4 +135,26 @@ export function runTorch<T>(
 ) {
   const args = [t.script, ...(mode === 'check' ? ['--check'] : []), '-'];
   return runJsonChild<T>(t.python, args, { input: JSON.stringify(spec), ...(tick ? { tick } : {}) });
+}
+
+/** meshtrain's float32 loss of `inputs` (the loss-only graph on the CPU EP): the other side of `--check`. */
+export async function meshtrainLoss(
+  config: LlamaConfig,
+  inputs: TrainInputs,
+  batch: number,
+  seq: number,
+): Promise<number> {
+  const graph = buildTrainStep(config, {
+    batchSize: batch,
+    seqLen: seq,
+    dtype: 'float32',
+    withGradients: false,
+  });
+  const session = await createSession(graph.onnx, { device: 'cpu', dtype: 'float32' });
+  try {
+    const out = await session.run(trainFeeds(config, inputs, batch, seq));
+    return Number((out.loss as ort.Tensor).data[0]);
+  } finally {
+    await session.release();
+  }
 }

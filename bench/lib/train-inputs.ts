@@ -37,3 +37,18 @@ export function trainFeeds(
   feeds.tokens = new ort.Tensor('int32', inputs.tokens, [batch, seq + 1]);
   return feeds;
 }
+
+/**
+ * The same inputs with every matrix 25× larger. At the N(0, 0.02) init attention is nearly uniform and the
+ * loss near ln(vocab) whatever RoPE, the mask or the KV grouping do; at this scale each of them moves the
+ * loss, so two frameworks agreeing on it agree on the model's math.
+ */
+export function sensitiveInputs(config: LlamaConfig, batch: number, seq: number): TrainInputs {
+  const inputs = trainInputs(config, batch, seq);
+  for (const spec of parameterSpecs(config)) {
+    if (spec.shape.length < 2) continue;
+    const p = inputs.params.get(spec.name) as Float32Array;
+    for (let i = 0; i < p.length; i++) p[i] = (p[i] as number) * 25;
+  }
+  return inputs;
+}
