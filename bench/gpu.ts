@@ -120,8 +120,10 @@ function summarize(
 ): PhaseSummary {
   const sorted = [...t.step_ms].sort((a, b) => a - b);
   const total = t.step_ms.reduce((a, b) => a + b, 0);
+  const tps = (tokensPerStep * t.step_ms.length * 1000) / total;
   return {
-    tokens_per_s: Math.round((tokensPerStep * t.step_ms.length * 1000) / total),
+    // Software WebGPU trains a few tokens a second: keep two decimals there.
+    tokens_per_s: round(tps, tps >= 100 ? 0 : 2),
     step_ms_median: round(sorted[Math.floor(sorted.length / 2)] ?? NaN),
     steps_timed: t.step_ms.length,
     first_step_ms: Math.round(t.first_step_ms),
