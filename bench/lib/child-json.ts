@@ -21,6 +21,8 @@ export function runJsonChild<T>(
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    // A child that exits without reading its input must not crash the parent with EPIPE.
+    child.stdin.on('error', () => {});
     child.stdin.end(o.input ?? '');
     const timer = o.tick ? setInterval(o.tick, o.tickMs ?? 200) : undefined;
     const finish = (status: number | null, spawnError?: Error) => {
