@@ -3,24 +3,11 @@
 // Prints one JSON object on stdout (progress on stderr). `--json` prints nothing else.
 //
 //   npm run -s bench:model -- --json [--seconds S] [--only cpu|webgpu]
-import { spawnSync } from 'node:child_process';
-import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import * as ort from 'onnxruntime-node';
-import {
-  PRESETS,
-  type PresetName,
-  buildTrainStep,
-  initParameters,
-  parameterCount,
-  parameterSpecs,
-} from '@meshtrain/model';
-import {
-  configureWebgpu,
-  createSession,
-  floatTensor,
-  type Device,
-} from '../apps/node-trainer/src/ort/session.ts';
+import { PRESETS, type PresetName, buildTrainStep, parameterCount } from '@meshtrain/model';
+import { configureWebgpu, createSession, type Device } from '../apps/node-trainer/src/ort/session.ts';
+import { machineInfo, mb, peakRssBytes, runJsonChild } from './lib/child-json.ts';
+import { trainFeeds, trainInputs } from './lib/train-inputs.ts';
 
 interface Case {
   device: Device;
@@ -54,18 +41,11 @@ interface CaseResult extends Case {
   graph_nodes: number;
 }
 
-const mb = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
-
 async function runCase(c: Case, seconds: number): Promise<CaseResult> {
   const config = PRESETS[c.preset];
   const rss0 = process.memoryUsage().rss;
   const graph = buildTrainStep(config, { batchSize: c.batch, seqLen: c.seq, dtype: 'float32' });
-  const params = initParameters(config, 0);
-  const feeds: Record<string, ort.Tensor> = {};
-  for (const p of parameterSpecs(config))
-    feeds[p.name] = floatTensor('float32', params.get(p.name) ?? [], p.shape);
-  const ids = Int32Array.from({ length: c.batch * (c.seq + 1) }, (_, i) => (i * 7919) % config.vocab_size);
-  feeds.tokens = new ort.Tensor('int32', ids, [c.batch, c.seq + 1]);
+  const feeds = trainFeeds(config, trainInputs(config, c.batch, c.seq), c.batch, c.seq);
 
   let t = performance.now();
   const session = await createSession(graph.onnx, { device: c.device, dtype: 'float32' });
@@ -84,7 +64,7 @@ async function runCase(c: Case, seconds: number): Promise<CaseResult> {
   await session.release();
   times.sort((a, b) => a - b);
   const median = times[Math.floor(times.length / 2)] ?? NaN;
-  const peak = process.resourceUsage().maxRSS * 1024; // kB → bytes
+  const peak = peakRssBytes();
   return {
     ...c,
     dtype: 'float32',
@@ -125,33 +105,29 @@ if (arg('case') !== undefined) {
       continue;
     }
     if (!quiet) process.stderr.write(`bench:model ${c.device} ${c.preset} B=${c.batch} T=${c.seq} … `);
-    const child = spawnSync(
-      process.execPath,
-      [fileURLToPath(import.meta.url), '--case', JSON.stringify(c), '--seconds', String(seconds)],
-      { encoding: 'utf8', env: process.env, maxBuffer: 1 << 24 },
-    );
-    try {
-      const r = JSON.parse(child.stdout) as CaseResult;
+    const child = await runJsonChild<CaseResult>(process.execPath, [
+      fileURLToPath(import.meta.url),
+      '--case',
+      JSON.stringify(c),
+      '--seconds',
+      String(seconds),
+    ]);
+    if (child.ok) {
+      const r = child.value;
       results.push(r);
       if (!quiet)
         process.stderr.write(
           `${r.tokens_per_s} tok/s, ${r.step_ms_median} ms/step, peak RSS ${r.peak_rss_mb} MB\n`,
         );
-    } catch {
-      const error = (child.stderr || `exit ${child.status}`).trim().split('\n').slice(-3).join(' | ');
-      results.push({ ...c, error });
-      if (!quiet) process.stderr.write(`failed: ${error}\n`);
+    } else {
+      results.push({ ...c, error: child.error });
+      if (!quiet) process.stderr.write(`failed: ${child.error}\n`);
     }
   }
   const report = {
     bench: 'model',
     what: 'train step (forward + backward: loss and all gradients), float32, median wall time per step',
-    machine: {
-      cpus: cpus().length,
-      cpu_model: cpus()[0]?.model ?? 'unknown',
-      node: process.versions.node,
-      onnxruntime: ort.env.versions.node ?? '1.30.0',
-    },
+    machine: machineInfo(),
     backends: {
       cpu: 'onnxruntime-node CPUExecutionProvider',
       webgpu: webgpu.icd
