@@ -106,7 +106,7 @@ function dispatch(state: CoordinatorState, event: CoordinatorEvent, ctx: Ctx): T
         return refuse(state, badEntropy());
       return { state: { ...state, entropy: event.entropy }, effects };
     case 'join':
-      return done(join(state, event.id, event.p2p_id, ctx));
+      return done(join(state, event.id, event.p2p_id, ctx, event.origin));
     case 'leave':
       return done(leave(state, event.id, ctx));
     case 'eject': {

@@ -16,6 +16,7 @@ import {
   type RoundOutcome,
 } from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
+import { frozenTrust } from './trust.ts';
 import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
 
 export interface Ctx {
@@ -72,6 +73,7 @@ export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState 
   const clients: EpochClient[] = state.members.slice(0, state.config.max_clients).map((m) => ({
     id: m.id,
     p2p_id: m.p2p_id,
+    ...(m.origin !== undefined ? { origin: m.origin } : {}),
     state: 'Healthy',
     exited_height: -1,
   }));
@@ -123,6 +125,7 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
     verification_percent: config.verification_percent,
     witnesses: [],
     retries: [],
+    ...frozenTrust(state),
   };
   // Retries first (coordinator/retries.ts): one whole interval per trainer, the first trainers of the shuffled
   // order; the rest split the fresh samples. Drain rounds train nothing, so they take no retries either.
