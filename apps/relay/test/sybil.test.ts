@@ -2,7 +2,7 @@
 // puzzle, sized by the relay), a permissioned one does not (its grants are the cost), and one address can bring
 // only so many identities into a run. Real server, real WebSockets.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeJoin, signJoin } from '@meshtrain/core';
+import { encodeJoin, originTag, signJoin } from '@meshtrain/core';
 import { startRelayServer, type RunningRelay } from '../src/server.ts';
 import { fastRunToml, hexKey, identity, TestClient } from './helpers/relay-fixtures.ts';
 
@@ -68,6 +68,19 @@ describe('the cost of an identity', () => {
     const again = await opened(OPEN, 12);
     expect((await again.join('cpu', OPEN)).kind).toBe('ack');
     expect(relay.relay.run(OPEN)!.state.members).toHaveLength(3);
+  });
+});
+
+describe('origin tags', () => {
+  it('each join carries the salted tag of its network, never the address; the store keeps the salt', async () => {
+    const members = relay.relay.run(OPEN)!.state.members;
+    const tag = originTag('127.0.0.1', relay.relay.originSalt)!;
+    expect(tag).toMatch(/^[0-9a-f]{16}$/);
+    // Every identity above joined from this machine: one origin.
+    expect(members.length).toBeGreaterThan(1);
+    for (const m of members) expect(m.origin).toBe(tag);
+    expect(JSON.stringify(relay.relay.run(OPEN)!.state)).not.toContain('127.0.0');
+    expect(relay.relay.store.originSalt()).toEqual(relay.relay.originSalt);
   });
 });
 
