@@ -37,7 +37,8 @@ import {
 import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 
-type Role = 'honest' | 'trusted' | 'sybil' | 'liar' | 'third' | 'cheat';
+/** `verifier`: a trusted verify-only client (`node-trainer verify`). */
+type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat';
 
 interface Member {
   id: string;
@@ -69,7 +70,7 @@ class Sim {
   constructor(members: Member[], config: Partial<CoordinatorConfig>) {
     this.members = members;
     for (const m of members) this.roleOf.set(m.id, m.role);
-    const trusted = members.filter((m) => m.role === 'trusted').map((m) => m.id);
+    const trusted = members.filter((m) => m.role === 'trusted' || m.role === 'verifier').map((m) => m.id);
     const full: CoordinatorConfig = {
       ...baseConfig,
       witness_nodes: 0,
@@ -86,7 +87,14 @@ class Sim {
     this.state = createCoordinator({ run_id: 't', run_seed: 'ab'.repeat(32), config: full, now: this.now });
     this.light = this.state;
     this.replica = this.state;
-    for (const m of members) this.ok({ type: 'join', id: m.id, p2p_id: m.id, origin: m.origin });
+    for (const m of members)
+      this.ok({
+        type: 'join',
+        id: m.id,
+        p2p_id: m.id,
+        origin: m.origin,
+        ...(m.role === 'verifier' ? { verifier_only: true as const } : {}),
+      });
   }
 
   private send(e: CoordinatorEvent) {
@@ -331,6 +339,46 @@ describe('an anchored run with a hostile majority', () => {
   });
 });
 
+describe('a verify-only trusted verifier', () => {
+  it('is in no roster and no quorum, verifies every probation result, and lets honest work through', () => {
+    const sim = new Sim(
+      members([
+        ['verifier', 1, ORIGIN(1)],
+        ['honest', 2, ORIGIN(2)],
+        ['sybil', 4, ORIGIN(9)],
+      ]),
+      { verification_percent: 10 },
+    );
+    const verifier = sim.idsOf('verifier')[0]!;
+    const vi = sim.state.members.findIndex((m) => m.id === verifier);
+    expect(sim.state.members[vi]?.verifier_only).toBe(true);
+    let checked = 0;
+    for (let k = 0; k < 20; k++) {
+      sim.round();
+      const cur = currentRound(sim.state);
+      if (!cur) continue;
+      const ci = sim.state.epoch.clients.findIndex((c) => c.id === verifier);
+      expect(cur.roster).not.toContain(ci);
+      expect(roundAssignments(sim.state, cur).map((a) => a.id)).not.toContain(verifier);
+      const judged = roundAtHeight(sim.state, cur.height - 1);
+      if (judged && cur.verifiers?.includes(ci))
+        for (const t of verificationTasks(sim.state, judged, cur))
+          if (t.trainer.id !== verifier) {
+            // Everyone is on probation at first, and verified first by the trusted verifier.
+            if (judged.qualified && !judged.qualified.includes(t.trainer.client_index)) {
+              expect(t.verifiers[0]).toBe(verifier);
+              checked++;
+            }
+          }
+    }
+    expect(checked).toBeGreaterThan(0);
+    expect(sim.appliedOf('sybil').fabricated).toBe(0);
+    for (const id of sim.idsOf('sybil')) expect(sim.state.ejected).toContain(id);
+    for (const id of sim.idsOf('honest')) expect(sim.state.ejected).not.toContain(id);
+    expect(sim.appliedOf('honest').all).toBeGreaterThan(10);
+  });
+});
+
 describe('a run without anchor', () => {
   it('warns that it may be attacker-controlled, and two accusers of one origin eject nobody', () => {
     const sim = new Sim(
@@ -346,6 +394,25 @@ describe('a run without anchor', () => {
     // (one failing verdict does) but confirm no cheat.
     const honest = sim.idsOf('honest')[0]!;
     expect(sim.state.ejected).not.toContain(honest);
+  });
+
+  it('a trusted verifier checks results of its own origin; others never do', () => {
+    const sim = new Sim(
+      members([
+        ['trusted', 1, ORIGIN(2)],
+        ['honest', 3, ORIGIN(2)],
+      ]),
+      { verification_percent: 100 },
+    );
+    const trusted = sim.idsOf('trusted')[0]!;
+    for (let k = 0; k < 3; k++) sim.round();
+    const cur = currentRound(sim.state)!;
+    const tasks = verificationTasks(sim.state, roundAtHeight(sim.state, cur.height - 1)!, cur);
+    expect(tasks.length).toBeGreaterThan(0);
+    for (const t of tasks) {
+      expect(t.trainer.id).not.toBe(trusted);
+      expect(t.verifiers).toEqual([trusted]);
+    }
   });
 
   it('never lets an identity verify one of its own origin', () => {
@@ -434,6 +501,9 @@ describe('origin tags', () => {
     expect(originTag('203.0.114.7', salt)).not.toBe(a);
     expect(originTag('203.0.113.7', new Uint8Array(16))).not.toBe(a);
     expect(originTag(undefined, salt)).toBeUndefined();
+    // Loopback: processes on the relay's own machine carry no tag.
+    expect(originTag('127.0.0.1', salt)).toBeUndefined();
+    expect(originTag('::1', salt)).toBeUndefined();
   });
 
   it('travel in the join event and its wire form; a malformed one is refused', () => {

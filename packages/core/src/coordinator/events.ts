@@ -9,7 +9,7 @@ export type CoordinatorEvent =
   | { type: 'tick'; entropy?: string }
   | { type: 'entropy'; entropy: string }
   /** `origin`: the host's tag of where the join came from (16 hex digits; state.ts Member.origin). */
-  | { type: 'join'; id: string; p2p_id: string; origin?: string }
+  | { type: 'join'; id: string; p2p_id: string; origin?: string; verifier_only?: true }
   /** Voluntary leave or disconnect: Healthy → Withdrawn. */
   | { type: 'leave'; id: string }
   /** The shell proved the client lied (bad signature, commitment mismatch…): Ejected and banned. */

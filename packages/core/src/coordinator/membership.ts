@@ -27,11 +27,14 @@ export function join(
   p2pId: string,
   ctx: Ctx,
   origin?: string,
+  verifierOnly?: true,
 ): CoordinatorState | CoordinatorError {
   const bad = checkId(id);
   if (bad) return bad;
   if (origin !== undefined && (typeof origin !== 'string' || !ORIGIN.test(origin)))
     return new CoordinatorError('BadEvent', 'origin must be 16 lowercase hex digits');
+  if (verifierOnly !== undefined && verifierOnly !== true)
+    return new CoordinatorError('BadEvent', 'verifier_only is true or absent');
   if (typeof p2pId !== 'string' || p2pId.length === 0 || p2pId.length > 256) {
     return new CoordinatorError('BadEvent', 'p2p_id must be a non-empty string of at most 256 characters');
   }
@@ -53,7 +56,12 @@ export function join(
     );
   }
   ctx.effects.push({ type: 'ClientJoined', id });
-  const member = origin === undefined ? { id, p2p_id: p2pId } : { id, p2p_id: p2pId, origin };
+  const member = {
+    id,
+    p2p_id: p2pId,
+    ...(origin !== undefined ? { origin } : {}),
+    ...(verifierOnly ? { verifier_only: true as const } : {}),
+  };
   return { ...state, members: [...state.members, member] };
 }
 

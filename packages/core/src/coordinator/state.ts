@@ -28,6 +28,11 @@ export interface Member {
    * Absent when the host gave none.
    */
   origin?: string;
+  /**
+   * Joined to verify only (`node-trainer verify`): never in a round's roster, so it trains and witnesses
+   * nothing and counts in no quorum or min_clients; verificationTasks draws it as a verifier (round.verifiers).
+   */
+  verifier_only?: true;
 }
 
 /** A client of the current epoch. Its index in `epoch.clients` never changes during the epoch. */
@@ -115,6 +120,8 @@ export interface Round {
    */
   qualified?: number[];
   struck?: number[];
+  /** `epoch.clients` indices of the verify-only clients Healthy when the round opened; absent when none. */
+  verifiers?: number[];
   /**
    * Set when this round ends (coordinator/round-outcome.ts): its slots with an admitted result (base64, the
    * attestation bit layout) and the Merkle root over those results, so replicas and fetchers can check a

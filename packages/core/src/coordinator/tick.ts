@@ -107,7 +107,7 @@ function dispatch(state: CoordinatorState, event: CoordinatorEvent, ctx: Ctx): T
         return refuse(state, badEntropy());
       return { state: { ...state, entropy: event.entropy }, effects };
     case 'join':
-      return done(join(state, event.id, event.p2p_id, ctx, event.origin));
+      return done(join(state, event.id, event.p2p_id, ctx, event.origin, event.verifier_only));
     case 'leave':
       return done(leave(state, event.id, ctx));
     case 'eject': {
@@ -166,7 +166,7 @@ function onTimer(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   switch (state.run_state) {
     case 'WaitingForMembers':
       if (
-        state.members.length >= c.init_min_clients &&
+        state.members.filter((m) => m.verifier_only !== true).length >= c.init_min_clients &&
         timedOut(state, ctx.now, c.waiting_for_members_extra_time)
       )
         return startEpoch(state, ctx);

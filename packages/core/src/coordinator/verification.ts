@@ -71,7 +71,8 @@ function originOf(state: CoordinatorState, clientIndex: number): string | undefi
  * Which results of `judged` (round h) the clients of `verifying` (round h+1) check, and who checks each: every
  * assignment is sampled with probability verification_percent / 100 from round h+1's seed — every result of
  * a trainer on probation when round h opened, and STRUCK_SAMPLING_FACTOR times as many of one with a recent failed judgement
- * (coordinator/trust.ts) — and two verifiers are drawn from round h+1's roster without the trainer or any
+ * (coordinator/trust.ts) — and two verifiers are drawn from round h+1's roster and its verify-only clients
+ * (round.verifiers), without the trainer or any
  * client of the trainer's origin. In an anchored run the first verifier is a qualified one whenever round
  * h+1 has one (a trusted verifier for a trainer on probation, when one takes part), so a qualified verifier
  * checks any accusation in the same round; the second comes from another origin than the first where one is
@@ -99,8 +100,13 @@ export function verificationTasks(
       const h = hashOf(SAMPLE_TAG, seed, u32le(judged.height), u32le(slot));
       if (below(h, 0, 1_000_000) >= rate * 10_000) return;
       const own = originOf(state, trainer.client_index);
-      const pool = verifying.roster.filter(
-        (ci) => ci !== trainer.client_index && (own === undefined || originOf(state, ci) !== own),
+      // A trusted verifier checks anyone, whatever network it shares with them (the run creator vouches for it).
+      const pool = [...verifying.roster, ...(verifying.verifiers ?? [])].filter(
+        (ci) =>
+          ci !== trainer.client_index &&
+          (own === undefined ||
+            originOf(state, ci) !== own ||
+            isTrusted(state, state.epoch.clients[ci]?.id ?? '')),
       );
       const verifiers: string[] = [];
       const picked = new Set<string>();

@@ -32,6 +32,12 @@ import { conclusiveFailure } from './verification.ts';
 
 type EventOf<T extends CoordinatorEvent['type']> = Extract<CoordinatorEvent, { type: T }>;
 
+/**
+ * A Join whose (signed) device kind starts with this joins to verify only (`node-trainer verify`): the
+ * coordinator never puts it in a round's roster and draws it as a verifier (docs/protocol.md "Trust").
+ */
+export const VERIFY_ONLY_DEVICE_PREFIX = 'verify-only ';
+
 function checkRun(state: CoordinatorState, runId: string): ProtocolRefusal | null {
   return runId === state.run_id
     ? null
@@ -70,7 +76,13 @@ export function joinEvent(
   const id = bytesToHex(j.pubkey);
   // A client without libp2p is reachable by its coordinator id only.
   const p2p_id = j.p2pPeerId === '' ? id : j.p2pPeerId;
-  return origin === undefined ? { type: 'join', id, p2p_id } : { type: 'join', id, p2p_id, origin };
+  return {
+    type: 'join',
+    id,
+    p2p_id,
+    ...(origin !== undefined ? { origin } : {}),
+    ...(j.deviceKind.startsWith(VERIFY_ONLY_DEVICE_PREFIX) ? { verifier_only: true as const } : {}),
+  };
 }
 
 export function leaveEvent(

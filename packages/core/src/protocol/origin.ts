@@ -39,11 +39,14 @@ export function originNetwork(address: string): string | null {
     .join(':')}`;
 }
 
-/** The origin tag (16 hex digits) of `address` under `salt`, or undefined when the address is unknown. */
+/**
+ * The origin tag (16 hex digits) of `address` under `salt`; undefined when the address is unknown or loopback
+ * (processes on the relay's own machine — a local testnet, the host's own trainer — are not told apart).
+ */
 export function originTag(address: string | undefined, salt: Uint8Array): string | undefined {
   if (address === undefined) return undefined;
   const net = originNetwork(address);
-  if (net === null) return undefined;
+  if (net === null || net.startsWith('v4:127.') || net === 'v6:0:0:0:0') return undefined;
   const text = new TextEncoder().encode(net);
   const m = new Uint8Array(TAG.length + salt.length + text.length);
   m.set(TAG, 0);

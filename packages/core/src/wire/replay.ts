@@ -99,6 +99,7 @@ export function compactEvent(state: CoordinatorState, e: CoordinatorEvent): Wire
         key: keyOf(e.id, 'key'),
         p2pId: e.p2p_id === e.id ? null : e.p2p_id,
         ...(e.origin !== undefined ? { origin: hexBytes(e.origin, ORIGIN_BYTES, 'origin') } : {}),
+        ...(e.verifier_only === true ? { verifierOnly: true as const } : {}),
       };
     case 'leave':
       return { type: 'leave', who: refOf(state, e.id) };
@@ -175,6 +176,7 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
         id,
         p2p_id: w.p2pId ?? id,
         ...(w.origin !== undefined ? { origin: bytesToHex(w.origin) } : {}),
+        ...(w.verifierOnly === true ? { verifier_only: true as const } : {}),
       };
     }
     case 'leave':

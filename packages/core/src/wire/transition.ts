@@ -19,7 +19,8 @@
 // | 1    | entropy                        | entropy: bytes ≤ 64                                        |
 // | 2    | join                           | key 32 B ‖ p2p u8 0 = the key's hex, 1 = string ≤ 1024 B,  |
 // |      |                                | 2 = the key's libp2p PeerId (state-interning.ts peerIdOfKey) |
-// |      |                                | (+ 0x80: an origin tag of 8 B follows the p2p id)           |
+// |      |                                | (+ 0x80: an origin tag of 8 B follows the p2p id;           |
+// |      |                                | + 0x40: the client joins to verify only)                    |
 // | 3    | leave                          | ClientRef                                                  |
 // | 4    | eject                          | ClientRef ‖ reason string ≤ limits.maxStringBytes          |
 // | 5    | warmup_witness                 | ClientRef                                                  |
@@ -61,7 +62,7 @@ export type WireEvent =
   | { type: 'tick' }
   | { type: 'entropy'; entropy: Uint8Array }
   /** `p2pId` null: the client has no libp2p id and is reached by its key (p2p_id = the key's hex). */
-  | { type: 'join'; key: Uint8Array; p2pId: string | null; origin?: Uint8Array }
+  | { type: 'join'; key: Uint8Array; p2pId: string | null; origin?: Uint8Array; verifierOnly?: true }
   | { type: 'leave'; who: ClientRef }
   | { type: 'eject'; who: ClientRef; reason: string }
   | { type: 'warmupWitness'; who: ClientRef }
@@ -106,6 +107,7 @@ export type WireEventType = WireEvent['type'];
 /** Bytes of a join's origin tag (the host's salted hash of the joining address's network). */
 export const ORIGIN_BYTES = 8;
 const ORIGIN_FLAG = 0x80;
+const VERIFIER_ONLY_FLAG = 0x40;
 /** A verdict's evidence is its two agreements ×EVIDENCE_SCALE, rounded. */
 export const EVIDENCE_SCALE = 10_000;
 
@@ -185,7 +187,7 @@ export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
     case 'join':
       w.fixed(e.key, PUBLIC_KEY_BYTES, 'key');
       {
-        const o = e.origin === undefined ? 0 : ORIGIN_FLAG;
+        const o = (e.origin === undefined ? 0 : ORIGIN_FLAG) | (e.verifierOnly ? VERIFIER_ONLY_FLAG : 0);
         if (e.p2pId === null) w.u8(o, 'p2pId');
         // node-trainer and the tab derive their libp2p key from the identity key: 1 byte instead of 52.
         else if (e.p2pId === peerIdOfKey(e.key)) w.u8(2 | o, 'p2pId');
@@ -273,7 +275,8 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
     case 'join': {
       const key = r.fixed(PUBLIC_KEY_BYTES, 'key');
       const byte = r.u8('p2pId');
-      const tag = byte & ~ORIGIN_FLAG;
+      const tag = byte & ~(ORIGIN_FLAG | VERIFIER_ONLY_FLAG);
+      const flags = (byte & VERIFIER_ONLY_FLAG) !== 0 ? { verifierOnly: true as const } : {};
       if (tag > 2) throw new WireError('inconsistent', 'p2pId', `p2p tag must be 0, 1 or 2, got ${tag}`);
       let p2pId: string | null = tag === 2 ? peerIdOfKey(key) : null;
       if (tag === 1) {
@@ -281,8 +284,8 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
         if (p2pId === peerIdOfKey(key) || p2pId === bytesToHex(key))
           throw new WireError('inconsistent', 'p2pId', "the key's own PeerId or hex has a tag of its own");
       }
-      if ((byte & ORIGIN_FLAG) === 0) return { type, key, p2pId };
-      return { type, key, p2pId, origin: r.fixed(ORIGIN_BYTES, 'origin') };
+      if ((byte & ORIGIN_FLAG) === 0) return { type, key, p2pId, ...flags };
+      return { type, key, p2pId, origin: r.fixed(ORIGIN_BYTES, 'origin'), ...flags };
     }
     case 'leave':
     case 'warmupWitness':
