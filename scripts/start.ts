@@ -1,12 +1,16 @@
 // `npm start`: the main job on the embedded default run. Starts the relay (coordinator, data, checkpoints,
 // web app) with its default run (tiny preset, Brown corpus), then one local node-trainer on it, and prints the
-// volunteer URL. Both are the real CLIs as child processes; Ctrl-C stops both.
+// volunteer URL. Both are the real CLIs as child processes; Ctrl-C stops both. The local node-trainer is the
+// host's own verifier: its key (kept in the data dir) is listed as trusted in the default run the relay creates
+// (`meshtrain-relay run --verifier-identity`), so newcomers' results are applied only once it, or an identity
+// it vouched for, verified them (docs/protocol.md "Trust: anchors, verified history and probation").
 //
 // Environment: PORT (default 8080), HOST (default 127.0.0.1), MESHTRAIN_DATA_DIR (default .cache/relay in the
 // checkout, so a restart resumes the same run), MESHTRAIN_DEVICE (trainer --device, default auto),
 // MESHTRAIN_NO_TRAINER=1 to start only the relay.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
@@ -88,7 +92,22 @@ if (!existsSync(webDist)) {
     console.log('[start] the web build failed; the relay serves its plain status page instead.');
 }
 
-const relayArgs = ['run', '--port', port, '--host', host, '--data-dir', dataDir];
+const withTrainer = process.env.MESHTRAIN_NO_TRAINER !== '1';
+const verifierKey = `${dataDir}/host-verifier.key`;
+if (withTrainer && !existsSync(verifierKey)) {
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(verifierKey, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+}
+const relayArgs = [
+  'run',
+  '--port',
+  port,
+  '--host',
+  host,
+  '--data-dir',
+  dataDir,
+  ...(withTrainer ? ['--verifier-identity', verifierKey] : []),
+];
 run(relayBin, relayArgs, '[relay]', (line) => {
   const m = /listening on (http:\/\/\S+)/.exec(line);
   if (!m) return;
@@ -98,6 +117,10 @@ run(relayBin, relayArgs, '[relay]', (line) => {
   console.log(`  Run dashboard:   ${url}/runs/${RUN_ID}`);
   console.log(`  Admin console:   ${url}/admin`);
   console.log('');
-  if (process.env.MESHTRAIN_NO_TRAINER === '1') return;
-  run(trainerBin, ['train', '--relay', url, '--run-id', RUN_ID, '--device', device], '[trainer]');
+  if (!withTrainer) return;
+  run(
+    trainerBin,
+    ['train', '--relay', url, '--run-id', RUN_ID, '--device', device, '--identity', verifierKey],
+    '[trainer]',
+  );
 });

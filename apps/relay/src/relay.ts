@@ -193,6 +193,8 @@ export class Relay {
   readonly maxUnjoinedPerAddress: number;
   readonly joinPowBits: number;
   readonly identityLimits: IdentityLimits;
+  /** Salt of the origin tags joins carry (core's originTag), kept in the store across restarts. */
+  readonly originSalt: Uint8Array;
   readonly snapshotIntervalMs: number;
   readonly maxFramesPerSecond: number;
   readonly runCreators: ReadonlySet<string>;
@@ -249,6 +251,7 @@ export class Relay {
     this.joinPowBits = opts.joinPowBits ?? 0;
     this.identityLimits = new IdentityLimits(opts.maxIdentitiesPerAddress ?? Infinity);
     this.store = opts.store;
+    this.originSalt = opts.store.originSalt();
     this.clock = opts.clock ?? Date.now;
     this.limits = opts.limits ?? DEFAULT_WIRE_LIMITS;
     this.tickMs = opts.tickMs ?? 500;

@@ -14,6 +14,7 @@ import {
   encodeControlError,
   healthCheckEvent,
   joinEvent,
+  originTag,
   paramHashMismatch,
   leaveEvent,
   ProtocolRefusal,
@@ -356,7 +357,10 @@ export class CoordinatorSession implements SessionHandle {
   }
 
   private join(host: RunHost, j: Join): void {
-    const event = must(joinEvent(host.state, j, this.challenge, this.powBits));
+    // Where the join came from, as a salted tag of its network (never the address): core keeps it per client
+    // so no identity verifies another of the same origin (docs/protocol.md "Trust").
+    const origin = originTag(this.transport.address || undefined, this.relay.originSalt);
+    const event = must(joinEvent(host.state, j, this.challenge, this.powBits, origin));
     const id = event.id;
     if (!this.relay.mayJoin(host, id))
       throw new Refusal(

@@ -4,6 +4,7 @@
 // transition writes tens of bytes, not the whole state), clients, grants, round history, results, metrics
 // and parameter hashes. WAL with synchronous=NORMAL survives a killed process (not a power cut), which is the
 // failure the relay is built for: `kill -9` and restart resume every run at exactly the seq it had.
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -324,6 +325,18 @@ export class RelayStore {
    * transition after it) and a history table of full states. Its labels and effects become history rows of
    * the log (not replayable, and never replayed: all are at or before the snapshot); the states go.
    */
+  /**
+   * The secret this relay salts origin tags with (core's originTag), created once and kept in the database so a
+   * client that reconnects after a restart gets the same tag.
+   */
+  originSalt(): Uint8Array {
+    const row = this.q('SELECT value FROM meta WHERE key = ?').get('origin_salt') as Row | undefined;
+    if (row !== undefined) return Uint8Array.from(Buffer.from(String(row.value), 'hex'));
+    const salt = randomBytes(32);
+    this.q('INSERT INTO meta(key, value) VALUES (?, ?)').run('origin_salt', salt.toString('hex'));
+    return Uint8Array.from(salt);
+  }
+
   private migrateFromV1(): void {
     this.transaction(() => {
       const old = this.db

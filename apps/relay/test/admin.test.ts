@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { withTrustedVerifiers } from '@meshtrain/core';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
 import { admin, adminHeaders, fastRunToml, hexKey, identity, TestClient } from './helpers/relay-fixtures.ts';
@@ -119,6 +120,21 @@ describe('admin signatures', () => {
     );
     expect(cfg.status).toBe(200);
     expect(runOf(cfg.json).total_steps).toBe(77);
+    // Without trusted verifiers the summary warns that the run may be attacker-controlled; the main authority
+    // names them through the same API (docs/protocol.md "Trust").
+    expect(runOf(cfg.json).trust_warning).toMatch(/no trusted verifier/);
+    const verifier = hexKey(identity(77));
+    const anchored = await admin(
+      relay.url,
+      owner,
+      'PUT',
+      '/api/runs/adm-1/config',
+      withTrustedVerifiers(fastRunToml('adm-1', { total_steps: 77, verification_percent: 10 }), [verifier]),
+    );
+    expect(anchored.status).toBe(200);
+    expect(runOf(anchored.json).trusted_verifiers).toEqual([verifier]);
+    expect(runOf(anchored.json).trust_warning).toBeNull();
+    expect(relay.relay.run('adm-1')!.state.config.trusted_verifiers).toEqual([verifier]);
 
     const resumed = await admin(relay.url, owner, 'POST', '/api/runs/adm-1/resume');
     expect(resumed.status).toBe(200);

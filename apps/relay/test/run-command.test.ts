@@ -26,6 +26,15 @@ describe('meshtrain-relay run', () => {
     expect(flag.stderr).toContain('--port must be an integer');
     const unknown = run(['--frobnicate']);
     expect(unknown.status).toBe(2);
+    // The host's verifier for the default run: a node-trainer identity file, or a key.
+    const notKey = join(dir, 'not-a-key');
+    writeFileSync(notKey, 'hello\n');
+    const badVerifier = run(['--verifier-identity', notKey, '--data-dir', join(dir, 'dv'), '--no-p2p']);
+    expect(badVerifier.status).toBe(2);
+    expect(badVerifier.stderr).toContain('--verifier-identity');
+    const badTrusted = run(['--trusted-verifier', 'xyz', '--data-dir', join(dir, 'dv'), '--no-p2p']);
+    expect(badTrusted.status).toBe(2);
+    expect(badTrusted.stderr).toContain('--trusted-verifier');
 
     const broken = join(dir, 'broken.toml');
     writeFileSync(broken, fastRunToml('broken').replace('min_clients = 2', 'min_clients = 0'));

@@ -2,7 +2,7 @@
 // puzzle, sized by the relay), a permissioned one does not (its grants are the cost), and one address can bring
 // only so many identities into a run. Real server, real WebSockets.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeJoin, signJoin } from '@meshtrain/core';
+import { encodeJoin, originTag, signJoin, VERIFY_ONLY_DEVICE_PREFIX } from '@meshtrain/core';
 import { startRelayServer, type RunningRelay } from '../src/server.ts';
 import { fastRunToml, hexKey, identity, TestClient } from './helpers/relay-fixtures.ts';
 
@@ -68,6 +68,27 @@ describe('the cost of an identity', () => {
     const again = await opened(OPEN, 12);
     expect((await again.join('cpu', OPEN)).kind).toBe('ack');
     expect(relay.relay.run(OPEN)!.state.members).toHaveLength(3);
+  });
+});
+
+describe('origin tags', () => {
+  it('a join carries the salted tag of its network, never the address (none over loopback); the store keeps the salt', async () => {
+    const members = relay.relay.run(OPEN)!.state.members;
+    // Every identity above joined over loopback: processes on the relay's own machine are not told apart.
+    expect(members.length).toBeGreaterThan(1);
+    for (const m of members) expect(m).not.toHaveProperty('origin');
+    expect(originTag('127.0.0.1', relay.relay.originSalt)).toBeUndefined();
+    expect(originTag('203.0.113.9', relay.relay.originSalt)).toMatch(/^[0-9a-f]{16}$/);
+    expect(JSON.stringify(relay.relay.run(OPEN)!.state)).not.toContain('127.0.0');
+    expect(relay.relay.store.originSalt()).toEqual(relay.relay.originSalt);
+  });
+
+  it('a Join whose device kind starts with the verify-only prefix makes a verify-only member', async () => {
+    const c = await opened(CLOSED, 20);
+    relay.relay.store.upsertGrant(CLOSED, hexKey(identity(20)), hexKey(identity(1)), true, Date.now());
+    expect((await c.join(`${VERIFY_ONLY_DEVICE_PREFIX}node-trainer cpu`, CLOSED)).kind).toBe('ack');
+    const m = relay.relay.run(CLOSED)!.state.members.find((x) => x.id === hexKey(identity(20)));
+    expect(m?.verifier_only).toBe(true);
   });
 });
 

@@ -10,6 +10,8 @@ import {
   RunConfigError,
   runLrSchedule,
   stringifyRunConfig,
+  setTrustedVerifiers,
+  withTrustedVerifiers,
   type ConfigIssue,
 } from '../src/config/index.ts';
 import { learningRate } from '../src/schedule/index.ts';
@@ -495,5 +497,36 @@ describe('[meshtrain] model overrides', () => {
       'meshtrain.model.hidden_size',
       'meshtrain.model.num_key_value_heads',
     ]);
+  });
+});
+
+describe('trusted_verifiers', () => {
+  const key = 'ab'.repeat(32);
+  it('lists the run creator’s verifier keys in [config], and survives a round trip', () => {
+    const toml = withTrustedVerifiers(DEFAULT_RUN_TOML, [key]);
+    const run = parseRunConfig(toml).config;
+    expect(run.config.trusted_verifiers).toEqual([key]);
+    expect(coordinatorConfigOf(run).trusted_verifiers).toEqual([key]);
+    expect(parseRunConfig(stringifyRunConfig(run)).config).toEqual(run);
+    // Absent by default: the default run has no anchor unless its host starts a verifier.
+    expect(parseRunConfig(DEFAULT_RUN_TOML).config.config.trusted_verifiers).toBeUndefined();
+    expect(withTrustedVerifiers(DEFAULT_RUN_TOML, [])).toBe(DEFAULT_RUN_TOML);
+    // The admin console's edit: replace the list, or remove it, leaving the rest of the text as it was.
+    const other = 'cd'.repeat(32);
+    const replaced = setTrustedVerifiers(toml, [other, key]);
+    expect(parseRunConfig(replaced).config.config.trusted_verifiers).toEqual([other, key]);
+    expect(setTrustedVerifiers(replaced, [])).toBe(DEFAULT_RUN_TOML);
+  });
+
+  it('refuses malformed, repeated keys and a run without verification', () => {
+    expect(() => parseRunConfig(withTrustedVerifiers(DEFAULT_RUN_TOML, ['AB']))).toThrow(/trusted_verifiers/);
+    expect(() => parseRunConfig(withTrustedVerifiers(DEFAULT_RUN_TOML, [key, key]))).toThrow(
+      /trusted_verifiers/,
+    );
+    const off = withTrustedVerifiers(DEFAULT_RUN_TOML, [key]).replace(
+      'verification_percent = 10',
+      'verification_percent = 0',
+    );
+    expect(() => parseRunConfig(off)).toThrow(/trusted_verifiers/);
   });
 });

@@ -345,6 +345,8 @@ describe('verdicts', () => {
       batch: task.trainer.batch,
       pass: false,
       conclusive: true,
+      // The measurements travel as evidence, ×10 000.
+      evidence: [5000, 100],
     });
     // Conclusive only when failing and the measurements say so.
     const inconclusive = { ...verdict, fingerprintAgreement: 1 };

@@ -32,6 +32,14 @@ function describe(d: RunDetail): string[] {
   lines.push(
     `  clients: ${r.healthy_clients} healthy of ${r.epoch_clients} in the epoch, ${r.members} registered, ${r.connected} connected`,
   );
+  // Older relays send neither field.
+  const trusted = r.trusted_verifiers ?? [];
+  lines.push(
+    trusted.length > 0
+      ? `  trusted verifiers: ${trusted.map((k) => `${k.slice(0, 12)}…`).join(', ')}`
+      : '  trusted verifiers: none',
+  );
+  if (r.trust_warning) lines.push(`  WARNING: the run may be attacker-controlled: ${r.trust_warning}`);
   const rounds = d.rounds;
   if (rounds.length > 0) {
     const done = rounds.filter((x) => x.quorum_reached !== null);

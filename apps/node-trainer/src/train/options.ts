@@ -41,6 +41,8 @@ export interface TrainOptions {
   adversary?: AdversaryName;
   /** With `adversary: 'sybil'`: identities to join. */
   sybils: number;
+  /** `node-trainer verify`: join to verify only (never trains or witnesses; docs/protocol.md "Trust"). */
+  verifyOnly?: boolean;
 }
 
 export function parseTrainOptions(argv: string[]): TrainOptions {

@@ -3,7 +3,7 @@
 // live status line (TTY) or JSON lines (--log json), and held-out evaluations at every model load and epoch end
 // (so a run's progress is measured on text nobody trains on).
 import { RelayLink, relayCheckpoints, type Client, type ClientEvent } from '@meshtrain/client';
-import type { CoordinatorState } from '@meshtrain/core';
+import { VERIFY_ONLY_DEVICE_PREFIX, type CoordinatorState } from '@meshtrain/core';
 import { modelConfigForRun, parameterCount, parameterSizes } from '@meshtrain/model';
 import { CliError } from '../command.ts';
 import type { LoadedIdentity } from '../identity/index.ts';
@@ -30,7 +30,7 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
     runId: o.runId,
     secretKey: identity.secretKey,
     p2pPeerId: identity.peerId,
-    deviceKind: `node-trainer ${device.device}`,
+    deviceKind: `${o.verifyOnly ? VERIFY_ONLY_DEVICE_PREFIX : ''}node-trainer ${device.device}`,
     replica: o.replica,
     onLog: io.say,
   });

@@ -4,7 +4,16 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_RUN_TOML, MAX_JOIN_POW_BITS, parseRunConfig, RunConfigError } from '@meshtrain/core';
+import {
+  bytesToHex,
+  DEFAULT_RUN_TOML,
+  hexToBytes,
+  identityFromSeed,
+  MAX_JOIN_POW_BITS,
+  parseRunConfig,
+  RunConfigError,
+  withTrustedVerifiers,
+} from '@meshtrain/core';
 import { CliError, type Command } from '../command.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
@@ -14,7 +23,8 @@ import { startRelayServer, type RunningRelay } from '../server.ts';
 const USAGE =
   '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
   '[--max-frame-bytes N] [--run-creators HEX[,HEX…]]... [--max-model-params N] [--max-runs-per-creator 4] ' +
-  '[--max-runs 32] [--join-pow-bits 20] [--max-identities-per-address 16] [--public-host NAME] [--no-p2p]';
+  '[--max-runs 32] [--join-pow-bits 20] [--max-identities-per-address 16] [--public-host NAME] [--no-p2p] ' +
+  '[--verifier-identity FILE]... [--trusted-verifier HEX]...';
 /**
  * Defaults of an open relay: a join to a permissionless run costs about 2^20 SHA-256 (a second or two of one
  * core), and one address brings at most 16 identities into a run (docs/protocol.md "Threat model").
@@ -71,6 +81,8 @@ function parseFlags(argv: string[]) {
         'max-identities-per-address': { type: 'string' },
         'no-p2p': { type: 'boolean' },
         'public-host': { type: 'string' },
+        'verifier-identity': { type: 'string', multiple: true },
+        'trusted-verifier': { type: 'string', multiple: true },
       },
       strict: true,
       allowPositionals: false,
@@ -100,6 +112,10 @@ function parseFlags(argv: string[]) {
       intFlag('max-identities-per-address', values['max-identities-per-address'], 1, 1_000_000) ??
       DEFAULT_MAX_IDENTITIES_PER_ADDRESS,
     dataDir: resolve(values['data-dir'] ?? 'relay-data'),
+    trustedVerifiers: [
+      ...(values['verifier-identity'] ?? []).map(verifierKeyOf),
+      ...keyList('trusted-verifier', values['trusted-verifier'] ?? []),
+    ],
   };
   if (values['admin-key'] !== undefined)
     console.error('meshtrain-relay: warning: --admin-key is now called --run-creators');
@@ -107,6 +123,17 @@ function parseFlags(argv: string[]) {
 }
 
 type Flags = ReturnType<typeof parseFlags>;
+
+/**
+ * The public key of a node-trainer identity file (its 32-byte Ed25519 seed as hex): the verifier the relay's
+ * host runs beside it (`node-trainer verify --identity FILE`), listed as trusted in the embedded default run.
+ */
+function verifierKeyOf(file: string): string {
+  const hex = readConfig(file).trim().toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(hex))
+    throw new CliError(`run: --verifier-identity ${file}: expected a node-trainer identity (64 hex digits)`);
+  return bytesToHex(identityFromSeed(hexToBytes(hex)).publicKey);
+}
 
 /** The --config file's text, refused here (exit 1) when core cannot parse it. */
 function checkedConfig(file: string | undefined): string | undefined {
@@ -151,7 +178,10 @@ async function createConfiguredRun(
   relayKey: string,
 ): Promise<void> {
   const { relay } = running;
-  const toml = configText ?? (relay.runList().length === 0 ? DEFAULT_RUN_TOML : undefined);
+  // The embedded default run trusts the verifiers this host starts with it; a --config names its own.
+  const toml =
+    configText ??
+    (relay.runList().length === 0 ? withTrustedVerifiers(DEFAULT_RUN_TOML, f.trustedVerifiers) : undefined);
   if (toml === undefined) return;
   const runId = parseRunConfig(toml).config.run_id;
   if (runId !== undefined && relay.run(runId)) {

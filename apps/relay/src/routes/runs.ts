@@ -1,7 +1,7 @@
 // Public run routes under /api/runs: the list, one run in detail, and stored results by commitment (the
 // guaranteed delivery path for results whose P2P download failed).
 import { Hono } from 'hono';
-import { currentRound, parseRunConfig, RUN_STATE_NAMES } from '@meshtrain/core';
+import { currentRound, parseRunConfig, RUN_STATE_NAMES, trustWarning } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 // Types only (erased at run time): the reply shapes every side reads, so a change here or there fails the
 // type check (the module says why it is not Hono's typed client).
@@ -49,6 +49,8 @@ export function runSummary(relay: Relay, host: RunHost): RunSummary {
       host.paramHash === undefined
         ? null
         : { epoch: host.paramHash.epoch, hash: Buffer.from(host.paramHash.hash).toString('hex') },
+    trusted_verifiers: [...(s.config.trusted_verifiers ?? [])],
+    trust_warning: trustWarning(s),
   };
 }
 

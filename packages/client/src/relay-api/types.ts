@@ -51,6 +51,13 @@ export interface RunSummary {
   seq: number;
   /** The newest agreed epoch parameter hash (hex). */
   param_hash: { epoch: number; hash: string } | null;
+  /** The keys of the run's trusted verifiers (`[config] trusted_verifiers`), hex; empty when it names none. */
+  trusted_verifiers: string[];
+  /**
+   * Core's run-level warning (trustWarning): why identities without a verified record could control the results
+   * the run applies — it may be attacker-controlled; null when trust is anchored and taking part.
+   */
+  trust_warning: string | null;
 }
 
 /** GET /api/runs. */

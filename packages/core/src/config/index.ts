@@ -15,4 +15,5 @@ export {
 } from './sparseloco.ts';
 export { coordinatorConfigOf, lrScheduleOf, runLrSchedule } from './run-config.ts';
 export { DEFAULT_RUN_TOML, DISTRO_RUN_TOML } from './default-run.ts';
+export { setTrustedVerifiers, withTrustedVerifiers } from './trusted-verifiers.ts';
 export { PSYCHE_DEFAULTS, DEFAULT_SEED, DEFAULT_MICRO_BATCH_SIZE } from './normalize.ts';

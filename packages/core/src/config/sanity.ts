@@ -73,6 +73,19 @@ function configRules(run: RunConfig): Check {
     );
     rule(issues, 'config.total_steps', () => c.total_steps > 0, 'must be > 0');
     rule(issues, 'config.max_witnesses', () => c.max_witnesses >= 1, 'must be >= 1');
+    const trusted = c.trusted_verifiers ?? [];
+    rule(
+      issues,
+      'config.trusted_verifiers',
+      () => new Set(trusted).size === trusted.length,
+      'lists a key twice',
+    );
+    rule(
+      issues,
+      'config.trusted_verifiers',
+      () => trusted.length === 0 || c.verification_percent > 0,
+      'needs config.verification_percent > 0: without verification no result carries a fingerprint to check',
+    );
     rule(
       issues,
       'config.witness_nodes',

@@ -1,6 +1,7 @@
 // Zod schemas for the run config TOML: shapes, types and ranges only. Rules that relate keys to each other
 // live in sanity.ts; defaults and the rounds_per_epoch conversion in normalize.ts, where they can be reported.
 // Every table is strict: an unknown key is an error, so a typo never silently falls back to a default.
+import { MAX_TRUSTED_VERIFIERS } from '../coordinator/trust.ts';
 import { z } from 'zod';
 import {
   MAX_COMPRESSION_CHUNK,
@@ -192,6 +193,11 @@ const config = z.strictObject({
   max_clients: u32.optional(),
   max_witnesses: u32.optional(),
   bloom_false_positive_rate: z.number().optional(),
+  // Ours: Ed25519 public keys (64 lowercase hex digits) of the verifiers the run creator trusts.
+  trusted_verifiers: z
+    .array(z.string().regex(/^[0-9a-f]{64}$/, 'must be an Ed25519 public key as 64 lowercase hex digits'))
+    .max(MAX_TRUSTED_VERIFIERS)
+    .optional(),
 });
 
 const modelOverrides = z.strictObject({

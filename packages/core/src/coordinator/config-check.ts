@@ -4,6 +4,7 @@
 // cap: `max_clients` is the limit.
 import { MAX_INNER_STEPS } from '../config/sparseloco.ts';
 import type { CoordinatorConfig } from './config.ts';
+import { MAX_TRUSTED_VERIFIERS } from './trust.ts';
 
 const POSITIVE_INTEGERS = [
   'warmup_time',
@@ -45,6 +46,18 @@ export function checkCoordinatorConfig(config: CoordinatorConfig): string[] {
   const h = config.inner_steps;
   if (h !== undefined && (!Number.isSafeInteger(h) || h < 1 || h > MAX_INNER_STEPS))
     errors.push(`config.inner_steps: must be an integer in 1..${MAX_INNER_STEPS} (got ${String(h)})`);
+  const tv = config.trusted_verifiers;
+  if (tv !== undefined) {
+    if (!Array.isArray(tv) || tv.length > MAX_TRUSTED_VERIFIERS)
+      errors.push(`config.trusted_verifiers: must be a list of at most ${MAX_TRUSTED_VERIFIERS} keys`);
+    else if (!tv.every((k) => typeof k === 'string' && /^[0-9a-f]{64}$/.test(k)))
+      errors.push(
+        'config.trusted_verifiers: each key must be 64 lowercase hex digits (an Ed25519 public key)',
+      );
+    else if (new Set(tv).size !== tv.length) errors.push('config.trusted_verifiers: a key is listed twice');
+    else if (tv.length > 0 && config.verification_percent === 0)
+      errors.push('config.trusted_verifiers: needs verification_percent > 0 (results carry no fingerprint)');
+  }
   if (errors.length > 0) return errors;
   const c = config;
   if (c.global_batch_size_end * (c.inner_steps ?? 1) > 0xffff_ffff)

@@ -41,6 +41,12 @@ export interface CoordinatorConfig {
    * this many times the ramped global batch (docs/protocol.md "SparseLoCo rounds"). Absent for DisTrO runs.
    */
   inner_steps?: number;
+  /**
+   * Ed25519 public keys (64 lowercase hex digits) of verifiers the run creator trusts: their verdicts are
+   * final and anchor every other identity's verified history (coordinator/trust.ts). Absent or empty: a run
+   * without anchor, which warns that it may be attacker-controlled.
+   */
+  trusted_verifiers?: string[];
 }
 
 export const DEFAULT_LIMITS = {

@@ -8,7 +8,8 @@ export type CoordinatorEvent =
   /** Timer (the relay sends one every ~500 ms); `entropy` (hex) is mixed into later round seeds. */
   | { type: 'tick'; entropy?: string }
   | { type: 'entropy'; entropy: string }
-  | { type: 'join'; id: string; p2p_id: string }
+  /** `origin`: the host's tag of where the join came from (16 hex digits; state.ts Member.origin). */
+  | { type: 'join'; id: string; p2p_id: string; origin?: string; verifier_only?: true }
   /** Voluntary leave or disconnect: Healthy → Withdrawn. */
   | { type: 'leave'; id: string }
   /** The shell proved the client lied (bad signature, commitment mismatch…): Ejected and banned. */
@@ -47,6 +48,11 @@ export type CoordinatorEvent =
       pass: boolean;
       /** A failure whose measurements prove the cheat on their own (protocol/verification.ts conclusiveFailure). */
       conclusive?: boolean;
+      /**
+       * With `conclusive`: the verifier's fingerprint agreement (0..10 000) and update agreement
+       * (−10 000..10 000), ×10 000 and rounded: the evidence a third party checks by recomputing.
+       */
+      evidence?: [number, number];
     }
   /** `id` reports clients whose results the previous round's witnesses did not see. */
   | { type: 'health_check'; id: string; checks: ReadonlyArray<{ id: string; proof: CommitteeProof }> }
@@ -82,7 +88,9 @@ export type CoordinatorEffect =
   | { type: 'WitnessAccepted'; step: number; index: number; id: string }
   | { type: 'ResultAdmitted'; step: number; id: string; commitment: string }
   | { type: 'VerdictRecorded'; step: number; trainer: string; verifier: string; pass: boolean }
-  /** Two verifiers failed `id`'s result of `step`: ejected, and its results of the epoch excluded. */
+  /** A verifier's conclusive accusation was refuted by a qualified verifier's pass: it takes a strike. */
+  | { type: 'AccusationRefuted'; step: number; trainer: string; verifier: string }
+  /** A trusted verifier, or accusers confirmed by a qualified one, failed `id`'s result of `step`: ejected. */
   | { type: 'CheatConfirmed'; id: string; step: number }
   | { type: 'ClientJoined'; id: string }
   | { type: 'ClientLeft'; id: string; state: ClientState }

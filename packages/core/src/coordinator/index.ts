@@ -29,4 +29,15 @@ export {
   type RoundOutcome,
 } from './round-outcome.ts';
 export { holdsEvidence, summarizeState } from './summary.ts';
+export {
+  anchored,
+  hasRecord,
+  isTrusted,
+  MAX_TRUSTED_VERIFIERS,
+  PROBATION_SHARE_DIVISOR,
+  QUALIFYING_PASSES,
+  STRUCK_SAMPLING_FACTOR,
+  TRUST_WINDOW,
+  trustWarning,
+} from './trust.ts';
 export { lightEventsFor, lightTick, type EvidenceEvent, type LightEvent } from './light-replica.ts';

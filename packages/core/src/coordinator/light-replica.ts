@@ -100,6 +100,12 @@ function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome 
     admitted_list: ended.admitted_list,
     accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
     alive_bits: roundAtHeight(state, height - 1)?.alive_bits ?? null,
+    ...(ended.qualified !== undefined && roundAtHeight(state, height - 1)
+      ? {
+          vetted_bits: roundAtHeight(state, height - 1)?.vetted_bits ?? null,
+          struck_bits: roundAtHeight(state, height - 1)?.struck_bits ?? null,
+        }
+      : {}),
   };
 }
 

@@ -4,11 +4,16 @@ import { CoordinatorError } from './errors.ts';
 import type { Ctx } from './transitions.ts';
 import { currentHeight, retireClients } from './transitions.ts';
 import type { CoordinatorState } from './state.ts';
+import { withoutTrust } from './trust.ts';
 
-/** Invalid witness submissions (bad proof, not a witness, malformed attestation) before a client is ejected. */
+/**
+ * Invalid witness submissions (bad proof, not a witness, malformed attestation) and refuted accusations
+ * (coordinator/verification.ts) before a client is ejected.
+ */
 export const MAX_STRIKES = 3;
 
 const ID = /^[0-9a-f]{64}$/;
+const ORIGIN = /^[0-9a-f]{16}$/;
 
 export function checkId(id: unknown): CoordinatorError | null {
   return typeof id === 'string' && ID.test(id)
@@ -21,9 +26,15 @@ export function join(
   id: string,
   p2pId: string,
   ctx: Ctx,
+  origin?: string,
+  verifierOnly?: true,
 ): CoordinatorState | CoordinatorError {
   const bad = checkId(id);
   if (bad) return bad;
+  if (origin !== undefined && (typeof origin !== 'string' || !ORIGIN.test(origin)))
+    return new CoordinatorError('BadEvent', 'origin must be 16 lowercase hex digits');
+  if (verifierOnly !== undefined && verifierOnly !== true)
+    return new CoordinatorError('BadEvent', 'verifier_only is true or absent');
   if (typeof p2pId !== 'string' || p2pId.length === 0 || p2pId.length > 256) {
     return new CoordinatorError('BadEvent', 'p2p_id must be a non-empty string of at most 256 characters');
   }
@@ -45,7 +56,13 @@ export function join(
     );
   }
   ctx.effects.push({ type: 'ClientJoined', id });
-  return { ...state, members: [...state.members, { id, p2p_id: p2pId }] };
+  const member = {
+    id,
+    p2p_id: p2pId,
+    ...(origin !== undefined ? { origin } : {}),
+    ...(verifierOnly ? { verifier_only: true as const } : {}),
+  };
+  return { ...state, members: [...state.members, member] };
 }
 
 export function leave(state: CoordinatorState, id: string, ctx: Ctx): CoordinatorState | CoordinatorError {
@@ -87,6 +104,7 @@ export function eject(state: CoordinatorState, id: string, reason: string, ctx: 
     delete strikes[id];
     next = { ...next, strikes };
   }
+  next = withoutTrust(next, id);
   ctx.effects.push({ type: 'ClientEjected', id, reason });
   return next;
 }
@@ -98,7 +116,6 @@ export function isKnown(state: CoordinatorState, id: string): boolean {
 /** Records one provably invalid submission by `id`; the MAX_STRIKES-th ejects it. */
 export function strike(state: CoordinatorState, id: string, reason: string, ctx: Ctx): CoordinatorState {
   const count = (Object.hasOwn(state.strikes, id) ? (state.strikes[id] as number) : 0) + 1;
-  if (count >= MAX_STRIKES)
-    return eject(state, id, `${MAX_STRIKES} invalid witness submissions; last: ${reason}`, ctx);
+  if (count >= MAX_STRIKES) return eject(state, id, `${MAX_STRIKES} strikes; last: ${reason}`, ctx);
   return { ...state, strikes: { ...state.strikes, [id]: count } };
 }

@@ -9,6 +9,7 @@ import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorState, Round } from './state.ts';
 import { loadSlotBits, roundAttestations } from './stored-attestation.ts';
+import { isTrusted, onProbationIn, PROBATION_SHARE_DIVISOR, qualifiedIn } from './trust.ts';
 
 const selections = new WeakMap<readonly number[], RoundSelection>();
 const assignments = new WeakMap<readonly number[], RoundAssignment[]>();
@@ -223,8 +224,9 @@ export function acceptedByEvidence(state: CoordinatorState, height: number): Acc
   const attestations = reached ? roundAttestations(attesting) : [];
   const admitted = roundAdmitted(round);
   const excluded = excludedClients(state, height);
-  const failed = new Set((round.verdicts ?? []).filter((v) => !v.pass).map((v) => v.slot));
-  return roundAssignments(state, round).map(({ batch, client_index }, i) => {
+  const failed =
+    attesting.qualified === undefined ? failedSlots(round) : judgedSlots(state, round, attesting);
+  const out = roundAssignments(state, round).map(({ batch, client_index }, i) => {
     const hex = admitted[i] ?? null;
     if (!reached || hex === null || failed.has(i) || excluded.has(client_index))
       return { batch, client_index, commitment: null, votes: 0 };
@@ -232,6 +234,68 @@ export function acceptedByEvidence(state: CoordinatorState, height: number): Acc
     let votes = 0;
     for (const bits of attestations) if (attests(bits, i)) votes++;
     return { batch, client_index, commitment: votes + 1 >= q ? commitment : null, votes };
+  });
+  return attesting.qualified === undefined ? out : boundProbation(out, round);
+}
+
+/** Slots of a round without anchor that a verifier failed. */
+function failedSlots(round: Round): Set<number> {
+  return new Set((round.verdicts ?? []).filter((v) => !v.pass).map((v) => v.slot));
+}
+
+/**
+ * Slots of `round` that may not be applied in an anchored run (coordinator/trust.ts): those a trusted
+ * verifier failed; else those a qualified verifier failed and none passed; else, without a qualified
+ * verdict, those any verifier failed — and every result of a trainer on probation that no qualified verifier
+ * passed (probation as the round opened: the trainer's standing when it trained).
+ */
+function judgedSlots(state: CoordinatorState, round: Round, attesting: Round): Set<number> {
+  const bySlot = new Map<number, { by: number; pass: boolean }[]>();
+  for (const v of round.verdicts ?? []) {
+    const list = bySlot.get(v.slot) ?? [];
+    list.push(v);
+    bySlot.set(v.slot, list);
+  }
+  const out = new Set<number>();
+  roundAssignments(state, round).forEach((a, slot) => {
+    const verdict = slotJudgement(state, attesting, bySlot.get(slot) ?? []);
+    if (verdict === 'failed' || (verdict !== 'vetted' && onProbationIn(round, a.client_index))) out.add(slot);
+  });
+  return out;
+}
+
+/**
+ * A result's judgement from its verdicts, as round `attesting` (its verifying round) weighs them: 'vetted'
+ * when the deciding verifiers (trusted ones if any reported, else qualified ones) passed it, 'failed' when
+ * they failed it — or, with no qualified verdict, when any verifier failed it — else 'unvetted'.
+ */
+export function slotJudgement(
+  state: CoordinatorState,
+  attesting: Round,
+  verdicts: readonly { by: number; pass: boolean }[],
+): 'vetted' | 'failed' | 'unvetted' {
+  const trusted = verdicts.filter((v) => isTrusted(state, state.epoch.clients[v.by]?.id ?? ''));
+  const deciding = trusted.length > 0 ? trusted : verdicts.filter((v) => qualifiedIn(attesting, v.by));
+  if (deciding.length > 0) return deciding.every((v) => v.pass) ? 'vetted' : 'failed';
+  return verdicts.some((v) => !v.pass) ? 'failed' : 'unvetted';
+}
+
+/**
+ * Keeps at most max(1, ⌊n / PROBATION_SHARE_DIVISOR⌋) accepted results of trainers on probation, n the
+ * accepted results of trainers with a record, the first in slot order: probation never supplies more than a
+ * quarter of a round's applied results once three others are applied.
+ */
+function boundProbation(out: AcceptedCommitment[], round: Round): AcceptedCommitment[] {
+  let settled = 0;
+  for (const a of out) if (a.commitment && !onProbationIn(round, a.client_index)) settled++;
+  let room = Math.max(1, Math.floor(settled / PROBATION_SHARE_DIVISOR));
+  return out.map((a) => {
+    if (!a.commitment || !onProbationIn(round, a.client_index)) return a;
+    if (room > 0) {
+      room--;
+      return a;
+    }
+    return { ...a, commitment: null };
   });
 }
 

@@ -13,7 +13,15 @@ import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
-import { acceptedByEvidence, roundAdmitted, roundAssignments, roundAtHeight, withRound } from './queries.ts';
+import {
+  acceptedByEvidence,
+  roundAdmitted,
+  roundAssignments,
+  roundAtHeight,
+  slotJudgement,
+  withRound,
+} from './queries.ts';
+import { isTrusted, qualifiedIn, withTrust } from './trust.ts';
 import { aliveFromEvidence } from './witnessing.ts';
 import type { CoordinatorState, Round } from './state.ts';
 import { loadSlotBits, toBase64 } from './stored-attestation.ts';
@@ -37,6 +45,13 @@ export interface RoundOutcome {
    * round's witnesses — which health checks may not accuse (coordinator/witnessing.ts); null as above.
    */
   alive_bits: string | null;
+  /**
+   * In an anchored run (the ended round has a frozen `qualified` list), the round before it: the slots a
+   * qualified verifier passed and the slots one failed (`slotJudgement`), which extend the trainers' records
+   * (`state.trust`). Absent or null otherwise.
+   */
+  vetted_bits?: string | null;
+  struck_bits?: string | null;
 }
 
 /** The outcome of round `ended` (the current round, at its witness timeout), from the evidence in `state`. */
@@ -52,11 +67,33 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
   const judged = roundAtHeight(state, ended.height - 1);
   let accepted_bits: string | null = null;
   let alive_bits: string | null = null;
+  let trust: Pick<RoundOutcome, 'vetted_bits' | 'struck_bits'> = {};
   if (judged) {
     const accepted = acceptedByEvidence(state, judged.height) ?? [];
     accepted_bits = toBase64(attestationOf(accepted.length, (i) => accepted[i]?.commitment != null));
     const alive = aliveFromEvidence(state, judged, ended);
     alive_bits = toBase64(attestationOf(alive.length, (i) => alive[i] === true));
+    if (ended.qualified !== undefined) {
+      const verdicts = judged.verdicts ?? [];
+      const n = roundAssignments(state, judged).length;
+      const judgement = Array.from({ length: n }, (_, slot) =>
+        slotJudgement(
+          state,
+          ended,
+          verdicts.filter((v) => v.slot === slot),
+        ),
+      );
+      const qualifiedVerdict = (slot: number): boolean =>
+        verdicts.some(
+          (v) =>
+            v.slot === slot &&
+            (qualifiedIn(ended, v.by) || isTrusted(state, state.epoch.clients[v.by]?.id ?? '')),
+        );
+      trust = {
+        vetted_bits: toBase64(attestationOf(n, (i) => judgement[i] === 'vetted')),
+        struck_bits: toBase64(attestationOf(n, (i) => judgement[i] === 'failed' && qualifiedVerdict(i))),
+      };
+    }
   }
   return {
     height: ended.height,
@@ -65,6 +102,7 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
     admitted_list: admittedListAddress({ runId: state.run_id, step: ended.step, entries }),
     accepted_bits,
     alive_bits,
+    ...trust,
   };
 }
 
@@ -99,11 +137,19 @@ export function outcomeShapeError(
   };
   if (!fits(outcome.admitted_bits, ended)) return 'admitted_bits must cover exactly the slots of the round';
   const judged = roundAtHeight(state, ended.height - 1);
+  const vetted = outcome.vetted_bits ?? null;
+  const struck = outcome.struck_bits ?? null;
   if (!judged) {
-    if (outcome.accepted_bits !== null || outcome.alive_bits !== null)
+    if (outcome.accepted_bits !== null || outcome.alive_bits !== null || vetted !== null || struck !== null)
       return 'there is no round before this one to judge';
   } else if (!fits(outcome.accepted_bits, judged) || !fits(outcome.alive_bits, judged))
     return 'accepted_bits and alive_bits must cover exactly the slots of the round before';
+  else if (
+    ended.qualified === undefined
+      ? vetted !== null || struck !== null
+      : !fits(vetted, judged) || !fits(struck, judged)
+  )
+    return 'vetted_bits and struck_bits cover the slots of the round before exactly when the run is anchored';
   return null;
 }
 
@@ -114,7 +160,9 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
     a.admitted_root === b.admitted_root &&
     a.admitted_list === b.admitted_list &&
     a.accepted_bits === b.accepted_bits &&
-    a.alive_bits === b.alive_bits
+    a.alive_bits === b.alive_bits &&
+    (a.vetted_bits ?? null) === (b.vetted_bits ?? null) &&
+    (a.struck_bits ?? null) === (b.struck_bits ?? null)
   );
 }
 
@@ -130,12 +178,37 @@ export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome
       admitted_list: outcome.admitted_list,
     });
   const judged = roundAtHeight(next, outcome.height - 1);
-  if (judged && outcome.accepted_bits !== null && outcome.alive_bits !== null)
+  if (judged && outcome.accepted_bits !== null && outcome.alive_bits !== null) {
+    const vetted = outcome.vetted_bits ?? null;
+    const struck = outcome.struck_bits ?? null;
     next = withRound(next, {
       ...judged,
       accepted_bits: outcome.accepted_bits,
       alive_bits: outcome.alive_bits,
+      ...(vetted !== null && struck !== null ? { vetted_bits: vetted, struck_bits: struck } : {}),
     });
+    if (vetted !== null && struck !== null) next = recordJudgements(next, judged, vetted, struck);
+  }
+  return next;
+}
+
+/** Each judged trainer's qualified pass (1) or failure (0) appended to its record, in slot order. */
+function recordJudgements(
+  state: CoordinatorState,
+  judged: Round,
+  vetted: string,
+  struck: string,
+): CoordinatorState {
+  const assignments = roundAssignments(state, judged);
+  const v = loadSlotBits(vetted, assignments.length);
+  const f = loadSlotBits(struck, assignments.length);
+  if (!v || !f) return state;
+  let next = state;
+  assignments.forEach((a, slot) => {
+    if (next.ejected.includes(a.id)) return;
+    if (attests(f, slot)) next = withTrust(next, a.id, 0);
+    else if (attests(v, slot)) next = withTrust(next, a.id, 1);
+  });
   return next;
 }
 

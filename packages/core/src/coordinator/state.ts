@@ -22,6 +22,17 @@ export interface Member {
   id: string;
   /** The libp2p peer id the client is reachable at. */
   p2p_id: string;
+  /**
+   * Where the host saw the join come from, as 16 hex digits (the relay's salted hash of the IPv4 /24 or IPv6
+   * /64, never the address): no identity verifies one of the same origin (coordinator/verification.ts).
+   * Absent when the host gave none.
+   */
+  origin?: string;
+  /**
+   * Joined to verify only (`node-trainer verify`): never in a round's roster, so it trains and witnesses
+   * nothing and counts in no quorum or min_clients; verificationTasks draws it as a verifier (round.verifiers).
+   */
+  verifier_only?: true;
 }
 
 /** A client of the current epoch. Its index in `epoch.clients` never changes during the epoch. */
@@ -91,7 +102,26 @@ export interface Round {
    * `roundAssignments`, the verifier's `epoch.clients` index, pass or fail, and whether a failure was
    * conclusive (coordinator/verification.ts).
    */
-  verdicts?: { slot: number; by: number; pass: boolean; conclusive?: true }[];
+  verdicts?: {
+    slot: number;
+    by: number;
+    pass: boolean;
+    conclusive?: true;
+    /**
+     * A conclusive failure's evidence: the verifier's fingerprint agreement and update agreement for the named
+     * batch, ×10 000 and rounded, which anyone recomputing the result can check (docs/protocol.md).
+     */
+    evidence?: [number, number];
+  }[];
+  /**
+   * In an anchored run (config.trusted_verifiers), the `epoch.clients` indices that were qualified verifiers
+   * when the round opened (trusted, or with a verified history: coordinator/trust.ts), and those whose
+   * sampling is raised after a failed judgement. Absent in a run without anchor.
+   */
+  qualified?: number[];
+  struck?: number[];
+  /** `epoch.clients` indices of the verify-only clients Healthy when the round opened; absent when none. */
+  verifiers?: number[];
   /**
    * Set when this round ends (coordinator/round-outcome.ts): its slots with an admitted result (base64, the
    * attestation bit layout) and the Merkle root over those results, so replicas and fetchers can check a
@@ -108,6 +138,12 @@ export interface Round {
   accepted_bits?: string;
   /** Set with accepted_bits: the slots whose trainer got through (admitted, or seen by a witness quorum). */
   alive_bits?: string;
+  /**
+   * Set with accepted_bits in an anchored run: the slots a qualified verifier passed (none failed), and the
+   * slots one failed; they extend the trainers' records (`state.trust`).
+   */
+  vetted_bits?: string;
+  struck_bits?: string;
 }
 
 export interface EpochState {
@@ -165,4 +201,10 @@ export interface CoordinatorState {
    * (coordinator/verification.ts). Absent in older snapshots.
    */
   verified?: Record<string, number[]>;
+  /**
+   * Per identity, its last TRUST_WINDOW results judged by a qualified verifier, oldest first: 1 passed, 0
+   * failed (coordinator/trust.ts); bounded to max_clients ids like `verified`. A decision record kept by light
+   * replicas too (it changes only with round outcomes). Absent until an anchored run judges a result.
+   */
+  trust?: Record<string, number[]>;
 }

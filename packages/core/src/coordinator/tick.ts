@@ -27,8 +27,9 @@
 //     witness minority cannot veto a delivered result.                        (results.ts, queries.ts)
 // 10. Round seeds derive from the run seed, epoch, step and shell entropy (seed.ts), not a clock or RNG.
 // 12. verification_percent is the share of results two other clients re-check (Psyche: a Verifier committee
-//     that trains nothing, left todo!()); one failing verdict excludes a result, two eject the trainer and
-//     exclude its results of the epoch.                             (verification.ts, queries.ts)
+//     that trains nothing, left todo!()); one failing verdict excludes a result; a confirmed cheat ejects the
+//     trainer and excludes its results of the epoch. Trust is anchored by the run's trusted verifiers and
+//     earned by verified history (trust.ts).                        (verification.ts, queries.ts)
 // 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
 //     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
 import type { CoordinatorConfig } from './config.ts';
@@ -106,7 +107,7 @@ function dispatch(state: CoordinatorState, event: CoordinatorEvent, ctx: Ctx): T
         return refuse(state, badEntropy());
       return { state: { ...state, entropy: event.entropy }, effects };
     case 'join':
-      return done(join(state, event.id, event.p2p_id, ctx));
+      return done(join(state, event.id, event.p2p_id, ctx, event.origin, event.verifier_only));
     case 'leave':
       return done(leave(state, event.id, ctx));
     case 'eject': {
@@ -165,7 +166,7 @@ function onTimer(state: CoordinatorState, ctx: Ctx): CoordinatorState {
   switch (state.run_state) {
     case 'WaitingForMembers':
       if (
-        state.members.length >= c.init_min_clients &&
+        state.members.filter((m) => m.verifier_only !== true).length >= c.init_min_clients &&
         timedOut(state, ctx.now, c.waiting_for_members_extra_time)
       )
         return startEpoch(state, ctx);

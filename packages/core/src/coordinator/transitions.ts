@@ -16,6 +16,7 @@ import {
   type RoundOutcome,
 } from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
+import { frozenTrust } from './trust.ts';
 import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
 
 export interface Ctx {
@@ -37,9 +38,10 @@ export function changeState(state: CoordinatorState, to: RunState, ctx: Ctx): Co
   return { ...state, run_state: to, run_state_start: ctx.now };
 }
 
+/** Healthy clients that take part in rounds (verify-only clients count in no quorum or min_clients). */
 export function healthyCount(state: CoordinatorState): number {
   let n = 0;
-  for (const c of state.epoch.clients) if (c.state === 'Healthy') n++;
+  for (const c of state.epoch.clients) if (c.state === 'Healthy' && c.verifier_only !== true) n++;
   return n;
 }
 
@@ -72,6 +74,8 @@ export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState 
   const clients: EpochClient[] = state.members.slice(0, state.config.max_clients).map((m) => ({
     id: m.id,
     p2p_id: m.p2p_id,
+    ...(m.origin !== undefined ? { origin: m.origin } : {}),
+    ...(m.verifier_only ? { verifier_only: true as const } : {}),
     state: 'Healthy',
     exited_height: -1,
   }));
@@ -108,8 +112,9 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
   // trained. Here a drain round has no batch: the next epoch starts exactly where training stopped.
   const training = epoch.last_step === 0;
   const roster: number[] = [];
+  const verifiers: number[] = [];
   epoch.clients.forEach((c, i) => {
-    if (c.state === 'Healthy') roster.push(i);
+    if (c.state === 'Healthy') (c.verifier_only === true ? verifiers : roster).push(i);
   });
   const open: Round = {
     height,
@@ -123,6 +128,8 @@ export function startRoundTrain(state: CoordinatorState, ctx: Ctx): CoordinatorS
     verification_percent: config.verification_percent,
     witnesses: [],
     retries: [],
+    ...frozenTrust(state),
+    ...(verifiers.length > 0 ? { verifiers } : {}),
   };
   // Retries first (coordinator/retries.ts): one whole interval per trainer, the first trainers of the shuffled
   // order; the rest split the fresh samples. Drain rounds train nothing, so they take no retries either.

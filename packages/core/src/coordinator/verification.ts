@@ -4,7 +4,7 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { hexToBytes } from '../selection/hex.ts';
 import { CoordinatorError } from './errors.ts';
-import { eject } from './membership.ts';
+import { eject, strike } from './membership.ts';
 import {
   currentRound,
   roundAdmitted,
@@ -15,6 +15,7 @@ import {
 } from './queries.ts';
 import type { CoordinatorState, Round } from './state.ts';
 import type { Ctx } from './transitions.ts';
+import { isTrusted, onProbationIn, qualifiedIn, STRUCK_SAMPLING_FACTOR } from './trust.ts';
 
 /** Independent verifiers per sampled result; a confirmed cheat needs all of them to fail it. */
 export const VERIFIERS_PER_RESULT = 2;
@@ -62,12 +63,22 @@ export interface VerificationTask {
 
 const tasksMemo = new WeakMap<readonly number[], { judged: readonly number[]; tasks: VerificationTask[] }>();
 
+function originOf(state: CoordinatorState, clientIndex: number): string | undefined {
+  return state.epoch.clients[clientIndex]?.origin;
+}
+
 /**
  * Which results of `judged` (round h) the clients of `verifying` (round h+1) check, and who checks each: every
- * assignment is sampled with probability verification_percent / 100 from round h+1's seed, and two verifiers
- * are drawn from round h+1's roster without the trainer. Depends only on the two rounds' seeds and rosters,
- * so every peer and the coordinator derive the same tasks at any time; a task whose result the host never
- * admitted has nothing to check.
+ * assignment is sampled with probability verification_percent / 100 from round h+1's seed — every result of
+ * a trainer on probation when round h opened, and STRUCK_SAMPLING_FACTOR times as many of one with a recent failed judgement
+ * (coordinator/trust.ts) — and two verifiers are drawn from round h+1's roster and its verify-only clients
+ * (round.verifiers), without the trainer or any
+ * client of the trainer's origin. In an anchored run the first verifier is a qualified one whenever round
+ * h+1 has one (a trusted verifier for a trainer on probation, when one takes part), so a qualified verifier
+ * checks any accusation in the same round; the second comes from another origin than the first where one is
+ * left. Depends only on the two rounds (seeds, rosters, frozen trust) and the epoch's clients, so every peer
+ * and the coordinator derive the same tasks at any time; a task whose result the host never admitted has
+ * nothing to check.
  */
 export function verificationTasks(
   state: CoordinatorState,
@@ -78,17 +89,48 @@ export function verificationTasks(
   if (memo && memo.judged === judged.roster) return memo.tasks;
   const percent = verifying.verification_percent;
   const tasks: VerificationTask[] = [];
+  const isAnchored = verifying.qualified !== undefined;
   if (percent > 0) {
     const seed = hexToBytes(verifying.random_seed);
     roundAssignments(state, judged).forEach((trainer, slot) => {
+      // The trainer's standing when it trained (round h), the verifiers' when they verify (round h+1).
+      const probation = onProbationIn(judged, trainer.client_index);
+      const struck = judged.struck?.includes(trainer.client_index) === true;
+      const rate = probation ? 100 : struck ? Math.min(100, percent * STRUCK_SAMPLING_FACTOR) : percent;
       const h = hashOf(SAMPLE_TAG, seed, u32le(judged.height), u32le(slot));
-      if (below(h, 0, 1_000_000) >= percent * 10_000) return;
-      const pool = verifying.roster.filter((ci) => ci !== trainer.client_index);
+      if (below(h, 0, 1_000_000) >= rate * 10_000) return;
+      const own = originOf(state, trainer.client_index);
+      // A trusted verifier checks anyone, whatever network it shares with them (the run creator vouches for it).
+      const pool = [...verifying.roster, ...(verifying.verifiers ?? [])].filter(
+        (ci) =>
+          ci !== trainer.client_index &&
+          (own === undefined ||
+            originOf(state, ci) !== own ||
+            isTrusted(state, state.epoch.clients[ci]?.id ?? '')),
+      );
       const verifiers: string[] = [];
+      const picked = new Set<string>();
       for (let k = 0; k < VERIFIERS_PER_RESULT && pool.length > 0; k++) {
-        const pick = below(hashOf(VERIFIER_TAG, seed, u32le(slot), u32le(k)), 0, pool.length);
-        const [ci] = pool.splice(pick, 1);
-        const id = state.epoch.clients[ci as number]?.id;
+        let candidates = pool;
+        if (k === 0 && isAnchored) {
+          const trusted = probation
+            ? pool.filter((ci) => isTrusted(state, state.epoch.clients[ci]?.id ?? ''))
+            : [];
+          const qualified = pool.filter((ci) => qualifiedIn(verifying, ci));
+          candidates = trusted.length > 0 ? trusted : qualified.length > 0 ? qualified : pool;
+        } else if (picked.size > 0) {
+          const elsewhere = pool.filter((ci) => {
+            const o = originOf(state, ci);
+            return o === undefined || !picked.has(o);
+          });
+          if (elsewhere.length > 0) candidates = elsewhere;
+        }
+        const pick = below(hashOf(VERIFIER_TAG, seed, u32le(slot), u32le(k)), 0, candidates.length);
+        const ci = candidates[pick] as number;
+        pool.splice(pool.indexOf(ci), 1);
+        const o = originOf(state, ci);
+        if (o !== undefined) picked.add(o);
+        const id = state.epoch.clients[ci]?.id;
         if (id) verifiers.push(id);
       }
       if (verifiers.length > 0) tasks.push({ slot, trainer, verifiers });
@@ -100,12 +142,21 @@ export function verificationTasks(
 
 /**
  * `verdict`: a verifier of the open round h+1 reports on a sampled result of round h. Recorded in round h
- * (one failing verdict keeps the result from being applied). Once every verifier of the task reported, the
- * result counts in the trainer's record (`state.verified`); a cheat is confirmed when all of them failed it
- * conclusively, or when the trainer has CONFIRMING_STRIKES results failed by all their verifiers among its
- * last STRIKE_WINDOW. A confirmed cheater is ejected and listed in the epoch's cheats with the height it was
- * confirmed at (queries.acceptedCommitments excludes its results, queries.replayExclusions tells replicas to
- * rebuild without those already applied).
+ * (a failing verdict keeps the result from being applied; in an anchored run a qualified verifier's verdict
+ * outweighs the others', queries.acceptedByEvidence). Refused from a verifier that is no longer a Healthy
+ * client. Once every verifier of the task reported, the result counts in the trainer's record
+ * (`state.verified`). A cheat is confirmed — the trainer ejected and listed in the epoch's cheats with the
+ * height it was confirmed at (queries.acceptedCommitments excludes its results, queries.replayExclusions
+ * tells replicas to rebuild without those already applied) — by:
+ *  - a trusted verifier's conclusive failure, at once;
+ *  - in an anchored run, conclusive failures by every verifier, one of them qualified and of another origin
+ *    than another accuser: the qualified verifier confirms the accusers' evidence by its own recomputation;
+ *  - in a run without anchor, conclusive failures by every verifier, from two or more origins where known;
+ *  - CONFIRMING_STRIKES failed results among the trainer's last STRIKE_WINDOW, where a result counts as
+ *    failed when a qualified verifier failed it and none passed it (anchored), or every verifier failed it
+ *    and they are of two origins or more (without anchor).
+ * A conclusive accusation by a verifier without a record that a qualified verifier contradicts (passes the
+ * result, none fails it) is refuted: the accuser takes a strike, and MAX_STRIKES of them eject it.
  */
 export interface VerdictSubmission {
   id: string;
@@ -114,6 +165,21 @@ export interface VerdictSubmission {
   pass: boolean;
   /** A failure whose measurements prove the cheat on their own (protocol/verification.ts conclusiveFailure). */
   conclusive?: boolean;
+  /** With `conclusive`: fingerprint and update agreement ×10 000 (events.ts). */
+  evidence?: [number, number];
+}
+
+function checkEvidence(e: unknown): e is [number, number] {
+  return (
+    Array.isArray(e) &&
+    e.length === 2 &&
+    Number.isInteger(e[0]) &&
+    Number.isInteger(e[1]) &&
+    (e[0] as number) >= 0 &&
+    (e[0] as number) <= 10_000 &&
+    (e[1] as number) >= -10_000 &&
+    (e[1] as number) <= 10_000
+  );
 }
 
 export function verdict(
@@ -135,6 +201,11 @@ export function verdict(
     );
   if (typeof v.pass !== 'boolean' || typeof v.batch !== 'object' || v.batch === null)
     return new CoordinatorError('BadEvent', 'a verdict names a batch and pass: true | false');
+  if (v.evidence !== undefined && (v.pass || v.conclusive !== true || !checkEvidence(v.evidence)))
+    return new CoordinatorError(
+      'BadEvent',
+      'evidence comes with a conclusive failure: [fingerprint 0..10000, update −10000..10000]',
+    );
   const task = verificationTasks(state, judged, cur).find(
     (t) => t.trainer.batch.start === v.batch.start && t.trainer.batch.end === v.batch.end,
   );
@@ -146,13 +217,24 @@ export function verdict(
   if ((roundAdmitted(judged)[task.slot] ?? null) === null)
     return new CoordinatorError('NothingToVerify', 'the host admitted no result for that batch');
   const by = state.epoch.clients.findIndex((c) => c.id === v.id);
+  if (state.epoch.clients[by]?.state !== 'Healthy')
+    return new CoordinatorError(
+      'NotHealthy',
+      `${v.id.slice(0, 12)}… is no longer a member of the epoch; its verdicts are not taken`,
+    );
   const verdicts = judged.verdicts ?? [];
   if (verdicts.some((x) => x.slot === task.slot && x.by === by))
     return new CoordinatorError('DuplicateVerdict', 'this verifier already reported on that result');
   const conclusive = !v.pass && v.conclusive === true;
   const recorded = [
     ...verdicts,
-    { slot: task.slot, by, pass: v.pass, ...(conclusive ? { conclusive } : {}) },
+    {
+      slot: task.slot,
+      by,
+      pass: v.pass,
+      ...(conclusive ? { conclusive } : {}),
+      ...(conclusive && v.evidence ? { evidence: [v.evidence[0], v.evidence[1]] as [number, number] } : {}),
+    },
   ];
   let next = withRound(state, { ...judged, verdicts: recorded });
   const trainerId = task.trainer.id;
@@ -163,28 +245,69 @@ export function verdict(
     verifier: v.id,
     pass: v.pass,
   });
+  if (next.ejected.includes(trainerId)) return next;
+  if (conclusive && isTrusted(state, v.id))
+    return confirmCheat(next, task, cur.height, v.step, 'failed conclusively by a trusted verifier', ctx);
   const mine = recorded.filter((x) => x.slot === task.slot);
   // A result counts once every verifier reported; one that was never fully judged proves nothing either way.
-  if (mine.length < task.verifiers.length || next.ejected.includes(trainerId)) return next;
-  const failedByAll = task.verifiers.length >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass);
-  if (failedByAll && mine.every((x) => x.conclusive === true))
-    return confirmCheat(
-      next,
-      task,
-      cur.height,
-      v.step,
-      `failed conclusively by ${mine.length} verifiers`,
-      ctx,
-    );
-  next = withVerified(next, trainerId, failedByAll ? 1 : 0);
+  if (mine.length < task.verifiers.length) return next;
+  const clients = next.epoch.clients;
+  const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
+  const allConclusive = task.verifiers.length >= VERIFIERS_PER_RESULT && accusers.length === mine.length;
+  const origins = new Set(accusers.map((x) => clients[x.by]?.origin ?? `#${x.by}`));
+  let failed: boolean;
+  if (cur.qualified !== undefined) {
+    const trusted = mine.filter((x) => isTrusted(next, clients[x.by]?.id ?? ''));
+    const qualified = trusted.length > 0 ? trusted : mine.filter((x) => qualifiedIn(cur, x.by));
+    const qPass = qualified.some((x) => x.pass);
+    const qFail = qualified.some((x) => !x.pass);
+    failed = qFail && !qPass;
+    if (qPass && !qFail)
+      for (const x of accusers) {
+        if (qualified.includes(x)) continue;
+        const liar = clients[x.by]?.id ?? '';
+        ctx.effects.push({ type: 'AccusationRefuted', step: v.step, trainer: trainerId, verifier: liar });
+        next = strike(
+          next,
+          liar,
+          `its conclusive failure of step ${v.step} was refuted by a qualified verifier`,
+          ctx,
+        );
+      }
+    const confirmer = accusers.find((x) => qualifiedIn(cur, x.by));
+    if (allConclusive && confirmer && origins.size >= 2)
+      return confirmCheat(
+        next,
+        task,
+        cur.height,
+        v.step,
+        `failed conclusively by ${mine.length} verifiers, confirmed by one with a verified history`,
+        ctx,
+      );
+  } else {
+    // Failures from one origin are one voice: they keep the result out but count against nobody.
+    const failOrigins = new Set(mine.map((x) => clients[x.by]?.origin ?? `#${x.by}`));
+    failed =
+      task.verifiers.length >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass) && failOrigins.size >= 2;
+    if (allConclusive && origins.size >= Math.min(2, accusers.length))
+      return confirmCheat(
+        next,
+        task,
+        cur.height,
+        v.step,
+        `failed conclusively by ${mine.length} verifiers`,
+        ctx,
+      );
+  }
+  next = withVerified(next, trainerId, failed ? 1 : 0);
   const strikes = (next.verified?.[trainerId] ?? []).reduce((a, b) => a + b, 0);
-  if (failedByAll && strikes >= CONFIRMING_STRIKES)
+  if (failed && strikes >= CONFIRMING_STRIKES)
     return confirmCheat(
       next,
       task,
       cur.height,
       v.step,
-      `${strikes} of its last ${STRIKE_WINDOW} verified results failed by every verifier`,
+      `${strikes} of its last ${STRIKE_WINDOW} verified results failed`,
       ctx,
     );
   return next;

@@ -57,8 +57,9 @@ export function warmupWitness(
   };
   const healthy = healthyCount(next);
   const w = effectiveWitnessCount(next.config.witness_nodes, next.config.max_witnesses, healthy);
-  if (healthy >= next.config.min_clients && next.epoch.warmup_witnesses.length >= w)
-    return startRoundTrain(next, ctx);
+  // A verify-only client's warmup witness says it is ready; the round waits for the trainers'.
+  const ready = next.epoch.warmup_witnesses.filter((k) => next.epoch.clients[k]?.verifier_only !== true);
+  if (healthy >= next.config.min_clients && ready.length >= w) return startRoundTrain(next, ctx);
   return next;
 }
 

@@ -32,6 +32,12 @@ import { conclusiveFailure } from './verification.ts';
 
 type EventOf<T extends CoordinatorEvent['type']> = Extract<CoordinatorEvent, { type: T }>;
 
+/**
+ * A Join whose (signed) device kind starts with this joins to verify only (`node-trainer verify`): the
+ * coordinator never puts it in a round's roster and draws it as a verifier (docs/protocol.md "Trust").
+ */
+export const VERIFY_ONLY_DEVICE_PREFIX = 'verify-only ';
+
 function checkRun(state: CoordinatorState, runId: string): ProtocolRefusal | null {
   return runId === state.run_id
     ? null
@@ -45,13 +51,15 @@ function signatureRefusal(e: unknown): ProtocolRefusal {
 
 /**
  * A join: the proof of work the connection's challenge asked for (`powBits`; cheap to check, so first), the
- * signature over the challenge, then the coordinator's `join` event.
+ * signature over the challenge, then the coordinator's `join` event, with the host's `origin` tag of where
+ * it came from (protocol/origin.ts) when it has one.
  */
 export function joinEvent(
   state: CoordinatorState,
   j: Join,
   challenge: Uint8Array,
   powBits = 0,
+  origin?: string,
 ): EventOf<'join'> | ProtocolRefusal {
   const wrong = checkRun(state, j.runId);
   if (wrong) return wrong;
@@ -67,7 +75,14 @@ export function joinEvent(
   }
   const id = bytesToHex(j.pubkey);
   // A client without libp2p is reachable by its coordinator id only.
-  return { type: 'join', id, p2p_id: j.p2pPeerId === '' ? id : j.p2pPeerId };
+  const p2p_id = j.p2pPeerId === '' ? id : j.p2pPeerId;
+  return {
+    type: 'join',
+    id,
+    p2p_id,
+    ...(origin !== undefined ? { origin } : {}),
+    ...(j.deviceKind.startsWith(VERIFY_ONLY_DEVICE_PREFIX) ? { verifier_only: true as const } : {}),
+  };
 }
 
 export function leaveEvent(
@@ -279,9 +294,21 @@ export function verdictEvent(
     step: v.step,
     batch: { start: v.batch.start, end: v.batch.end },
     pass: v.pass,
-    // Only a failing verdict can be conclusive; the field is left out otherwise (as in older logs).
-    ...(!v.pass && conclusiveFailure(v) ? { conclusive: true } : {}),
+    // Only a failing verdict can be conclusive; the field is left out otherwise (as in older logs). A
+    // conclusive one carries its measurements: the evidence a qualified verifier's recomputation checks.
+    ...(!v.pass && conclusiveFailure(v)
+      ? {
+          conclusive: true,
+          evidence: [scaled(v.fingerprintAgreement), scaled(v.updateAgreement)] as [number, number],
+        }
+      : {}),
   };
+}
+
+/** An agreement in [−1, 1] as the integer evidence the coordinator stores (×10 000, rounded, clamped). */
+function scaled(x: number): number {
+  const v = Math.round(x * 10_000);
+  return Math.max(-10_000, Math.min(10_000, Number.isFinite(v) ? v : 0));
 }
 
 function sameBatch(a: BatchId, b: BatchId): boolean {

@@ -5,3 +5,4 @@ export * from './result-shape.ts';
 export * from './admission.ts';
 export * from './param-hash.ts';
 export * from './verification.ts';
+export * from './origin.ts';

@@ -25,7 +25,8 @@
 //    STRIKE_WINDOW verified results (coordinator/verification.ts). One inconclusive failure is not proof: an honest DisTrO result sends
 //    the top of its momentum, which can hold directions the current gradient no longer shares, and on some
 //    rounds every honest result scores low (docs/protocol.md "Verification of work" has the measurements).
-//    No single accuser can eject anyone (coordinator/verification.ts).
+//    How much a verdict weighs depends on its sender: a run that names trusted verifiers takes their word and that
+//    of verifiers with a verified history over the others' (coordinator/trust.ts, docs/protocol.md "Trust").
 import type { CoordinatorState } from '../coordinator/state.ts';
 import { below, hashOf, u32le } from '../coordinator/verification.ts';
 import { hexToBytes } from '../selection/hex.ts';

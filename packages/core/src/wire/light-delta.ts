@@ -24,8 +24,8 @@
 // | 0–14 | the same-numbered     | its payload (transition.ts); only tick, entropy, join, leave, eject,   |
 // |      | event                 | warmup_witness, pause, resume and update_config                        |
 // | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ root 32 B ‖ list address 32 B ‖    |
-// |      |                       | u8 0/1 ‖ accepted bits                                                 |
-// |      |                       | ‖ alive bits. Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
+// |      |                       | u8 0/1/2 ‖ accepted bits                                               |
+// |      |                       | ‖ alive bits (‖ vetted bits ‖ struck bits when 2: an anchored run). Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
 // |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
 // |      |                       | zero / one bits; whichever is shortest (see writeBits)                 |
 // | 17   | witness_seen          | step varint u32 ‖ roster index varint u32                              |
@@ -96,6 +96,9 @@ export interface WireOutcome {
   /** Both null when the ring held no round before the one that ended. */
   acceptedBits: Uint8Array | null;
   aliveBits: Uint8Array | null;
+  /** An anchored run's judgements of the round before (round-outcome.ts); absent otherwise. */
+  vettedBits?: Uint8Array;
+  struckBits?: Uint8Array;
 }
 
 export type LightWireEvent =
@@ -196,6 +199,12 @@ export function compactLightEvent(state: CoordinatorState, e: LightEvent): Light
             admittedList: hexToBytes(e.outcome.admitted_list, ROOT_BYTES),
             acceptedBits: bitsOf(e.outcome.accepted_bits, 'acceptedBits'),
             aliveBits: bitsOf(e.outcome.alive_bits, 'aliveBits'),
+            ...(typeof e.outcome.vetted_bits === 'string' && typeof e.outcome.struck_bits === 'string'
+              ? {
+                  vettedBits: bitsOf(e.outcome.vetted_bits, 'vettedBits')!,
+                  struckBits: bitsOf(e.outcome.struck_bits, 'struckBits')!,
+                }
+              : {}),
           },
         };
       return { type: 'plain', event: { type: 'tick' } };
@@ -227,6 +236,9 @@ export function expandLightEvent(state: CoordinatorState, w: LightWireEvent): Li
         admitted_list: bytesToHex(o.admittedList),
         accepted_bits: o.acceptedBits === null ? null : toBase64(o.acceptedBits),
         alive_bits: o.aliveBits === null ? null : toBase64(o.aliveBits),
+        ...(o.vettedBits && o.struckBits
+          ? { vetted_bits: toBase64(o.vettedBits), struck_bits: toBase64(o.struckBits) }
+          : {}),
       };
       return { type: 'tick', outcome };
     }
@@ -392,10 +404,20 @@ function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void 
       w.fixed(o.admittedList, ROOT_BYTES, `${field}.admittedList`);
       if ((o.acceptedBits === null) !== (o.aliveBits === null))
         throw new WireError('inconsistent', field, 'accepted and alive bits come together');
-      w.u8(o.acceptedBits === null ? 0 : 1, `${field}.judged`);
+      if ((o.vettedBits === undefined) !== (o.struckBits === undefined) || (o.vettedBits && !o.acceptedBits))
+        throw new WireError(
+          'inconsistent',
+          field,
+          'vetted and struck bits come together, with accepted bits',
+        );
+      w.u8(o.acceptedBits === null ? 0 : o.vettedBits ? 2 : 1, `${field}.judged`);
       if (o.acceptedBits !== null && o.aliveBits !== null) {
         writeBits(w, o.acceptedBits, maxBits, `${field}.acceptedBits`);
         writeBits(w, o.aliveBits, maxBits, `${field}.aliveBits`);
+      }
+      if (o.vettedBits && o.struckBits) {
+        writeBits(w, o.vettedBits, maxBits, `${field}.vettedBits`);
+        writeBits(w, o.struckBits, maxBits, `${field}.struckBits`);
       }
       return;
     }
@@ -445,13 +467,22 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
       const admittedRoot = r.fixed(ROOT_BYTES, `${field}.admittedRoot`);
       const admittedList = r.fixed(ROOT_BYTES, `${field}.admittedList`);
       const judged = r.u8(`${field}.judged`);
-      if (judged > 1) throw new WireError('inconsistent', `${field}.judged`, 'must be 0 or 1');
+      if (judged > 2) throw new WireError('inconsistent', `${field}.judged`, 'must be 0, 1 or 2');
       const acceptedBits = judged ? readBits(r, maxBits, `${field}.acceptedBits`) : null;
       const aliveBits = judged ? readBits(r, maxBits, `${field}.aliveBits`) : null;
-      return {
-        type: 'outcome',
-        outcome: { height, admittedBits, admittedRoot, admittedList, acceptedBits, aliveBits },
+      const outcome: WireOutcome = {
+        height,
+        admittedBits,
+        admittedRoot,
+        admittedList,
+        acceptedBits,
+        aliveBits,
       };
+      if (judged === 2) {
+        outcome.vettedBits = readBits(r, maxBits, `${field}.vettedBits`);
+        outcome.struckBits = readBits(r, maxBits, `${field}.struckBits`);
+      }
+      return { type: 'outcome', outcome };
     }
     case KIND_WITNESS_SEEN:
       return { type: 'witnessSeen', step: r.u32(`${field}.step`), index: r.u32(`${field}.index`) };

@@ -12,6 +12,7 @@ import { bytesToHex, hexToBytes } from '../crypto/index.ts';
 import { WireError } from './errors.ts';
 import type { StateDelta, WireTransition } from './state-delta.ts';
 import type { ClientRef, WireEvent } from './transition.ts';
+import { ORIGIN_BYTES } from './transition.ts';
 
 /** A transition in the coordinator's terms: `entropy` (hex) fed as an `entropy` event, then `event`, at `now`. */
 export interface AppliedTransition {
@@ -93,7 +94,13 @@ export function compactEvent(state: CoordinatorState, e: CoordinatorEvent): Wire
     case 'entropy':
       return { type: 'entropy', entropy: entropyBytes(e.entropy, 'entropy') };
     case 'join':
-      return { type: 'join', key: keyOf(e.id, 'key'), p2pId: e.p2p_id === e.id ? null : e.p2p_id };
+      return {
+        type: 'join',
+        key: keyOf(e.id, 'key'),
+        p2pId: e.p2p_id === e.id ? null : e.p2p_id,
+        ...(e.origin !== undefined ? { origin: hexBytes(e.origin, ORIGIN_BYTES, 'origin') } : {}),
+        ...(e.verifier_only === true ? { verifierOnly: true as const } : {}),
+      };
     case 'leave':
       return { type: 'leave', who: refOf(state, e.id) };
     case 'eject':
@@ -164,7 +171,13 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
       return { type: 'entropy', entropy: bytesToHex(w.entropy) };
     case 'join': {
       const id = bytesToHex(w.key);
-      return { type: 'join', id, p2p_id: w.p2pId ?? id };
+      return {
+        type: 'join',
+        id,
+        p2p_id: w.p2pId ?? id,
+        ...(w.origin !== undefined ? { origin: bytesToHex(w.origin) } : {}),
+        ...(w.verifierOnly === true ? { verifier_only: true as const } : {}),
+      };
     }
     case 'leave':
       return { type: 'leave', id: resolveRef(state, w.who) };
@@ -308,7 +321,16 @@ export function applyStateDelta(state: CoordinatorState, seq: number, delta: Sta
   return { state: s, seq: at, gap: false, applied };
 }
 
-/** A verdict's `conclusive` field, only where it is set (events without it compare and print as before). */
-function conclusiveOf(e: { conclusive?: boolean }): { conclusive?: true } {
-  return e.conclusive === true ? { conclusive: true } : {};
+/**
+ * A verdict's `conclusive` field and its evidence, only where set (events without them compare and print as
+ * before).
+ */
+function conclusiveOf(e: { conclusive?: boolean; evidence?: [number, number] }): {
+  conclusive?: true;
+  evidence?: [number, number];
+} {
+  if (e.conclusive !== true) return {};
+  return e.evidence !== undefined
+    ? { conclusive: true, evidence: [e.evidence[0], e.evidence[1]] }
+    : { conclusive: true };
 }

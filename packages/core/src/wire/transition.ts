@@ -19,6 +19,8 @@
 // | 1    | entropy                        | entropy: bytes ≤ 64                                        |
 // | 2    | join                           | key 32 B ‖ p2p u8 0 = the key's hex, 1 = string ≤ 1024 B,  |
 // |      |                                | 2 = the key's libp2p PeerId (state-interning.ts peerIdOfKey) |
+// |      |                                | (+ 0x80: an origin tag of 8 B follows the p2p id;           |
+// |      |                                | + 0x40: the client joins to verify only)                    |
 // | 3    | leave                          | ClientRef                                                  |
 // | 4    | eject                          | ClientRef ‖ reason string ≤ limits.maxStringBytes          |
 // | 5    | warmup_witness                 | ClientRef                                                  |
@@ -26,8 +28,10 @@
 // |      |                                | ‖ merkle u8 0/1 ‖ 32 B (witness.ts)                        |
 // | 7    | result_admitted, open round    | slot varint u32 ‖ commitment 32 B                          |
 // | 8    | result_admitted, any           | ClientRef ‖ step varint u32 ‖ batch ‖ commitment 32 B       |
-// | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ outcome u8                   |
-// | 10   | verdict, any                   | ClientRef ‖ step varint u32 ‖ batch ‖ outcome u8            |
+// | 9    | verdict, round before the open | ClientRef ‖ slot varint u32 ‖ outcome u8 (‖ evidence)      |
+// | 10   | verdict, any                   | ClientRef ‖ step varint u32 ‖ batch ‖ outcome u8 (‖ evid.)  |
+// |      |                                | outcome 3: a conclusive fail with evidence: fingerprint     |
+// |      |                                | varint ≤ 10000 ‖ update + 10000 varint ≤ 20000              |
 // | 11   | health_check                   | ClientRef ‖ count varint ≤ limits.maxClients ‖ count ×     |
 // |      |                                | (ClientRef ‖ CommitteeProof)                               |
 // | 12   | pause                          | —                                                          |
@@ -58,7 +62,7 @@ export type WireEvent =
   | { type: 'tick' }
   | { type: 'entropy'; entropy: Uint8Array }
   /** `p2pId` null: the client has no libp2p id and is reached by its key (p2p_id = the key's hex). */
-  | { type: 'join'; key: Uint8Array; p2pId: string | null }
+  | { type: 'join'; key: Uint8Array; p2pId: string | null; origin?: Uint8Array; verifierOnly?: true }
   | { type: 'leave'; who: ClientRef }
   | { type: 'eject'; who: ClientRef; reason: string }
   | { type: 'warmupWitness'; who: ClientRef }
@@ -75,7 +79,14 @@ export type WireEvent =
   | { type: 'admitted'; slot: number; commitment: Uint8Array }
   | { type: 'resultAdmitted'; who: ClientRef; step: number; batch: BatchInterval; commitment: Uint8Array }
   /** A verdict on the round before the open one, by the verified result's slot in that round. */
-  | { type: 'verdictSlot'; who: ClientRef; slot: number; pass: boolean; conclusive?: boolean }
+  | {
+      type: 'verdictSlot';
+      who: ClientRef;
+      slot: number;
+      pass: boolean;
+      conclusive?: boolean;
+      evidence?: [number, number];
+    }
   | {
       type: 'verdict';
       who: ClientRef;
@@ -83,6 +94,7 @@ export type WireEvent =
       batch: BatchInterval;
       pass: boolean;
       conclusive?: boolean;
+      evidence?: [number, number];
     }
   | { type: 'healthCheck'; who: ClientRef; checks: { who: ClientRef; proof: CommitteeProof }[] }
   | { type: 'pause' }
@@ -91,6 +103,13 @@ export type WireEvent =
   | { type: 'updateConfig'; config: string };
 
 export type WireEventType = WireEvent['type'];
+
+/** Bytes of a join's origin tag (the host's salted hash of the joining address's network). */
+export const ORIGIN_BYTES = 8;
+const ORIGIN_FLAG = 0x80;
+const VERIFIER_ONLY_FLAG = 0x40;
+/** A verdict's evidence is its two agreements ×EVIDENCE_SCALE, rounded. */
+export const EVIDENCE_SCALE = 10_000;
 
 /** Stable type ids (the low 4 bits of a StateDelta transition's header). Never reuse one. */
 export const WIRE_EVENT_TYPE: Record<WireEventType, number> = {
@@ -167,12 +186,16 @@ export function writeEventPayload(w: ByteWriter, e: WireEvent): void {
       return;
     case 'join':
       w.fixed(e.key, PUBLIC_KEY_BYTES, 'key');
-      if (e.p2pId === null) w.u8(0, 'p2pId');
-      // node-trainer and the tab derive their libp2p key from the identity key: 1 byte instead of 52.
-      else if (e.p2pId === peerIdOfKey(e.key)) w.u8(2, 'p2pId');
-      else {
-        w.u8(1, 'p2pId');
-        w.string(e.p2pId, JOIN_P2P_ID_MAX_BYTES, 'p2pId');
+      {
+        const o = (e.origin === undefined ? 0 : ORIGIN_FLAG) | (e.verifierOnly ? VERIFIER_ONLY_FLAG : 0);
+        if (e.p2pId === null) w.u8(o, 'p2pId');
+        // node-trainer and the tab derive their libp2p key from the identity key: 1 byte instead of 52.
+        else if (e.p2pId === peerIdOfKey(e.key)) w.u8(2 | o, 'p2pId');
+        else {
+          w.u8(1 | o, 'p2pId');
+          w.string(e.p2pId, JOIN_P2P_ID_MAX_BYTES, 'p2pId');
+        }
+        if (e.origin !== undefined) w.fixed(e.origin, ORIGIN_BYTES, 'origin');
       }
       return;
     case 'leave':
@@ -251,13 +274,18 @@ export function readEventPayload(r: ByteReader, type: WireEventType): WireEvent 
       return { type, entropy: r.bytesField(MAX_ENTROPY_BYTES, 'entropy') };
     case 'join': {
       const key = r.fixed(PUBLIC_KEY_BYTES, 'key');
-      const tag = r.u8('p2pId');
+      const byte = r.u8('p2pId');
+      const tag = byte & ~(ORIGIN_FLAG | VERIFIER_ONLY_FLAG);
+      const flags = (byte & VERIFIER_ONLY_FLAG) !== 0 ? { verifierOnly: true as const } : {};
       if (tag > 2) throw new WireError('inconsistent', 'p2pId', `p2p tag must be 0, 1 or 2, got ${tag}`);
-      if (tag !== 1) return { type, key, p2pId: tag === 2 ? peerIdOfKey(key) : null };
-      const p2pId = r.string(JOIN_P2P_ID_MAX_BYTES, 'p2pId');
-      if (p2pId === peerIdOfKey(key) || p2pId === bytesToHex(key))
-        throw new WireError('inconsistent', 'p2pId', "the key's own PeerId or hex has a tag of its own");
-      return { type, key, p2pId };
+      let p2pId: string | null = tag === 2 ? peerIdOfKey(key) : null;
+      if (tag === 1) {
+        p2pId = r.string(JOIN_P2P_ID_MAX_BYTES, 'p2pId');
+        if (p2pId === peerIdOfKey(key) || p2pId === bytesToHex(key))
+          throw new WireError('inconsistent', 'p2pId', "the key's own PeerId or hex has a tag of its own");
+      }
+      if ((byte & ORIGIN_FLAG) === 0) return { type, key, p2pId, ...flags };
+      return { type, key, p2pId, origin: r.fixed(ORIGIN_BYTES, 'origin'), ...flags };
     }
     case 'leave':
     case 'warmupWitness':
@@ -333,16 +361,48 @@ export function decodeWireEvent(bytes: Uint8Array, limits: WireLimits = DEFAULT_
   return e;
 }
 
-// A verdict's outcome byte: 0 fail, 1 pass (a bool's bytes, as before conclusive failures), 2 conclusive fail.
-function writeOutcome(w: ByteWriter, e: { pass: boolean; conclusive?: boolean }): void {
+// A verdict's outcome byte: 0 fail, 1 pass (a bool's bytes, as before conclusive failures), 2 conclusive fail,
+// 3 conclusive fail with its evidence (fingerprint and update agreement ×10 000) after it.
+function writeOutcome(
+  w: ByteWriter,
+  e: { pass: boolean; conclusive?: boolean; evidence?: [number, number] },
+): void {
   if (typeof e.pass !== 'boolean') throw new WireError('inconsistent', 'pass', 'not a boolean');
   if (e.conclusive !== undefined && (e.conclusive !== true || e.pass))
     throw new WireError('inconsistent', 'conclusive', 'only a failing verdict is conclusive, and then true');
-  w.u8(e.pass ? 1 : e.conclusive ? 2 : 0, 'pass');
+  if (e.evidence === undefined) {
+    w.u8(e.pass ? 1 : e.conclusive ? 2 : 0, 'pass');
+    return;
+  }
+  const [fp, up] = Array.isArray(e.evidence) ? e.evidence : [NaN, NaN];
+  if (e.conclusive !== true || !Number.isInteger(fp) || !Number.isInteger(up))
+    throw new WireError(
+      'inconsistent',
+      'evidence',
+      'only a conclusive failure carries evidence: two integers',
+    );
+  if (fp < 0 || fp > EVIDENCE_SCALE || up < -EVIDENCE_SCALE || up > EVIDENCE_SCALE)
+    throw new WireError(
+      'inconsistent',
+      'evidence',
+      `must be within 0..${EVIDENCE_SCALE} and ±${EVIDENCE_SCALE}`,
+    );
+  w.u8(3, 'pass');
+  w.u32(fp, 'evidence.fingerprint');
+  w.u32(up + EVIDENCE_SCALE, 'evidence.update');
 }
 
-function readOutcome(r: ByteReader): { pass: boolean; conclusive?: true } {
+function readOutcome(r: ByteReader): { pass: boolean; conclusive?: true; evidence?: [number, number] } {
   const b = r.u8('pass');
-  if (b > 2) throw new WireError('inconsistent', 'pass', `verdict outcome must be 0, 1 or 2, got ${b}`);
-  return b === 2 ? { pass: false, conclusive: true } : { pass: b === 1 };
+  if (b > 3) throw new WireError('inconsistent', 'pass', `verdict outcome must be 0..3, got ${b}`);
+  if (b !== 3) return b === 2 ? { pass: false, conclusive: true } : { pass: b === 1 };
+  const fp = r.u32('evidence.fingerprint');
+  const up = r.u32('evidence.update');
+  if (fp > EVIDENCE_SCALE || up > 2 * EVIDENCE_SCALE)
+    throw new WireError(
+      'inconsistent',
+      'evidence',
+      `must be within 0..${EVIDENCE_SCALE} and ±${EVIDENCE_SCALE}`,
+    );
+  return { pass: false, conclusive: true, evidence: [fp, up - EVIDENCE_SCALE] };
 }
