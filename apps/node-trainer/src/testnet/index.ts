@@ -20,7 +20,7 @@ import { honestHashes, summarize, type RunDetail, type TestnetResult } from './s
 import { RunWatcher } from './watch.ts';
 
 export { dataAccounting } from './accounting.ts';
-export { testnetToml } from './run-toml.ts';
+export { testnetBatch, testnetToml } from './run-toml.ts';
 export type { TestnetResult } from './summary.ts';
 
 export interface TestnetOptions {
@@ -56,6 +56,13 @@ export interface TestnetOptions {
    * at the relay's own default of 20 a loaded machine took 30 s to solve one, past the relay's join timeout).
    */
   joinPowBits?: number;
+  /**
+   * The relay's cap on identities per address (default the relay's, 16). Every testnet process shares
+   * 127.0.0.1, where real honest trainers would each have an address of their own.
+   */
+  maxIdentitiesPerAddress?: number;
+  /** Sequences per step (default 4 per trainer of the first epoch: testnetBatch). */
+  globalBatch?: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -109,7 +116,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const { dir, configPath } = await prepare(o);
   const children = new Set<ChildProcess>();
   try {
-    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8);
+    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
     o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
     const pool = new TrainerPool({ dir, url: relay.url, children, log: o.log });
     const watcher = new RunWatcher(relay.url, 'testnet');
@@ -148,6 +155,9 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       ejected: watcher.ejected,
       seen: watcher.seen,
       uploaders: watcher.uploaders,
+      verdicts: watcher.verdicts.values(),
+      droppedIn: watcher.droppedIn,
+      ejectedIn: watcher.ejectedIn,
       killed: chaos.killed,
       checkpoints,
       kills: chaos.kills,
