@@ -4,7 +4,7 @@
 import { CliError, type Command } from '../command.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
 import { parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
-import { runWithHonestBaseline } from '../testnet/compare.ts';
+import { runWithHonestBaseline, type HonestComparison } from '../testnet/compare.ts';
 import { runTestnet, type TestnetOptions, type TestnetResult } from '../testnet/index.ts';
 import { ADVERSARY_NAMES } from '../train/adversary.ts';
 
@@ -47,6 +47,21 @@ function adversaries(values: string[] | undefined): AdversarySpec[] {
   });
 }
 
+/** The attackers' share of applied results per epoch, and the honest-only comparison when there is one. */
+function hostileLine(r: TestnetResult & { compare_honest?: HonestComparison }): string {
+  const pct = (x: number | null) => (x === null ? '–' : `${Math.round(100 * x)}%`);
+  const shares = r.by_epoch.map((e) => `${e.epoch}: ${pct(e.attacker_share)}`).join(', ');
+  const c = r.compare_honest;
+  return (
+    `local-testnet: attackers' share of applied results by epoch ${shares}; ` +
+    `${r.fabricated_applied} fabricated results applied` +
+    (c
+      ? `; held-out loss ${c.loss_attacked?.toFixed(4) ?? '?'} attacked, ${c.loss_honest?.toFixed(4) ?? '?'} ` +
+        `without the attackers (${c.relative_difference === null ? '?' : `${(100 * c.relative_difference).toFixed(1)}%`})`
+      : '')
+  );
+}
+
 function oneLine(r: TestnetResult, numClients: number): string {
   const base =
     `local-testnet: ${r.completed ? 'completed' : 'DID NOT complete'} ${r.steps_completed} steps with ${numClients} trainers in ${r.seconds}s; ` +
@@ -57,7 +72,7 @@ function oneLine(r: TestnetResult, numClients: number): string {
   return (
     `${base}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
     `${r.cheaters_ejected} ejected, ${r.cheater_results_applied} of their results still applied, ` +
-    `${r.honest_dropped} honest trainers dropped`
+    `${r.honest_dropped} honest trainers dropped\n${hostileLine(r)}`
   );
 }
 
