@@ -14,7 +14,8 @@
 //  - a designated checkpoint uploader that never uploads: a standby voter uploads, and a trainer that joins
 //    at the next epoch still starts from the checkpoint;
 //  - a poisoned checkpoint: the relay refuses the upload (409) and keeps advertising the honest hash;
-//  - sybils (one process, 50 identities): see the test.
+//  - idle sybils (one process, 50 identities that never witness): see the test (colluding ones:
+//    testnet-sybil.test.ts).
 // (The summary's own fields count the honest trainers; the adversary_* and cheater_* fields the attackers.)
 // Measured on this 2-core machine while others' work kept its load at 8-18: 65-115 s per run, 130 s for
 // no-upload and sybil (two or three epochs), 16 min for all 11. The floor is timers, not compute: the first
@@ -162,9 +163,9 @@ describe('local-testnet --adversary', () => {
   // nothing lost), and the next epoch runs with the honest trainers alone. A sybil swarm that rejoins after
   // every drop would cost the run an epoch each time: only the join puzzle and the per-address cap bound it.
   it(
-    'sybil: the per-address cap admits a few of 50 identities; they cost one epoch and are all dropped',
+    'sybil-idle: the per-address cap admits a few of 50 idle identities; they cost one epoch and are all dropped',
     async () => {
-      const r = await testnet('--adversary', 'sybil:50', ...SEVERAL_EPOCHS);
+      const r = await testnet('--adversary', 'sybil-idle:50', ...SEVERAL_EPOCHS);
       honestUnaffected(r);
       expect(r.adversary_identities).toBe(50);
       expect(r.adversaries_joined).toBeLessThanOrEqual(16 - 3);

@@ -4,7 +4,8 @@
 import { CliError, type Command } from '../command.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
 import { parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
-import { EXIT_GRACE_S, runTestnet, type TestnetResult } from '../testnet/index.ts';
+import { runWithHonestBaseline, type HonestComparison } from '../testnet/compare.ts';
+import { EXIT_GRACE_S, runTestnet, type TestnetOptions, type TestnetResult } from '../testnet/index.ts';
 import { ADVERSARY_NAMES } from '../train/adversary.ts';
 
 const USAGE =
@@ -17,7 +18,15 @@ const USAGE =
   '  --preset P                 micro (default) or tiny\n' +
   '  --adversary KIND[:N]       N more trainers (default 1) that attack the run as KIND (repeatable):\n' +
   `                             ${ADVERSARY_NAMES.join(', ')};\n` +
-  '                             sybil:N is one process joining N identities (default 50)\n' +
+  '                             sybil:N is one process joining N identities (default 50) that collude:\n' +
+  '                             random results every round, attesting and passing each other, failing\n' +
+  '                             every honest result they verify; sybil-veto:N also withholds witness\n' +
+  '                             votes from honest results; sybil-idle:N only joins; lying-verifier:N\n' +
+  '                             trains honestly but fails every honest result it verifies; every-third\n' +
+  '                             sends random signs instead of every third result\n' +
+  "  --max-identities-per-address N  the relay's cap (default 16): every process here shares 127.0.0.1\n" +
+  '  --compare-honest           then run the same steps without the adversaries (same seed and global\n' +
+  '                             batch) and report both final held-out losses (compare_honest)\n' +
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
   '  --replica full|light       how the honest trainers follow the coordinator (train --replica; default light)\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
@@ -39,6 +48,21 @@ function adversaries(values: string[] | undefined): AdversarySpec[] {
   });
 }
 
+/** The attackers' share of applied results per epoch, and the honest-only comparison when there is one. */
+function hostileLine(r: TestnetResult & { compare_honest?: HonestComparison }): string {
+  const pct = (x: number | null) => (x === null ? '–' : `${Math.round(100 * x)}%`);
+  const shares = r.by_epoch.map((e) => `${e.epoch}: ${pct(e.attacker_share)}`).join(', ');
+  const c = r.compare_honest;
+  return (
+    `local-testnet: attackers' share of applied results by epoch ${shares}; ` +
+    `${r.fabricated_applied} fabricated results applied` +
+    (c
+      ? `; held-out loss ${c.loss_attacked?.toFixed(4) ?? '?'} attacked, ${c.loss_honest?.toFixed(4) ?? '?'} ` +
+        `without the attackers (${c.relative_difference === null ? '?' : `${(100 * c.relative_difference).toFixed(1)}%`})`
+      : '')
+  );
+}
+
 function oneLine(r: TestnetResult, numClients: number): string {
   const base =
     `local-testnet: ${r.completed ? 'completed' : 'DID NOT complete'} ${r.steps_completed} steps with ${numClients} trainers in ${r.seconds}s; ` +
@@ -51,7 +75,7 @@ function oneLine(r: TestnetResult, numClients: number): string {
   return (
     `${base}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
     `${r.cheaters_ejected} ejected, ${r.cheater_results_applied} of their results still applied, ` +
-    `${r.honest_dropped} honest trainers dropped`
+    `${r.honest_dropped} honest trainers dropped\n${hostileLine(r)}`
   );
 }
 
@@ -74,6 +98,8 @@ const command: Command = {
       'inner-steps': { type: 'string' },
       'join-pow-bits': { type: 'string' },
       'p2p-host': { type: 'string' },
+      'max-identities-per-address': { type: 'string' },
+      'compare-honest': { type: 'boolean' },
       timeout: { type: 'string' },
       seed: { type: 'string' },
       keep: { type: 'boolean' },
@@ -92,7 +118,7 @@ const command: Command = {
       throw new CliError(`--replica: full or light, got '${replica}'`);
     const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
     if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
-    const result = await runTestnet({
+    const options: TestnetOptions = {
       numClients,
       steps: intFlag('steps', values.steps, 40, 1),
       preset,
@@ -112,8 +138,22 @@ const command: Command = {
       ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
       joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
       ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
+      ...(values['max-identities-per-address']
+        ? {
+            maxIdentitiesPerAddress: intFlag(
+              'max-identities-per-address',
+              values['max-identities-per-address'],
+              16,
+              1,
+            ),
+          }
+        : {}),
       log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
-    }).catch((e: unknown) => {
+    };
+    if (values['compare-honest'] && options.adversaries?.length === 0)
+      throw new CliError('--compare-honest compares against an attacked run: add --adversary');
+    const run = values['compare-honest'] ? runWithHonestBaseline(options) : runTestnet(options);
+    const result = await run.catch((e: unknown) => {
       throw new CliError(`local-testnet: ${(e as Error).message}`, 1);
     });
     if (!values.json) console.log(oneLine(result, numClients));

@@ -3,16 +3,16 @@
 // — the sybil process's many keys included (train/sybil.ts derives them the same way) — and can tell the
 // adversaries' results, ejections and hash reports from the honest trainers'.
 import { bytesToHex, hexToBytes, identityFromSeed } from '@meshtrain/core';
-import { ADVERSARY_NAMES, type AdversaryName } from '../train/adversary.ts';
+import { ADVERSARY_NAMES, isSybilKind, type AdversaryName } from '../train/adversary.ts';
 import { sybilSeed } from '../train/sybil.ts';
 
 export interface AdversarySpec {
   kind: AdversaryName;
-  /** Processes of that kind; for `sybil`, identities its one process joins. */
+  /** Processes of that kind; for a sybil kind, identities its one process joins. */
   count: number;
 }
 
-/** Sybil identities when `sybil` names no count. */
+/** Sybil identities when a sybil kind names no count. */
 export const DEFAULT_SYBILS = 50;
 
 /** `KIND` or `KIND:N`, as `--adversary` takes it, or the reason it is not one. */
@@ -21,7 +21,7 @@ export function parseAdversarySpec(text: string): AdversarySpec | string {
   if (extra !== undefined || !kind) return `expected KIND or KIND:N, got '${text}'`;
   if (!(ADVERSARY_NAMES as readonly string[]).includes(kind))
     return `unknown kind '${kind}' (one of ${ADVERSARY_NAMES.join(', ')})`;
-  const count = n === undefined ? (kind === 'sybil' ? DEFAULT_SYBILS : 1) : Number(n);
+  const count = n === undefined ? (isSybilKind(kind as AdversaryName) ? DEFAULT_SYBILS : 1) : Number(n);
   if (!Number.isSafeInteger(count) || count < 1) return `'${text}': N must be an integer ≥ 1`;
   return { kind: kind as AdversaryName, count };
 }

@@ -27,9 +27,9 @@ import {
 import { RunWatcher } from './watch.ts';
 
 export { dataAccounting } from './accounting.ts';
-export { testnetToml } from './run-toml.ts';
 export { EXIT_GRACE_S } from './summary.ts';
 export type { TestnetResult, TrainerExit } from './summary.ts';
+export { testnetBatch, testnetToml } from './run-toml.ts';
 
 export interface TestnetOptions {
   /** Honest trainers started at once. */
@@ -69,6 +69,13 @@ export interface TestnetOptions {
    * turns WebRTC off); 0.0.0.0 lets them make WebRTC links to each other, as on a real network.
    */
   p2pHost?: string;
+  /**
+   * The relay's cap on identities per address (default the relay's, 16). Every testnet process shares
+   * 127.0.0.1, where real honest trainers would each have an address of their own.
+   */
+  maxIdentitiesPerAddress?: number;
+  /** Sequences per step (default 4 per trainer of the first epoch: testnetBatch). */
+  globalBatch?: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -122,7 +129,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const { dir, configPath } = await prepare(o);
   const children = new Set<ChildProcess>();
   try {
-    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8);
+    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
     o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
     const pool = new TrainerPool({
       dir,
@@ -169,6 +176,9 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       ejected: watcher.ejected,
       seen: watcher.seen,
       uploaders: watcher.uploaders,
+      verdicts: watcher.verdicts.values(),
+      droppedIn: watcher.droppedIn,
+      ejectedIn: watcher.ejectedIn,
       killed: chaos.killed,
       exits,
       checkpoints,

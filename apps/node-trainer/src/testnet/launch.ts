@@ -6,6 +6,7 @@
 // come in at the next epoch with a checkpoint.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isSybilKind } from '../train/adversary.ts';
 import { FIRST_VOTER_KINDS, idsOf, seedHex, type AdversarySpec } from './adversaries.ts';
 import type { TrainerPool, TrainerSpec } from './processes.ts';
 import type { RunWatcher } from './watch.ts';
@@ -37,7 +38,9 @@ export function plan(o: {
   });
   for (let i = 0; i < o.numClients; i++) out.push(honest(i, false));
   for (const a of o.adversaries) {
-    const copies = a.kind === 'sybil' ? 1 : a.count;
+    const sybil = isSybilKind(a.kind);
+    const copies = sybil ? 1 : a.count;
+    const first = out.length;
     for (let k = 0; k < copies; k++) {
       const index = out.length;
       out.push({
@@ -46,10 +49,15 @@ export function plan(o: {
         label: `adversary ${index} (${a.kind})`,
         identity: '',
         role: 'adversary',
-        args: ['--adversary', a.kind, ...(a.kind === 'sybil' ? ['--sybils', String(a.count)] : [])],
-        ids: idsOf(index, a.kind === 'sybil' ? a.count : 0),
-        phase: a.kind === 'sybil' ? 'sybil' : FIRST_VOTER_KINDS.includes(a.kind) ? 'first' : 'main',
+        args: ['--adversary', a.kind, ...(sybil ? ['--sybils', String(a.count)] : [])],
+        ids: idsOf(index, sybil ? a.count : 0),
+        phase: sybil ? 'sybil' : FIRST_VOTER_KINDS.includes(a.kind) ? 'first' : 'main',
       });
+    }
+    // Lying verifiers pass each other's results: one attacker knows all of its keys.
+    if (a.kind === 'lying-verifier') {
+      const fellows = out.slice(first).flatMap((p) => p.ids);
+      for (const p of out.slice(first)) p.args.push('--colluders', fellows.join(','));
     }
   }
   for (let i = 0; i < o.lateJoiners; i++) out.push(honest(out.length, true));
@@ -58,7 +66,7 @@ export function plan(o: {
 
 /** Adversary processes that join the first epoch (the sybil process joins later, see above). */
 export function extraClients(adversaries: AdversarySpec[]): number {
-  return adversaries.filter((a) => a.kind !== 'sybil').reduce((n, a) => n + a.count, 0);
+  return adversaries.filter((a) => !isSybilKind(a.kind)).reduce((n, a) => n + a.count, 0);
 }
 
 /** Starts the planned processes phase by phase; a phase that waits past `deadline` goes ahead anyway. */

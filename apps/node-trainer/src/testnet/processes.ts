@@ -27,6 +27,7 @@ export async function launchRelay(
   configPath: string,
   children: Set<ChildProcess>,
   joinPowBits: number,
+  maxIdentitiesPerAddress?: number,
 ): Promise<RelayProcess> {
   const relay = spawn(
     process.execPath,
@@ -43,6 +44,9 @@ export async function launchRelay(
       '2000',
       '--join-pow-bits',
       String(joinPowBits),
+      ...(maxIdentitiesPerAddress === undefined
+        ? []
+        : ['--max-identities-per-address', String(maxIdentitiesPerAddress)]),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -109,15 +109,29 @@ export interface TestnetRunValues {
   verificationPercent?: number;
   /** SparseLoCo with this many inner steps per round instead of DisTrO. */
   innerSteps?: number;
+  /**
+   * Sequences per step; default 4 per trainer that must be in the first epoch. An honest-only baseline of an
+   * attacked run sets it to the attacked run's, so both train on as many tokens per step.
+   */
+  globalBatch?: number;
+}
+
+/** Sequences each trainer of the first epoch adds to the default global batch. */
+const PER_CLIENT = 4;
+
+/** The run's global batch (sequences per step). */
+export function testnetBatch(
+  o: Pick<TestnetRunValues, 'numClients' | 'extraClients' | 'globalBatch'>,
+): number {
+  return o.globalBatch ?? PER_CLIENT * (o.numClients + (o.extraClients ?? 0));
 }
 
 /** The testnet's run: Psyche keys with short timers, the micro or tiny preset on the Brown corpus. */
 export function testnetToml(o: TestnetRunValues): string {
   const cfg = PRESETS[o.preset];
   const seqLen = Math.min(64, cfg.max_position_embeddings);
-  const perClient = 4;
   const clients = o.numClients + (o.extraClients ?? 0);
-  const batch = perClient * clients;
+  const batch = testnetBatch(o);
   // Killed trainers come back at the next epoch, so with kills an epoch lasts about two kill intervals.
   const epochTime = o.epochTime ?? (o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000);
   // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
@@ -135,7 +149,7 @@ export function testnetToml(o: TestnetRunValues): string {
     lrWarmupSteps: Math.max(1, Math.min(5, Math.floor(o.steps / 8))),
     preset: o.preset,
     seed: o.seed,
-    microBatchSize: perClient,
+    microBatchSize: PER_CLIENT,
     verificationPercent: o.verificationPercent ?? 25,
     ...(o.innerSteps === undefined ? {} : { innerSteps: o.innerSteps }),
   });

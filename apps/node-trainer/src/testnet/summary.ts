@@ -9,8 +9,9 @@ import {
   type RoundHistoryRow,
 } from './accounting.ts';
 import type { AdversarySpec } from './adversaries.ts';
+import { fabricatedCommitments, integrityByEpoch, type EpochIntegrity } from './integrity.ts';
 import type { Trainer, TrainerEvent, TrainerSpec } from './processes.ts';
-import type { ObservedCheat } from './watch.ts';
+import type { ObservedCheat, ObservedVerdict } from './watch.ts';
 
 export interface TestnetResult extends DataAccounting {
   completed: boolean;
@@ -77,6 +78,10 @@ export interface TestnetResult extends DataAccounting {
   /** Checkpoints the relay stored for the run's epoch ends, and how many differ from the honest hash. */
   checkpoints_stored: number;
   checkpoints_dishonest: number;
+  /** Per epoch: the attackers' share of applied results, garbage applied, honest drops, verdicts, strikes. */
+  by_epoch: EpochIntegrity[];
+  /** Fabricated results still applied at the end, over all epochs. */
+  fabricated_applied: number;
   // --- how the honest trainers' processes ended, taken before the testnet ends what is left ----------------
   trainer_exits: TrainerExit[];
   /**
@@ -275,6 +280,10 @@ export interface SummaryInput {
   seen: ReadonlySet<string>;
   /** Epoch → its designated checkpoint uploader (watch.ts). */
   uploaders: ReadonlyMap<number, string>;
+  /** Every verdict the watcher saw, and the epoch each id was first Dropped/Ejected and ejected in. */
+  verdicts: Iterable<ObservedVerdict>;
+  droppedIn: ReadonlyMap<string, number>;
+  ejectedIn: ReadonlyMap<string, number>;
   /** Indices of the trainers chaos killed. */
   killed: ReadonlySet<number>;
   /** How the honest trainers' processes ended (trainerExits, before the testnet's own kill). */
@@ -313,6 +322,24 @@ function adversarySummary(s: SummaryInput, adversaryEvents: Events) {
     checkpoints_stored: s.checkpoints.stored,
     checkpoints_dishonest: s.checkpoints.dishonest,
   };
+}
+
+/** The per-epoch hostile-majority figures (integrity.ts) from the run's history and the adversaries' events. */
+function integritySummary(s: SummaryInput, adversaryEvents: Events) {
+  const ids = (role: TrainerSpec['role']) =>
+    new Set(s.trainers.filter((t) => t.role === role).flatMap((t) => t.ids));
+  const byEpoch = integrityByEpoch({
+    rows: s.rows,
+    cheats: s.cheats,
+    verdicts: s.verdicts,
+    attackers: ids('adversary'),
+    honest: ids('honest'),
+    fabricated: fabricatedCommitments(adversaryEvents),
+    droppedIn: s.droppedIn,
+    ejectedIn: s.ejectedIn,
+    killed: new Set(s.trainers.filter((t) => s.killed.has(t.index)).flatMap((t) => t.ids)),
+  });
+  return { by_epoch: byEpoch, fabricated_applied: byEpoch.reduce((n, e) => n + e.fabricated_applied, 0) };
 }
 
 function isHonest(s: SummaryInput, index: number): boolean {
@@ -365,5 +392,6 @@ export function summarize(s: SummaryInput): TestnetResult {
     ...adversarySummary(s, adversaryEvents),
     trainer_exits: s.exits,
     trainers_not_exited: s.exits.filter(exitedLate).length,
+    ...integritySummary(s, adversaryEvents),
   };
 }

@@ -1,10 +1,12 @@
 // `node-trainer train --adversary KIND`: TEST ONLY. The trainer behaves as an attacker so that local-testnet
 // can show what the protocol does with one: @meshtrain/client/testing's attack simulations wrap the honest
 // client's link, data and checkpoint store (everything it sends is still signed with its own key), and
-// `sybil` joins many identities from one process (sybil.ts). A volunteer must never start this by accident,
-// so it only runs against a relay on this machine (loopback) unless --i-know is given as well.
+// the sybil kinds join many identities from one process (sybil.ts). A volunteer must never start this by accident,
+// so it only runs against a relay on this machine (loopback) unless --i-know is given as well. Colluders
+// (`lying-verifier` processes) are told each other's ids with --colluders, as one attacker would know them.
 import type { CheckpointSource } from '@meshtrain/client';
 import type { AdversaryKind, AdversaryParts } from '@meshtrain/client/testing';
+import { bytesToHex } from '@meshtrain/core';
 import { CliError } from '../command.ts';
 import type { Output } from './options.ts';
 
@@ -20,16 +22,31 @@ export const ADVERSARY_NAMES = [
   'lying-witness',
   'no-upload',
   'poison-checkpoint',
+  'every-third',
+  'lying-verifier',
   'sybil',
+  'sybil-veto',
+  'sybil-idle',
 ] as const;
 
 export type AdversaryName = (typeof ADVERSARY_NAMES)[number];
+
+/** The kinds that are one process joining many identities (sybil.ts) rather than one client. */
+export const SYBIL_KINDS = ['sybil', 'sybil-veto', 'sybil-idle'] as const;
+export type SybilKind = (typeof SYBIL_KINDS)[number];
+
+export function isSybilKind(kind: AdversaryName): kind is SybilKind {
+  return (SYBIL_KINDS as readonly string[]).includes(kind);
+}
 
 export const ADVERSARY_USAGE =
   '\n\ntest only (local-testnet uses these; never on a real run):\n' +
   '  --adversary KIND   behave as an attacker: ' +
   `${ADVERSARY_NAMES.join(', ')}\n` +
-  '  --sybils N         with --adversary sybil: identities to join from this process (default 50)\n' +
+  '  --sybils N         with a sybil kind: identities to join from this process (default 50)\n' +
+  '                     sybil: each sends random results, attests and passes its fellows, fails the rest;\n' +
+  '                     sybil-veto: also withholds its witness vote from honest results; sybil-idle: idles\n' +
+  '  --colluders IDS    with lying-verifier: comma-separated ids whose results it passes\n' +
   '  --i-know           allow --adversary against a relay that is not on this machine';
 
 function isLoopback(relay: string): boolean {
@@ -62,18 +79,32 @@ export function adversaryFlag(
   return kind as AdversaryName;
 }
 
-/** The client's parts wrapped so that it behaves as `kind` (never `sybil`: that is not a client). */
+/** Parses --colluders (lowercase hex ids, comma-separated). */
+export function colludersFlag(text: string | undefined, kind: AdversaryName | undefined): string[] {
+  if (text === undefined) return [];
+  if (kind !== 'lying-verifier') throw new CliError('--colluders only goes with --adversary lying-verifier');
+  const ids = text.split(',').filter((x) => x !== '');
+  for (const id of ids)
+    if (!/^[0-9a-f]{64}$/.test(id)) throw new CliError(`--colluders: '${id}' is not a 64-digit hex id`);
+  return ids;
+}
+
+/** The client's parts wrapped so that it behaves as `kind` (never a sybil kind: that is not a client). */
 export async function asAdversary(
-  kind: Exclude<AdversaryName, 'sybil'>,
+  kind: Exclude<AdversaryName, SybilKind>,
   secretKey: Uint8Array,
   parts: AdversaryParts,
   io: Output,
+  colluders: readonly string[] = [],
 ): Promise<AdversaryParts> {
   // Loaded only here: the attack simulations are test code, not part of what an honest trainer runs.
   const testing = await import('@meshtrain/client/testing');
   io.say(`ADVERSARY (test only): this trainer ${testing.ADVERSARY_KINDS[kind as AdversaryKind]}`);
   io.out({ type: 'adversary', kind });
-  return testing.adversary(kind as AdversaryKind, secretKey, reportingUploads(parts, io));
+  return testing.adversary(kind as AdversaryKind, secretKey, reportingUploads(parts, io), {
+    colluders: new Set(colluders),
+    onFabricated: (commitment) => io.out({ type: 'fabricated', commitment: bytesToHex(commitment) }),
+  });
 }
 
 /**

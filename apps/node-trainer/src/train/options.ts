@@ -3,7 +3,13 @@ import { CliError } from '../command.ts';
 import type { DeviceRequest } from '../backend/device.ts';
 import { defaultIdentityPath } from '../identity/index.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
-import { ADVERSARY_USAGE, adversaryFlag, type AdversaryName } from './adversary.ts';
+import {
+  ADVERSARY_USAGE,
+  adversaryFlag,
+  colludersFlag,
+  isSybilKind,
+  type AdversaryName,
+} from './adversary.ts';
 
 export const TRAIN_USAGE =
   '--relay URL --run-id ID [--device auto|cuda|webgpu|cpu] [--gpu-memory 6G] [--data-shard PATH] ' +
@@ -39,10 +45,12 @@ export interface TrainOptions {
   replica: 'full' | 'light';
   /** TEST ONLY (local-testnet): behave as this attacker (adversary.ts). */
   adversary?: AdversaryName;
-  /** With `adversary: 'sybil'`: identities to join. */
+  /** With a sybil kind: identities to join. */
   sybils: number;
   /** `node-trainer verify`: join to verify only (never trains or witnesses; docs/protocol.md "Trust"). */
   verifyOnly?: boolean;
+  /** With `adversary: 'lying-verifier'`: ids whose results it passes. */
+  colluders: string[];
 }
 
 export function parseTrainOptions(argv: string[]): TrainOptions {
@@ -60,6 +68,7 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     replica: { type: 'string' },
     adversary: { type: 'string' },
     sybils: { type: 'string' },
+    colluders: { type: 'string' },
     'i-know': { type: 'boolean' },
   });
   if (!values.relay) throw new CliError('--relay URL is required');
@@ -76,8 +85,9 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
   if (replica !== 'full' && replica !== 'light')
     throw new CliError(`--replica: full or light, got '${replica}'`);
   const adversary = adversaryFlag(values.adversary, values.relay, Boolean(values['i-know']));
-  if (values.sybils !== undefined && adversary !== 'sybil')
-    throw new CliError('--sybils only goes with --adversary sybil');
+  if (values.sybils !== undefined && !(adversary && isSybilKind(adversary)))
+    throw new CliError('--sybils only goes with --adversary sybil, sybil-veto or sybil-idle');
+  const colluders = colludersFlag(values.colluders, adversary);
   return {
     relay: values.relay,
     runId: values['run-id'],
@@ -92,6 +102,7 @@ export function parseTrainOptions(argv: string[]): TrainOptions {
     replica,
     ...(adversary ? { adversary } : {}),
     sybils: intFlag('sybils', values.sybils, 50, 1),
+    colluders,
   };
 }
 

@@ -9,7 +9,7 @@ import { CliError } from '../command.ts';
 import type { LoadedIdentity } from '../identity/index.ts';
 import { peerFirstCheckpoints, startNodeMesh, type MeshNetwork } from '../net/p2p.ts';
 import { createTrainer, type TrainerBackend } from '../net/trainer.ts';
-import { asAdversary } from './adversary.ts';
+import { asAdversary, isSybilKind } from './adversary.ts';
 import { Evaluator } from './evaluation.ts';
 import type { Output, TrainOptions } from './options.ts';
 import { fetchRun, loadIdentity, microBatchRows, openData, openTrainingGpu, pickDevice } from './setup.ts';
@@ -17,7 +17,7 @@ import { runSybils } from './sybil.ts';
 
 /** Trains until the run finishes (or a signal stops it); resolves to the exit code. */
 export async function train(o: TrainOptions, io: Output): Promise<number> {
-  if (o.adversary === 'sybil') return runSybils(o, o.sybils, io);
+  if (o.adversary && isSybilKind(o.adversary)) return runSybils(o, o.adversary, o.sybils, io);
   const identity = await loadIdentity(o.identityPath);
   const { run, p2p } = await fetchRun(o.relay, o.runId);
   const device = await pickDevice(o, io);
@@ -47,7 +47,10 @@ export async function train(o: TrainOptions, io: Output): Promise<number> {
   });
   const honest = { link, data, checkpoints };
   // Narrowed: a sybil (not a client) returned above.
-  const parts = o.adversary ? await asAdversary(o.adversary, identity.secretKey, honest, io) : honest;
+  const adversary = o.adversary && !isSybilKind(o.adversary) ? o.adversary : undefined;
+  const parts = adversary
+    ? await asAdversary(adversary, identity.secretKey, honest, io, o.colluders)
+    : honest;
   const evaluator = new Evaluator(io, evalTokens, seqLen);
   let backend: TrainerBackend | null = null;
   try {

@@ -16,6 +16,7 @@ import {
   type CoordinatorState,
   type DistroResult,
   type TrainingResult,
+  type Verdict,
   type WitnessMessage,
 } from '@meshtrain/core';
 import { packCodes, unpackCodes } from '@meshtrain/distro';
@@ -32,7 +33,9 @@ export type AdversaryKind =
   | 'equivocate'
   | 'lying-witness'
   | 'no-upload'
-  | 'poison-checkpoint';
+  | 'poison-checkpoint'
+  | 'every-third'
+  | 'lying-verifier';
 
 export const ADVERSARY_KINDS: Readonly<Record<AdversaryKind, string>> = {
   'random-signs': 'sends results with random signs (no training behind them)',
@@ -45,10 +48,13 @@ export const ADVERSARY_KINDS: Readonly<Record<AdversaryKind, string>> = {
   'lying-witness': 'attests nothing (an all-zero attestation) and accuses every trainer it can',
   'no-upload': 'is the designated checkpoint uploader that never uploads',
   'poison-checkpoint': 'reports a made-up parameter hash and uploads made-up parameters',
+  'every-third': 'trains honestly, but sends random signs instead of every third result',
+  'lying-verifier':
+    'trains honestly, but fails every result it verifies conclusively (its fellow colluders’ excepted)',
 };
 
 /** Deterministic randomness for an adversary (xorshift32), so a run can be reproduced. */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let x = seed >>> 0 || 0x9e3779b9;
   return () => {
     x ^= x << 13;
@@ -93,8 +99,48 @@ function densify(t: DistroResult): DistroResult {
   return { ...t, indices, values: { kind: 'sign', bits: new Uint8Array(Math.ceil(n / 8)), count: n } };
 }
 
+/** `t` with every sign (SparseLoCo: every code's sign bit) drawn at random: the no-work result. */
+export function randomSigns(t: DistroResult, random: () => number): DistroResult {
+  return mapSigns(t, () => random() < 0.5);
+}
+
+/**
+ * A verdict that fails a result conclusively whatever the verifier measured: no fingerprint bit agrees and the
+ * update opposes the gradient (core's conclusiveFailure), so two of them confirm a cheat at once.
+ */
+export function conclusiveFail(v: Verdict): Verdict {
+  return { ...v, pass: false, fingerprintAgreement: 0, updateAgreement: -1 };
+}
+
+/** A verdict that passes a result with perfect agreement, whatever the result is. */
+export function perfectPass(v: Verdict): Verdict {
+  return { ...v, pass: true, fingerprintAgreement: 1, updateAgreement: 1 };
+}
+
+/** The trainer of round `step`'s result for `batch` in `state` (an id), or null when the round is gone. */
+export function trainerOf(
+  state: CoordinatorState,
+  step: number,
+  batch: { start: number; end: number },
+): string | null {
+  const cur = currentRound(state);
+  if (!cur) return null;
+  for (let h = cur.height; h >= Math.max(0, cur.height - 2); h--) {
+    const round = roundAtHeight(state, h);
+    if (round?.step !== step) continue;
+    const a = roundAssignments(state, round).find(
+      (x) => x.batch.start === batch.start && x.batch.end === batch.end,
+    );
+    return a?.id ?? null;
+  }
+  return null;
+}
+
 /** The signed frame and announce for `result`, as the client would have made them. */
-function sealed(secretKey: Uint8Array, result: TrainingResult): { frame: Uint8Array; announce: Announce } {
+export function sealed(
+  secretKey: Uint8Array,
+  result: TrainingResult,
+): { frame: Uint8Array; announce: Announce } {
   const envelope = signResult(secretKey, result);
   const frame = encodeSignedResult({ envelope, result });
   const announce = signAnnounce(secretKey, {
@@ -113,15 +159,27 @@ export interface AdversaryParts {
   checkpoints: CheckpointSource;
 }
 
+export interface AdversaryOptions {
+  seed?: number;
+  /** The first this many results are sent untouched (a cheater that earns trust first). */
+  honestRounds?: number;
+  /** other-batch: how far from its assigned samples it trains. */
+  sampleShift?: number;
+  /** lying-verifier: ids whose results it passes (its fellow colluders); every other result it fails. */
+  colluders?: ReadonlySet<string>;
+  /** Told the commitment of every result it sends that is not honest work for its batch (for accounting). */
+  onFabricated?: (commitment: Uint8Array) => void;
+}
+
 /**
- * Wraps an honest client's parts so it behaves as `kind`. `honestRounds`: the first this many results are sent
- * untouched (a cheater that earns trust first; its later cheating must still be caught and undone).
+ * Wraps an honest client's parts so it behaves as `kind`; its later cheating must still be caught and undone
+ * whatever `honestRounds` it sent first.
  */
 export function adversary(
   kind: AdversaryKind,
   secretKey: Uint8Array,
   parts: AdversaryParts,
-  options: { seed?: number; honestRounds?: number; sampleShift?: number } = {},
+  options: AdversaryOptions = {},
 ): AdversaryParts {
   const random = rng(options.seed ?? 1);
   const honestRounds = options.honestRounds ?? 0;
@@ -132,7 +190,12 @@ export function adversary(
   const tamper = (r: TrainingResult): TrainingResult | null => {
     switch (kind) {
       case 'random-signs':
-        return { ...r, tensors: r.tensors.map((t) => mapSigns(t, () => random() < 0.5)) };
+        return { ...r, tensors: r.tensors.map((t) => randomSigns(t, random)) };
+      case 'every-third':
+        // `sent` already counts this result: its own results 3, 6, 9, … are fabricated.
+        return (sent - honestRounds) % 3 === 0
+          ? { ...r, tensors: r.tensors.map((t) => randomSigns(t, random)) }
+          : null;
       case 'sign-flip':
         return { ...r, tensors: r.tensors.map((t) => mapSigns(t, (neg) => !neg)) };
       case 'stale-replay':
@@ -171,7 +234,13 @@ export function adversary(
     ...(link.onResult ? { onResult: (f: (frame: Uint8Array) => void) => link.onResult?.(f) } : {}),
     fetchResult: (c) => link.fetchResult(c),
     submitWarmupWitness: (e) => link.submitWarmupWitness(e),
-    submitVerdict: (v) => link.submitVerdict(v),
+    async submitVerdict(v) {
+      if (kind !== 'lying-verifier') return link.submitVerdict(v);
+      const st = latest;
+      const trainer = st ? trainerOf(st, v.step, v.batch) : null;
+      const fellow = trainer !== null && (options.colluders?.has(trainer) ?? false);
+      await link.submitVerdict(fellow ? perfectPass(v) : conclusiveFail(v));
+    },
     submitHealthCheck: (h) => link.submitHealthCheck(h),
     rejoin: (reason) => link.rejoin(reason),
     async submitResult(frame, announce) {
@@ -180,6 +249,8 @@ export function adversary(
       const bad = mine ? tamper(honest) : null;
       previous = honest;
       if (!bad) {
+        // Honest work, but on other samples than the batch it names.
+        if (mine && kind === 'other-batch') options.onFabricated?.(announce.commitment);
         await link.submitResult(frame, announce);
         if (mine && kind === 'equivocate') {
           const twin = sealed(secretKey, { ...honest, trainerNonce: honest.trainerNonce + 1_000_000 });
@@ -188,6 +259,7 @@ export function adversary(
         return;
       }
       const s = sealed(secretKey, bad);
+      options.onFabricated?.(s.announce.commitment);
       await link.submitResult(s.frame, s.announce);
     },
     async submitWitness(w: WitnessMessage) {
