@@ -30,6 +30,7 @@ import {
   meshtrainLoss,
   probeTorch,
   runTorch,
+  torchPython,
   torchScript,
   torchSpec,
   writeTorchInputs,
@@ -349,7 +350,7 @@ async function main() {
   let torch: TorchInfo | null = null;
   if (flags.torch) {
     torch = await probeTorch(
-      flags.python ?? process.env.MESHTRAIN_PYTHON ?? 'python3',
+      torchPython(flags.python ?? process.env.MESHTRAIN_PYTHON),
       torchScript(flags['torch-script']),
     );
     say(torch.available ? `torch ${torch.version} on ${torch.device}` : `torch unavailable: ${torch.reason}`);

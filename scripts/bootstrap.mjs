@@ -15,8 +15,9 @@ import { ensureNode, exitLike, npmCommand, runChild, withNodeOnPath } from './no
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** What the tests need from Debian: Chromium (browser tests; its SwiftShader Vulkan ICD gives Node WebGPU),
- * the Vulkan loader, and iproute2 for network namespaces. */
-export const DEBIAN_PACKAGES = ['chromium', 'libvulkan1', 'iproute2'];
+ * the Vulkan loader, iproute2 for network namespaces, and PyTorch (bench:gpu's reference must compute
+ * meshtrain's loss on the same inputs). */
+export const DEBIAN_PACKAGES = ['chromium', 'libvulkan1', 'iproute2', 'python3-torch'];
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 function log(message) {

@@ -1,6 +1,7 @@
 // PyTorch beside meshtrain: bench/torch/llama_ref.py runs the same Llama (same shapes, init and tokens, read
 // from files this module writes) with torch.optim.AdamW, in a `python3` of the machine's own, when it has
 // torch. Nothing here installs anything: without python3 or torch the report says so.
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -24,6 +25,19 @@ export function torchScript(explicit?: string): string | null {
     resolve('bench/torch/llama_ref.py'),
   ];
   return candidates.find((p): p is string => p !== undefined && existsSync(p)) ?? null;
+}
+
+/**
+ * The Python to run the reference with: `explicit`, else the first of `python3` on PATH and Debian's own
+ * `/usr/bin/python3` (where `python3-torch` installs) that imports torch, else `python3`.
+ */
+export function torchPython(explicit?: string): string {
+  if (explicit) return explicit;
+  const candidates = ['python3', '/usr/bin/python3'];
+  return (
+    candidates.find((p) => spawnSync(p, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0) ??
+    'python3'
+  );
 }
 
 /** Whether `python` runs and imports torch, and on what device llama_ref.py will run. */

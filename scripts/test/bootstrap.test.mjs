@@ -92,7 +92,7 @@ describe('dependencies', () => {
 describe('Debian packages', () => {
   it('reads which of them dpkg-query reports installed', () => {
     const out = 'chromium install ok installed\niproute2 deinstall ok config-files\n';
-    expect(missingPackages(out, DEBIAN_PACKAGES)).toEqual(['libvulkan1', 'iproute2']);
+    expect(missingPackages(out, DEBIAN_PACKAGES)).toEqual(['libvulkan1', 'iproute2', 'python3-torch']);
     expect(missingPackages('', ['chromium'])).toEqual(['chromium']);
   });
 

@@ -13,6 +13,7 @@ import {
   meshtrainLoss,
   probeTorch,
   runTorch,
+  torchPython,
   torchSpec,
   writeTorchInputs,
 } from '../../../bench/lib/torch-ref.ts';
@@ -20,7 +21,7 @@ import { sensitiveInputs, trainFeeds, trainInputs } from '../../../bench/lib/tra
 import { countLastRun, kernelRunsPerStep } from '../src/ort/dispatches.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../../bench/torch/llama_ref.py', import.meta.url));
-const PYTHON = process.env.MESHTRAIN_PYTHON ?? 'python3';
+const PYTHON = torchPython(process.env.MESHTRAIN_PYTHON);
 const hasPython = spawnSync(PYTHON, ['-c', 'pass']).status === 0;
 const dir = mkdtempSync(join(tmpdir(), 'meshtrain-gpu-bench-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
