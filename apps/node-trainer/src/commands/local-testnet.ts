@@ -25,6 +25,8 @@ const USAGE =
   '                             trains honestly but fails every honest result it verifies; every-third\n' +
   '                             sends random signs instead of every third result\n' +
   "  --max-identities-per-address N  the relay's cap (default 16): every process here shares 127.0.0.1\n" +
+  "  --trusted-verifiers N      N more processes running `node-trainer verify`, their keys in the run's\n" +
+  '                             trusted_verifiers (default 0: a run without anchor, which warns)\n' +
   '  --compare-honest           then run the same steps without the adversaries (same seed and global\n' +
   '                             batch) and report both final held-out losses (compare_honest)\n' +
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
@@ -71,9 +73,12 @@ function oneLine(r: TestnetResult, numClients: number): string {
     `${r.bytes_sent_per_step} B per result (${r.ratio_vs_fp32}× smaller than fp32); ` +
     `${r.trainers_not_exited} trainers did not exit within ${EXIT_GRACE_S} s of done` +
     ` (slowest ${Math.max(0, ...r.trainer_exits.map((x) => x.seconds_done_to_exit ?? 0))} s)`;
-  if (r.adversaries.length === 0) return base;
+  const warnings = r.trust_warnings.map(
+    (w) => `\nlocal-testnet: WARNING: the run may be attacker-controlled: ${w}`,
+  );
+  if (r.adversaries.length === 0) return base + warnings.join('');
   return (
-    `${base}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
+    `${base}${warnings.join('')}\nlocal-testnet: adversaries ${r.adversaries.map((a) => `${a.kind}:${a.count}`).join(', ')}: ` +
     `${r.cheaters_ejected} ejected, ${r.cheater_results_applied} of their results still applied, ` +
     `${r.honest_dropped} honest trainers dropped\n${hostileLine(r)}`
   );
@@ -100,6 +105,7 @@ const command: Command = {
       'p2p-host': { type: 'string' },
       'max-identities-per-address': { type: 'string' },
       'compare-honest': { type: 'boolean' },
+      'trusted-verifiers': { type: 'string' },
       timeout: { type: 'string' },
       seed: { type: 'string' },
       keep: { type: 'boolean' },
@@ -148,8 +154,13 @@ const command: Command = {
             ),
           }
         : {}),
+      trustedVerifiers: intFlag('trusted-verifiers', values['trusted-verifiers'], 0, 0),
       log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
     };
+    if ((options.trustedVerifiers ?? 0) > 0 && verificationPercent === 0)
+      throw new CliError(
+        '--trusted-verifiers: a run with trusted verifiers needs --verification-percent > 0',
+      );
     if (values['compare-honest'] && options.adversaries?.length === 0)
       throw new CliError('--compare-honest compares against an attacked run: add --adversary');
     const run = values['compare-honest'] ? runWithHonestBaseline(options) : runTestnet(options);

@@ -1,5 +1,6 @@
 // `local-testnet --compare-honest`: the attacked run, then the same run without its adversaries — as many
-// steps, the same seed and global batch (so as many tokens per step) — and both final held-out losses.
+// steps, the same seed and global batch (so as many tokens per step), its trusted verifiers too (probation
+// paces an anchored run's start) — and both final held-out losses.
 import { extraClients } from './launch.ts';
 import { testnetBatch } from './run-toml.ts';
 import type { TestnetResult } from './summary.ts';

@@ -13,7 +13,7 @@ import { fetchCheckpointSummary } from '@meshtrain/client/relay-api';
 import type { PresetName } from '@meshtrain/model';
 import type { AdversarySpec } from './adversaries.ts';
 import { startChaos } from './chaos.ts';
-import { extraClients, launchAll, plan } from './launch.ts';
+import { extraClients, launchAll, plan, trustedVerifierIds } from './launch.ts';
 import { launchRelay, relayBin, TrainerPool } from './processes.ts';
 import { testnetToml } from './run-toml.ts';
 import {
@@ -76,16 +76,24 @@ export interface TestnetOptions {
   maxIdentitiesPerAddress?: number;
   /** Sequences per step (default 4 per trainer of the first epoch: testnetBatch). */
   globalBatch?: number;
+  /**
+   * `node-trainer verify` processes whose keys the run lists in trusted_verifiers (docs/protocol.md "Trust:
+   * anchors, verified history and probation"); default 0, a run without anchor.
+   */
+  trustedVerifiers?: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** A fresh temp directory with logs/ and the run's config. */
-async function prepare(o: TestnetOptions): Promise<{ dir: string; configPath: string }> {
+/** A fresh temp directory with logs/ and the run's config, which lists `trusted` as trusted verifiers. */
+async function prepare(o: TestnetOptions, trusted: string[]): Promise<{ dir: string; configPath: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'meshtrain-testnet-'));
   await mkdir(join(dir, 'logs'), { recursive: true });
   const configPath = join(dir, 'run.toml');
-  await writeFile(configPath, testnetToml({ ...o, extraClients: extraClients(o.adversaries ?? []) }));
+  await writeFile(
+    configPath,
+    testnetToml({ ...o, extraClients: extraClients(o.adversaries ?? []), trustedVerifiers: trusted }),
+  );
   if (!existsSync(relayBin())) throw new Error(`relay not found at ${relayBin()} (set MESHTRAIN_RELAY_BIN)`);
   return { dir, configPath };
 }
@@ -126,7 +134,15 @@ async function checkCheckpoints(
 export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const started = Date.now();
   const deadline = started + o.timeoutSeconds * 1000;
-  const { dir, configPath } = await prepare(o);
+  // Planned first: the verifiers' keys follow from their process indices and go into the run's config.
+  const planned = plan({
+    numClients: o.numClients,
+    lateJoiners: o.lateJoiners ?? 0,
+    adversaries: o.adversaries ?? [],
+    replica: o.replica ?? 'light',
+    trustedVerifiers: o.trustedVerifiers ?? 0,
+  });
+  const { dir, configPath } = await prepare(o, trustedVerifierIds(planned));
   const children = new Set<ChildProcess>();
   try {
     const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
@@ -139,13 +155,17 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       ...(o.p2pHost ? { p2pHost: o.p2pHost } : {}),
     });
     const watcher = new RunWatcher(relay.url, 'testnet');
-    const planned = plan({
-      numClients: o.numClients,
-      lateJoiners: o.lateJoiners ?? 0,
-      adversaries: o.adversaries ?? [],
-      replica: o.replica ?? 'light',
+    // Paused until every process of the first epoch joined: core starts an epoch once init_min_clients
+    // members are there, and that counts only the honest trainers (see testnetToml).
+    await relay.admin('pause');
+    await launchAll(planned, {
+      dir,
+      pool,
+      watcher,
+      deadline,
+      log: o.log,
+      opened: () => relay.admin('resume'),
     });
-    await launchAll(planned, { dir, pool, watcher, deadline, log: o.log });
     const chaos = startChaos(o, pool);
     await watchRun(o, watcher, pool, deadline);
     const end = { runState: watcher.runState, progressStep: watcher.progressStep };
@@ -177,6 +197,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       seen: watcher.seen,
       uploaders: watcher.uploaders,
       verdicts: watcher.verdicts.values(),
+      trustWarnings: watcher.trustWarnings,
       droppedIn: watcher.droppedIn,
       ejectedIn: watcher.ejectedIn,
       killed: chaos.killed,

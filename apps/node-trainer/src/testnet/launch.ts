@@ -1,9 +1,11 @@
 // Which processes a testnet starts, and in what order. Adversaries that must be the epoch's first voter
-// (no-upload, poison-checkpoint) join before anyone else; then the honest trainers and the other adversaries;
-// the sybil process only once all of those joined (every testnet process shares 127.0.0.1, and the relay
-// takes only so many identities from one address: sybils first would lock the honest trainers out, which is
-// the relay's limit working but not the attack the testnet shows); late joiners once the run trains, so they
-// come in at the next epoch with a checkpoint.
+// (no-upload, poison-checkpoint) join before anyone else; then the trusted verifiers (`node-trainer verify`:
+// they count in no init_min_clients, so only waiting for them puts them in the first epoch); then the honest
+// trainers and the other adversaries; the sybil process only once all of those joined (every testnet process
+// shares 127.0.0.1, and the relay takes only so many identities from one address: sybils first would lock the
+// honest trainers out, which is the relay's limit working but not the attack the testnet shows); late joiners
+// once the run trains, so they come in at the next epoch with a checkpoint. The run stays paused until every
+// process of the first epoch joined (`opened`), so the first epoch holds them all whatever init_min_clients.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSybilKind } from '../train/adversary.ts';
@@ -11,7 +13,7 @@ import { FIRST_VOTER_KINDS, idsOf, seedHex, type AdversarySpec } from './adversa
 import type { TrainerPool, TrainerSpec } from './processes.ts';
 import type { RunWatcher } from './watch.ts';
 
-type Phase = 'first' | 'main' | 'sybil' | 'late';
+type Phase = 'first' | 'anchor' | 'main' | 'sybil' | 'late';
 
 interface Planned extends TrainerSpec {
   phase: Phase;
@@ -24,6 +26,8 @@ export function plan(o: {
   adversaries: AdversarySpec[];
   /** How honest trainers follow the coordinator (`train --replica`). */
   replica?: 'full' | 'light';
+  /** Verify-only processes whose keys the run lists as trusted (trustedVerifierIds). */
+  trustedVerifiers?: number;
 }): Planned[] {
   const out: Planned[] = [];
   const honest = (index: number, late: boolean): Planned => ({
@@ -32,6 +36,7 @@ export function plan(o: {
     label: late ? `trainer ${index} (late)` : `trainer ${index}`,
     identity: '',
     role: 'honest',
+    command: 'train',
     args: ['--replica', o.replica ?? 'light'],
     ids: idsOf(index),
     phase: late ? 'late' : 'main',
@@ -49,6 +54,7 @@ export function plan(o: {
         label: `adversary ${index} (${a.kind})`,
         identity: '',
         role: 'adversary',
+        command: 'train',
         args: ['--adversary', a.kind, ...(sybil ? ['--sybils', String(a.count)] : [])],
         ids: idsOf(index, sybil ? a.count : 0),
         phase: sybil ? 'sybil' : FIRST_VOTER_KINDS.includes(a.kind) ? 'first' : 'main',
@@ -60,8 +66,28 @@ export function plan(o: {
       for (const p of out.slice(first)) p.args.push('--colluders', fellows.join(','));
     }
   }
+  // After the adversaries, so adding verifiers leaves every other process's index (and key) as it was.
+  for (let i = 0; i < (o.trustedVerifiers ?? 0); i++) {
+    const index = out.length;
+    out.push({
+      index,
+      name: `verifier-${index}`,
+      label: `verifier ${index}`,
+      identity: '',
+      role: 'verifier',
+      command: 'verify',
+      args: ['--replica', o.replica ?? 'light'],
+      ids: idsOf(index),
+      phase: 'anchor',
+    });
+  }
   for (let i = 0; i < o.lateJoiners; i++) out.push(honest(out.length, true));
   return out;
+}
+
+/** The keys of the planned trusted verifiers: the run config lists them before any process starts. */
+export function trustedVerifierIds(planned: readonly Planned[]): string[] {
+  return planned.filter((p) => p.role === 'verifier').flatMap((p) => p.ids);
 }
 
 /** Adversary processes that join the first epoch (the sybil process joins later, see above). */
@@ -72,7 +98,15 @@ export function extraClients(adversaries: AdversarySpec[]): number {
 /** Starts the planned processes phase by phase; a phase that waits past `deadline` goes ahead anyway. */
 export async function launchAll(
   planned: Planned[],
-  o: { dir: string; pool: TrainerPool; watcher: RunWatcher; deadline: number; log: (line: string) => void },
+  o: {
+    dir: string;
+    pool: TrainerPool;
+    watcher: RunWatcher;
+    deadline: number;
+    log: (line: string) => void;
+    /** Called once every process of the first epoch joined (or the wait gave up): the run may start. */
+    opened: () => Promise<void>;
+  },
 ): Promise<void> {
   const start = async (phase: Phase) => {
     for (const p of planned.filter((x) => x.phase === phase)) {
@@ -90,11 +124,14 @@ export async function launchAll(
     await start('first');
     await wait('the first-voter adversaries to join', joined(['first']));
   }
-  await start('main');
-  if (planned.some((p) => p.phase === 'sybil')) {
-    await wait('every trainer to join before the sybils', joined(['first', 'main']));
-    await start('sybil');
+  if (planned.some((p) => p.phase === 'anchor')) {
+    await start('anchor');
+    await wait('the trusted verifiers to join', joined(['first', 'anchor']));
   }
+  await start('main');
+  await wait('every trainer of the first epoch to join', joined(['first', 'anchor', 'main']));
+  await o.opened();
+  if (planned.some((p) => p.phase === 'sybil')) await start('sybil');
   if (planned.some((p) => p.phase === 'late')) {
     await wait('the run to train before the late joiners', (w) => w.runState === 'RoundTrain');
     await start('late');

@@ -1,11 +1,13 @@
-// The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` processes, each
+// The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` (or `verify`) processes, each
 // logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child is in
 // `children` while it runs, so the caller can always end them all.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { hexToBytes, identityFromSeed, signAdminRequest } from '@meshtrain/core';
 
 const nodeTrainerBin = fileURLToPath(new URL('../../bin/node-trainer.mjs', import.meta.url));
 
@@ -19,6 +21,27 @@ export function relayBin(): string {
 export interface RelayProcess {
   url: string;
   log: WriteStream;
+  /** Pauses or resumes the testnet run, signed as its main authority. */
+  admin: (action: 'pause' | 'resume') => Promise<void>;
+}
+
+/**
+ * Signed admin requests for the run the relay created from --config: its main authority is the relay's own
+ * identity, whose seed the relay keeps in its data dir (relay-identity.json), which the testnet made.
+ */
+async function relayAdmin(url: string, dataDir: string) {
+  const { seed } = JSON.parse(await readFile(join(dataDir, 'relay-identity.json'), 'utf8')) as {
+    seed: string;
+  };
+  const { secretKey } = identityFromSeed(hexToBytes(seed));
+  return async (action: 'pause' | 'resume') => {
+    const path = `/api/runs/testnet/${action}`;
+    const res = await fetch(new URL(path, url), {
+      method: 'POST',
+      headers: signAdminRequest(secretKey, 'POST', path, '', Date.now()),
+    });
+    if (!res.ok) throw new Error(`the relay refused to ${action} the run: ${res.status} ${await res.text()}`);
+  };
 }
 
 /** Starts the relay on a free loopback port and resolves with its URL once it listens. */
@@ -68,7 +91,7 @@ export async function launchRelay(
       reject(new Error(`the relay exited (${code}) before listening; see ${dir}/logs/relay.log`)),
     );
   });
-  return { url, log };
+  return { url, log, admin: await relayAdmin(url, join(dir, 'relay')) };
 }
 
 export interface TrainerEvent {
@@ -84,9 +107,14 @@ export interface TrainerSpec {
   label: string;
   /** Path of its identity file. */
   identity: string;
-  /** Honest trainers (late joiners included) or an adversary (`train --adversary KIND`). */
-  role: 'honest' | 'adversary';
-  /** Extra `train` arguments (the adversary's). */
+  /**
+   * Honest trainers (late joiners included), an adversary (`train --adversary KIND`), or a trusted verifier
+   * (`node-trainer verify`, its key in the run's trusted_verifiers).
+   */
+  role: 'honest' | 'adversary' | 'verifier';
+  /** The node-trainer command it runs: `train`, or `verify` (trusted verifiers). */
+  command: 'train' | 'verify';
+  /** Extra arguments of its command (the adversary's, the honest trainers' --replica). */
   args: string[];
   /** The coordinator ids it joins as (many for the sybil process). */
   ids: string[];
@@ -151,7 +179,7 @@ export class TrainerPool {
       process.execPath,
       [
         nodeTrainerBin,
-        'train',
+        t.command,
         '--relay',
         this.url,
         '--run-id',

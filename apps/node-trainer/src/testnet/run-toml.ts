@@ -1,6 +1,7 @@
 // The run file of a short local run (local-testnet, the e2e scenarios): Psyche keys with short timers, the Brown
 // corpus served by the relay, DisTrO chunk 64 top-8 1-bit (or SparseLoCo with H inner steps), a cosine
 // schedule. Callers choose the sizes and timers.
+import { withTrustedVerifiers } from '@meshtrain/core';
 import { PRESETS, type PresetName } from '@meshtrain/model';
 
 export interface ShortRunValues {
@@ -114,6 +115,8 @@ export interface TestnetRunValues {
    * attacked run sets it to the attacked run's, so both train on as many tokens per step.
    */
   globalBatch?: number;
+  /** Keys (hex) of the run's trusted verifiers (`[config] trusted_verifiers`); default none. */
+  trustedVerifiers?: readonly string[];
 }
 
 /** Sequences each trainer of the first epoch adds to the default global batch. */
@@ -130,19 +133,21 @@ export function testnetBatch(
 export function testnetToml(o: TestnetRunValues): string {
   const cfg = PRESETS[o.preset];
   const seqLen = Math.min(64, cfg.max_position_embeddings);
-  const clients = o.numClients + (o.extraClients ?? 0);
   const batch = testnetBatch(o);
   // Killed trainers come back at the next epoch, so with kills an epoch lasts about two kill intervals.
   const epochTime = o.epochTime ?? (o.randomKillNum > 0 ? Math.max(30, 2 * o.randomKillInterval) : 100_000);
   // Warmup waits for every member's model load (joiners download the checkpoint); it must end inside an epoch.
   const warmupTime = Math.min(60, epochTime - 10);
-  return shortRunToml({
+  const toml = shortRunToml({
     runId: 'testnet',
     warmupTime,
     epochTime,
     maxRoundTrainTime: 20,
     ...(o.roundWitnessTime === undefined ? {} : { roundWitnessTime: o.roundWitnessTime }),
-    initMinClients: clients,
+    // Core waits for init_min_clients members at every epoch start, so counting processes an attack may get
+    // ejected (adversaries) would stall the run once one is; the testnet holds the run paused until every
+    // first-epoch process joined instead (index.ts).
+    initMinClients: o.numClients,
     batch,
     steps: o.steps,
     seqLen,
@@ -153,4 +158,5 @@ export function testnetToml(o: TestnetRunValues): string {
     verificationPercent: o.verificationPercent ?? 25,
     ...(o.innerSteps === undefined ? {} : { innerSteps: o.innerSteps }),
   });
+  return withTrustedVerifiers(toml, o.trustedVerifiers ?? []);
 }

@@ -82,6 +82,15 @@ export interface TestnetResult extends DataAccounting {
   by_epoch: EpochIntegrity[];
   /** Fabricated results still applied at the end, over all epochs. */
   fabricated_applied: number;
+  /** `node-trainer verify` processes whose keys the run listed as trusted (--trusted-verifiers). */
+  trusted_verifiers: number;
+  /** Trusted verifiers ever Dropped or Ejected. */
+  trusted_verifiers_dropped: number;
+  /**
+   * The run-level warnings the relay gave while the run went on (core's trustWarning: no trusted verifier,
+   * so the run may be attacker-controlled; or none taking part), distinct, first seen first; empty: none.
+   */
+  trust_warnings: string[];
   // --- how the honest trainers' processes ended, taken before the testnet ends what is left ----------------
   trainer_exits: TrainerExit[];
   /**
@@ -280,6 +289,8 @@ export interface SummaryInput {
   seen: ReadonlySet<string>;
   /** Epoch → its designated checkpoint uploader (watch.ts). */
   uploaders: ReadonlyMap<number, string>;
+  /** The run-level trust warnings the watcher saw. */
+  trustWarnings: readonly string[];
   /** Every verdict the watcher saw, and the epoch each id was first Dropped/Ejected and ejected in. */
   verdicts: Iterable<ObservedVerdict>;
   droppedIn: ReadonlyMap<string, number>;
@@ -300,6 +311,7 @@ function adversarySummary(s: SummaryInput, adversaryEvents: Events) {
   const honest = s.trainers.filter((t) => t.role === 'honest');
   const adversaryIds = new Set(s.trainers.filter((t) => t.role === 'adversary').flatMap((t) => t.ids));
   const cheaters = cheaterAccounting(s.rows, adversaryIds, s.cheats);
+  const verifiers = s.trainers.filter((t) => t.role === 'verifier');
   const lost = (t: TrainerSpec) =>
     t.ids.some((id) => s.ejected.has(id) || (s.dropped.has(id) && !s.killed.has(t.index)));
   const advertised = s.detail.run?.param_hash ?? null;
@@ -321,6 +333,9 @@ function adversarySummary(s: SummaryInput, adversaryEvents: Events) {
       advertised && honestHash ? honestHash.byEpoch.get(advertised.epoch) === advertised.hash : null,
     checkpoints_stored: s.checkpoints.stored,
     checkpoints_dishonest: s.checkpoints.dishonest,
+    trusted_verifiers: verifiers.length,
+    trusted_verifiers_dropped: verifiers.filter(lost).length,
+    trust_warnings: [...s.trustWarnings],
   };
 }
 
@@ -333,7 +348,8 @@ function integritySummary(s: SummaryInput, adversaryEvents: Events) {
     cheats: s.cheats,
     verdicts: s.verdicts,
     attackers: ids('adversary'),
-    honest: ids('honest'),
+    // A trusted verifier's drop or ejection is the attackers' doing as much as an honest trainer's.
+    honest: new Set([...ids('honest'), ...ids('verifier')]),
     fabricated: fabricatedCommitments(adversaryEvents),
     droppedIn: s.droppedIn,
     ejectedIn: s.ejectedIn,

@@ -75,6 +75,8 @@ export class RunWatcher {
   readonly verdicts = new Map<string, ObservedVerdict>();
   /** Ids ever seen as members or epoch clients: who got in. */
   readonly seen = new Set<string>();
+  /** Every distinct run-level trust warning the relay gave (core's trustWarning), in the order first seen. */
+  readonly trustWarnings: string[] = [];
   /** Per epoch end seen (Cooldown), its designated checkpoint uploader: the first voter (Healthy client). */
   readonly uploaders = new Map<number, string>();
   private readonly relayUrl: string;
@@ -101,6 +103,8 @@ export class RunWatcher {
     this.runState = r.run.run_state;
     this.progressStep = r.run.step;
     for (const row of r.rounds) this.rounds.set(row.step, row);
+    const warning = r.run.trust_warning;
+    if (warning && !this.trustWarnings.includes(warning)) this.trustWarnings.push(warning);
     const s = r.state;
     if (s) {
       for (const m of s.members) this.seen.add(m.id);
