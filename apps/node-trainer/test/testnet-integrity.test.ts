@@ -114,4 +114,23 @@ describe('integrityByEpoch', () => {
     // A drop that chaos caused is not the attackers'.
     expect(integrityByEpoch({ ...x, killed: new Set([H]) })[1]?.honest_dropped).toBe(0);
   });
+
+  it('counts an attacker’s conclusive failure of a result a trusted verifier passed as refuted', () => {
+    const T = 't'.repeat(64);
+    const verdicts = [
+      verdict(1, H, T, true),
+      verdict(1, H, A, false, true),
+      // Failed, not conclusively: an honest-looking low score, no accusation.
+      verdict(2, H, T, true),
+      verdict(2, H, B, false),
+      // The trusted verifier failed this one too: the attacker's accusation stands.
+      verdict(7, H, T, false, true),
+      verdict(7, H, A, false, true),
+    ];
+    const refuted = (trusted: Set<string>) =>
+      integrityByEpoch({ ...x, verdicts, trusted }).map((e) => e.attacker_accusations_refuted);
+    expect(refuted(new Set([T]))).toEqual([1, 0]);
+    // Without the anchor nobody's pass refutes anything.
+    expect(refuted(new Set())).toEqual([0, 0]);
+  });
 });

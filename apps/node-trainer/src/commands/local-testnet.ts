@@ -58,6 +58,9 @@ function hostileLine(r: TestnetResult & { compare_honest?: HonestComparison }): 
   return (
     `local-testnet: attackers' share of applied results by epoch ${shares}; ` +
     `${r.fabricated_applied} fabricated results applied` +
+    (r.trusted_verifiers > 0
+      ? `; ${r.by_epoch.reduce((n, e) => n + e.attacker_accusations_refuted, 0)} of their accusations refuted by a trusted verifier`
+      : '') +
     (c
       ? `; held-out loss ${c.loss_attacked?.toFixed(4) ?? '?'} attacked, ${c.loss_honest?.toFixed(4) ?? '?'} ` +
         `without the attackers (${c.relative_difference === null ? '?' : `${(100 * c.relative_difference).toFixed(1)}%`})`

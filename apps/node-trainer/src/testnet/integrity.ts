@@ -28,6 +28,11 @@ export interface EpochIntegrity {
   attacker_verdicts_conclusive: number;
   /** Attackers' results that every verdict on them failed (core's strike), and attackers ejected. */
   attacker_strikes: number;
+  /**
+   * Attackers' conclusive failures of results a trusted verifier passed: accusations core refutes, each a
+   * strike on the accuser (three eject it).
+   */
+  attacker_accusations_refuted: number;
   attackers_ejected: number;
 }
 
@@ -37,6 +42,8 @@ export interface IntegrityInput {
   verdicts: Iterable<ObservedVerdict>;
   attackers: ReadonlySet<string>;
   honest: ReadonlySet<string>;
+  /** The run's trusted verifiers (ids); default none. */
+  trusted?: ReadonlySet<string>;
   /** Commitments (hex) of the results adversaries fabricated. */
   fabricated: ReadonlySet<string>;
   /** The epoch each id was first seen Dropped/Ejected in, and ejected for the run in. */
@@ -61,6 +68,7 @@ function blank(epoch: number): EpochIntegrity {
     attacker_verdicts_fail: 0,
     attacker_verdicts_conclusive: 0,
     attacker_strikes: 0,
+    attacker_accusations_refuted: 0,
     attackers_ejected: 0,
   };
 }
@@ -117,6 +125,10 @@ export function integrityByEpoch(x: IntegrityInput): EpochIntegrity[] {
     // Core counts a strike once every verifier of the result reported, all failing it.
     if (x.attackers.has(first.trainer) && vs.length >= VERIFIERS_PER_RESULT && vs.every((v) => !v.pass))
       of(first.epoch).attacker_strikes++;
+    if (vs.some((v) => v.pass && x.trusted?.has(v.verifier)))
+      of(first.epoch).attacker_accusations_refuted += vs.filter(
+        (v) => x.attackers.has(v.verifier) && !v.pass && v.conclusive,
+      ).length;
   }
   for (const e of epochs.values())
     e.attacker_share = e.results_applied > 0 ? e.attacker_results_applied / e.results_applied : null;

@@ -350,6 +350,7 @@ function integritySummary(s: SummaryInput, adversaryEvents: Events) {
     attackers: ids('adversary'),
     // A trusted verifier's drop or ejection is the attackers' doing as much as an honest trainer's.
     honest: new Set([...ids('honest'), ...ids('verifier')]),
+    trusted: ids('verifier'),
     fabricated: fabricatedCommitments(adversaryEvents),
     droppedIn: s.droppedIn,
     ejectedIn: s.ejectedIn,
