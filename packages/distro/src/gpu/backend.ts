@@ -617,6 +617,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       return selectMany(deltas, topk, 'dct');
     },
     selectTopk,
+    selectTopkAll: selectMany,
     subtractResidual(delta, own) {
       const t = gpu(delta);
       const l = t.layout;
