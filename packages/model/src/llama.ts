@@ -73,76 +73,72 @@ function rotateHalfMatrix(headDim: number): number[] {
   return r;
 }
 
-/** RoPE of x [B, heads, T, headDim], scaled by `scale` (the queries carry the 1/√headDim score scale). */
-type Rotary = (x: Value, scale: number, label: string) => Value;
+/**
+ * RoPE of the fused heads x [B, H + 2·KV, T, headDim] (q, then k, then v heads): the query heads rotated and
+ * scaled by 1/√headDim (the score scale), the key heads rotated, the value heads untouched.
+ */
+type Rotary = (x: Value) => Value;
 
 /**
- * float32: ORT's RotaryEmbedding, one kernel forward and one backward (the inverse rotation), from caches
- * [T, headDim / 2] with the scale folded in. float64 (no such CPU kernel): x·cos + (x @ R)·sin with tables
- * [T, headDim].
+ * float32: one ORT RotaryEmbedding over every head, forward and backward (the inverse rotation). Heads go
+ * into its batch axis so each gets its own position ids into one cache [2T + 1, headDim / 2]: rows 0..T−1
+ * are the scaled query rotations, rows T..2T−1 the key rotations, row 2T the identity for value heads.
+ * float64 (no such CPU kernel): x·cos + (x @ R)·sin with tables [H + 2·KV, T, headDim] built the same way.
  */
 function rotary(b: GraphBuilder, c: LlamaConfig, s: Shapes): Rotary {
-  const headDim = c.hidden_size / c.num_attention_heads;
+  const heads = c.num_attention_heads;
+  const kvHeads = c.num_key_value_heads;
+  const all = heads + 2 * kvHeads;
+  const headDim = c.hidden_size / heads;
+  const scale = headDim ** -0.5;
+  const T = s.seq;
+  /** Which cache row head h at position t reads. */
+  const row = (h: number, t: number) => (h < heads ? t : h < heads + kvHeads ? T + t : 2 * T);
   if (s.dtype === 'float32') {
-    const angles = rotaryAngles(c, s.seq);
-    // [B, T]: the CPU kernel wants one row per sequence (the WebGPU one also takes [1, T]).
+    const half = headDim / 2;
+    const angles = rotaryAngles(c, T);
+    const cosCache = new Float64Array((2 * T + 1) * half);
+    const sinCache = new Float64Array((2 * T + 1) * half);
+    for (let t = 0; t < T; t++)
+      for (let i = 0; i < half; i++) {
+        const a = angles[t * half + i] ?? NaN;
+        cosCache[t * half + i] = scale * Math.cos(a);
+        sinCache[t * half + i] = scale * Math.sin(a);
+        cosCache[(T + t) * half + i] = Math.cos(a);
+        sinCache[(T + t) * half + i] = Math.sin(a);
+      }
+    for (let i = 0; i < half; i++) cosCache[2 * T * half + i] = 1;
+    const cos = b.constant(cosCache, s.dtype, [2 * T + 1, half], 'rope_cos_cache');
+    const sin = b.constant(sinCache, s.dtype, [2 * T + 1, half], 'rope_sin_cache');
     const positions = b.constant(
-      Array.from({ length: s.batch * s.seq }, (_, i) => i % s.seq),
+      Array.from({ length: s.batch * all * T }, (_, i) => row(Math.floor(i / T) % all, i % T)),
       'int64',
-      [s.batch, s.seq],
+      [s.batch * all, T],
       'positions',
     );
-    const caches = new Map<number, { cos: Value; sin: Value }>();
-    const cachesFor = (scale: number) => {
-      const hit = caches.get(scale);
-      if (hit) return hit;
-      const shape = [s.seq, headDim / 2];
-      const made = {
-        cos: b.constant(
-          Array.from(angles, (a) => scale * Math.cos(a)),
-          s.dtype,
-          shape,
-          'rope_cos_cache',
-        ),
-        sin: b.constant(
-          Array.from(angles, (a) => scale * Math.sin(a)),
-          s.dtype,
-          shape,
-          'rope_sin_cache',
-        ),
-      };
-      caches.set(scale, made);
-      return made;
-    };
-    return (x, scale, label) => {
-      const { cos, sin } = cachesFor(scale);
-      return b.rotaryEmbedding(x, positions, cos, sin, label);
-    };
+    return (x) =>
+      b.reshape(
+        b.rotaryEmbedding(b.reshape(x, [s.batch * all, 1, T, headDim]), positions, cos, sin, 'rope'),
+        x.shape,
+      );
   }
-  const { cos, sin } = rotaryTables(c, s.seq);
+  const { cos, sin } = rotaryTables(c, T);
   const rotate = b.constant(rotateHalfMatrix(headDim), s.dtype, [headDim, headDim], 'rotate_half');
-  const tables = (scale: number) => ({
-    cos: b.constant(
-      Array.from(cos, (v) => scale * v),
-      s.dtype,
-      [s.seq, headDim],
-      'rope_cos',
-    ),
-    sin: b.constant(
-      Array.from(sin, (v) => scale * v),
-      s.dtype,
-      [s.seq, headDim],
-      'rope_sin',
-    ),
-  });
-  const byScale = new Map<number, { cos: Value; sin: Value }>();
-  return (x, scale, label) => {
-    const t = byScale.get(scale) ?? tables(scale);
-    byScale.set(scale, t);
-    return b.scope(label, () =>
-      b.add(b.mul(x, t.cos), b.mul(b.matmul(x, rotate, 'rotate_half'), t.sin), 'rotated'),
-    );
-  };
+  const fusedCos = new Float64Array(all * T * headDim);
+  const fusedSin = new Float64Array(all * T * headDim);
+  for (let h = 0; h < all; h++)
+    for (let t = 0; t < T; t++)
+      for (let j = 0; j < headDim; j++) {
+        const at = (h * T + t) * headDim + j;
+        const r = row(h, t);
+        const f = r < T ? scale : 1;
+        fusedCos[at] = r === 2 * T ? 1 : f * (cos[t * headDim + j] ?? NaN);
+        fusedSin[at] = r === 2 * T ? 0 : f * (sin[t * headDim + j] ?? NaN);
+      }
+  const cosT = b.constant(fusedCos, s.dtype, [all, T, headDim], 'rope_cos');
+  const sinT = b.constant(fusedSin, s.dtype, [all, T, headDim], 'rope_sin');
+  return (x) =>
+    b.scope('rope', () => b.add(b.mul(x, cosT), b.mul(b.matmul(x, rotate, 'rotate_half'), sinT), 'rotated'));
 }
 
 // ---- Causal self-attention with grouped KV heads ------------------------------------------------------------
@@ -160,7 +156,7 @@ function linear(b: GraphBuilder, x: Value, w: Value, label: string, residual?: V
 
 /**
  * residual + attention(x). q, k and v in one Gemm against the three HF weights concatenated in the graph, one
- * Transpose to heads-major and one Split; RoPE on q (with the score scale) and k. Grouped KV heads need no
+ * Transpose to heads-major, RoPE on all heads in one op, one Split. Grouped KV heads need no
  * repeat: the rep query heads that share a KV head are consecutive, so queries viewed as [B, KV, rep·T,
  * headDim] meet their own K and V in one batched MatMul each. o_proj adds the residual in its Gemm.
  */
@@ -185,14 +181,14 @@ function attention(
     'qkv_weight',
   );
   const qkv = b.reshape(linear(b, x, w, 'qkv_proj'), [B, T, heads + 2 * kvHeads, headDim]);
-  // Split a flattened [B, heads, T·headDim] view: ORT's transpose optimiser would otherwise push the Transpose
-  // through the Split (and its gradient's inverse through the Concat), one Transpose per piece instead of one.
-  const byHead = b.reshape(b.transpose(qkv, [0, 2, 1, 3], 'heads'), [B, heads + 2 * kvHeads, T * headDim]);
-  const [q, key, v] = b
+  // RoPE on every head at once (see rotary), then a Split of a flattened [B, heads, T·headDim] view: ORT's
+  // transpose optimiser would otherwise push the Transpose through a Split (and its gradient's inverse through
+  // the Concat), one Transpose per piece instead of one.
+  const rotated = k.rope(b.transpose(qkv, [0, 2, 1, 3], 'heads'));
+  const byHead = b.reshape(rotated, [B, heads + 2 * kvHeads, T * headDim]);
+  const [qr, kr, v] = b
     .split(byHead, 1, [heads, kvHeads, kvHeads], 'qkv')
     .map((x) => b.reshape(x, [B, x.shape[1] ?? 0, T, headDim])) as [Value, Value, Value];
-  const qr = k.rope(q, headDim ** -0.5, 'rope_q');
-  const kr = k.rope(key, 1, 'rope_k');
   const scores = b.matmul(b.reshape(qr, [B, kvHeads, rep * T, headDim]), b.transposeLast2(kr), 'scores');
   const masked = b.add(b.reshape(scores, [B, kvHeads, rep, T, T]), k.mask, 'masked_scores');
   const probs = b.softmax(masked, -1, 'probs');
