@@ -62,6 +62,9 @@ export async function measureFootprint(
     await step(r);
     return { rows: r, peakBytes: meter.peak() };
   };
+  // One unmeasured step first: the runtime's one-time allocations (thread pools, kernels' first use) would
+  // otherwise land in the smaller probe only and flatten the line.
+  await step(rows);
   const a = await probe(rows);
   const b = await probe(2 * rows);
   return footprintFromProbes(a, b, `measured: ${meter.what}, probe steps of ${a.rows} and ${b.rows} rows`);
