@@ -4,7 +4,7 @@
 // step 0 checked against meshtrain's, and the ratios. Each phase of each case runs in a child process of its
 // own. Prints one JSON object on stdout (progress on stderr; `--json` prints nothing else).
 //
-//   npm run -s bench:gpu -- --json [--preset tiny,20m,125m] [--backend ort-node-webgpu,ort-node-cpu]
+//   npm run -s bench:gpu -- --json [--preset tiny,20m,125m] [--backend resident-webgpu,ort-node-webgpu,ort-node-cpu]
 //     [--batch B] [--seq T] [--warmup W] [--steps N] [--threads N] [--no-dispatches] [--quick]
 //     [--torch [--python python3] [--torch-script bench/torch/llama_ref.py]]
 import { mkdtemp, rm } from 'node:fs/promises';

@@ -10,6 +10,8 @@ import {
   type PresetName,
 } from '@meshtrain/model';
 import type * as ort from 'onnxruntime-node';
+import { openNodeGpu, type NodeGpu } from '../../apps/node-trainer/src/backend/gpu.ts';
+import { ResidentAdamW } from '../../apps/node-trainer/src/backend/gpu-adamw.ts';
 import { OrtTrainingBackend } from '../../apps/node-trainer/src/backend/ort-backend.ts';
 import { TRAIN_DEFAULTS } from '../../apps/node-trainer/src/commands/baseline.ts';
 import { kernelRunsPerStep } from '../../apps/node-trainer/src/ort/dispatches.ts';
@@ -180,8 +182,60 @@ function ortNode(device: 'webgpu' | 'cpu'): GpuBackend {
   };
 }
 
+/** Host↔device bytes per step from the resident backend's own counters, over the `n` steps since `before`. */
+function residentBytes(gpu: NodeGpu, before: { up: number; down: number }, n: number): HostDeviceBytes {
+  const s = gpu.backend.stats;
+  return { up: (s.uploadBytes - before.up) / n, down: (s.downloadBytes - before.down) / n };
+}
+
+/**
+ * node-trainer's resident path (`--device webgpu`): onnxruntime-web's WebGPU EP and DisTrO's WGSL on one Dawn
+ * device, graph-captured; parameters, gradients and AdamW's moments stay on the GPU, per step only the token
+ * ids go up and the loss comes down.
+ */
+const resident: GpuBackend = {
+  description:
+    "onnxruntime-web's WebGPU EP on node-trainer's Dawn device, graph-captured; parameters, gradients and AdamW on the GPU",
+  gpu: true,
+  async graph(c) {
+    const { config } = bench(c);
+    const { params, tokens } = trainInputs(config, c.batch, c.seq);
+    const t = performance.now();
+    const gpu = await openNodeGpu({ config, seqLen: c.seq, maxRows: c.batch, chunk: 64 });
+    const tensors = new Map(
+      [...params].map(([n, p]) => [n, gpu.distro.tensor(gpu.backend.shapes.get(n) as number[], p)]),
+    );
+    await gpu.backend.loadParamTensors(tensors);
+    const setup = performance.now() - t;
+    const before = { up: gpu.backend.stats.uploadBytes, down: gpu.backend.stats.downloadBytes };
+    const timed = await timeSteps(c, async () => {
+      const out = await gpu.backend.trainStepResident(tokens, c.batch);
+      out.release();
+      return out.loss;
+    });
+    const io = residentBytes(gpu, before, c.warmup + c.steps);
+    await gpu.dispose();
+    return { ...timed, setup_ms: setup, host_device_bytes: io };
+  },
+  async step(c) {
+    const { config } = bench(c);
+    const { params, tokens } = trainInputs(config, c.batch, c.seq);
+    const t = performance.now();
+    const gpu = await openNodeGpu({ config, seqLen: c.seq, maxRows: c.batch, chunk: 64 });
+    const opt = new ResidentAdamW(gpu, params, BENCH_ADAMW);
+    const setup = performance.now() - t;
+    const before = { up: gpu.backend.stats.uploadBytes, down: gpu.backend.stats.downloadBytes };
+    const timed = await timeSteps(c, () => opt.step(tokens, c.batch, BENCH_ADAMW.lr));
+    const io = residentBytes(gpu, before, c.warmup + c.steps);
+    opt.release();
+    await gpu.dispose();
+    return { ...timed, setup_ms: setup, host_device_bytes: io };
+  },
+};
+
 /** Backends by the name `--backend` selects and the report uses. */
 export const BACKENDS: Record<string, GpuBackend> = {
+  'resident-webgpu': resident,
   'ort-node-webgpu': ortNode('webgpu'),
   'ort-node-cpu': ortNode('cpu'),
 };

@@ -59,7 +59,9 @@ describe('baseline micro-batches', () => {
     quarters.result.evals.forEach((e, i) =>
       expect(e.val_loss).toBeCloseTo(whole.result.evals[i]?.val_loss as number, 4),
     );
-    // Training moved the parameters, and both runs moved them the same way.
+    // Training moved the parameters, and both runs moved them the same way: the runs' difference is small
+    // against the movement, in L2 over every parameter (AdamW turns float32 rounding in a near-zero gradient
+    // into a full lr-sized step for that entry, so a per-entry maximum says little).
     let moved = 0;
     let apart = 0;
     const init = (await runBaseline({ ...o, steps: 1, lr: 1e-12 }, data)).params;
@@ -67,12 +69,12 @@ describe('baseline micro-batches', () => {
       const q = quarters.params.get(name) as Float32Array;
       const p0 = init.get(name) as Float32Array;
       for (let i = 0; i < p.length; i++) {
-        moved = Math.max(moved, Math.abs((p[i] as number) - (p0[i] as number)));
-        apart = Math.max(apart, Math.abs((p[i] as number) - (q[i] as number)));
+        moved += ((p[i] as number) - (p0[i] as number)) ** 2;
+        apart += ((p[i] as number) - (q[i] as number)) ** 2;
       }
     }
-    expect(moved).toBeGreaterThan(1e-3);
-    expect(apart).toBeLessThan(moved / 100);
+    expect(Math.sqrt(moved)).toBeGreaterThan(1);
+    expect(Math.sqrt(apart)).toBeLessThan(Math.sqrt(moved) / 1000);
   }, 120_000);
 
   it('takes only divisors of the batch', () => {

@@ -1,8 +1,9 @@
 // node-trainer's resident GPU (`--device webgpu`): onnxruntime-web's WebGPU EP and DisTrO's WGSL on one Dawn
 // device (SwiftShader here), through the backend module the browser tab trains with. The client built by
 // createTrainer trains resident; a resident step moves only token ids up and the loss down, while the host
-// path on the same backend moves every parameter and gradient (so the counters could fail); and graph-captured
-// steps leave bit-identical parameters to uncaptured ones after 5 steps of training on the GPU.
+// path on the same backend moves every parameter and gradient (so the counters could fail) and returns the same
+// gradients, for each row count; and graph-captured steps leave bit-identical parameters to uncaptured ones
+// after 5 steps of training on the GPU.
 import { isResidentFor } from '@meshtrain/client';
 import { LocalHub } from '@meshtrain/client/testing';
 import { WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
@@ -109,6 +110,17 @@ describe('node-trainer resident GPU training', () => {
     expect(s.uploadBytes - before.uploadBytes).toBe(paramBytes + tokensOf(0).byteLength);
     // Same kernels on the same parameters and tokens: the host path's gradients are the resident ones.
     [...params.keys()].forEach((n, i) => expect(out.grads.get(n)).toEqual(residentGrads[i]));
+
+    // A second row count is a second captured session, reading the same shared parameter buffers.
+    const one = tokensOf(5).subarray(0, SEQ + 1);
+    const single = await gpu.backend.trainStepResident(one, 1);
+    const singleGrads = await Promise.all(
+      [...params.keys()].map((n) => gpu.distro.read(single.grads.get(n)!)),
+    );
+    single.release();
+    expect(s.capturedSteps).toBe(steps + 1);
+    const hostSingle = await gpu.backend.trainStep(one, 1);
+    [...params.keys()].forEach((n, i) => expect(hostSingle.grads.get(n)).toEqual(singleGrads[i]));
     await gpu.backend.dispose();
     expect(gpu.device.queue).toBeDefined();
   }, 600_000);

@@ -90,14 +90,15 @@ describe('local-testnet --adversary sybil:N', () => {
   it(
     'reports per epoch the attackers’ share of applied results, garbage applied and their verdicts, as the relay recorded them',
     async () => {
-      // Two epochs (the sybils join during the first and act from the second): 30 s epochs, rounds ≥ 2 s.
+      // Two epochs (the sybils join during the first and act from the second): a 30 s epoch holds at most 15
+      // rounds of ≥ 2 s, so 24 steps always reach the second.
       const r = await testnet(
         '--num-clients',
         '2',
         '--adversary',
         'sybil:4',
         '--steps',
-        '14',
+        '24',
         '--epoch-time',
         '30',
         '--round-witness-time',

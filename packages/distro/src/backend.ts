@@ -37,6 +37,11 @@ export interface DistroBackend extends SparseLoCoOps {
   /** Chunked DCT-II of `delta`, then the top-k coefficients of every chunk by |value|. */
   compress(delta: DistroTensor, topk: number): Promise<TensorResult>;
   /**
+   * `compress` of every tensor, in order, with the same results; a GPU backend does it in one submit and one
+   * readback instead of one per tensor (optional: callers fall back to `compress` per tensor).
+   */
+  compressAll?(deltas: readonly DistroTensor[], topk: number): Promise<TensorResult[]>;
+  /**
    * The chunked DCT-II coefficients of `t` at `k` in-block indices per block (`indices`: blocks × k, chunk-grid
    * order, as a result lists them): what a verifier compares a result's coefficients with, without reading
    * the whole transform back.

@@ -22,7 +22,12 @@ type Params = (name: string) => Value;
 
 // ---- RMSNorm: x / sqrt(mean(x²) + eps) * w (HF LlamaRMSNorm; computed in the graph dtype) ---------------------
 
+/**
+ * float32: one SimplifiedLayerNormalization kernel (its gradient rule is in autodiff/rules.ts); float64, which
+ * ORT has no kernel for, from primitives that autodiff differentiates op by op.
+ */
 function rmsNorm(b: GraphBuilder, x: Value, w: Value, eps: number): Value {
+  if (x.dtype === 'float32') return b.simplifiedLayerNorm(x, w, eps, 'rms_norm');
   const meanSquare = b.reduceMean(b.mul(x, x), [-1], true, 'mean_square');
   const rms = b.sqrt(b.add(meanSquare, b.scalar(eps, x.dtype)), 'rms');
   return b.mul(b.div(x, rms, 'normalized'), w, 'scaled');
@@ -30,59 +35,34 @@ function rmsNorm(b: GraphBuilder, x: Value, w: Value, eps: number): Value {
 
 // ---- Rotary embeddings (HF convention: rotate_half over the two halves of each head) --------------------------
 
+/** Angles t · θ_i for positions 0..seq-1 and i < headDim / 2, in float64. */
+function rotaryAngles(c: LlamaConfig, seq: number): Float64Array {
+  const headDim = c.hidden_size / c.num_attention_heads;
+  const half = headDim / 2;
+  const angles = new Float64Array(seq * half);
+  for (let t = 0; t < seq; t++)
+    for (let i = 0; i < half; i++) angles[t * half + i] = t / c.rope_theta ** ((2 * i) / headDim);
+  return angles;
+}
+
 /** cos/sin tables [seq, headDim] for positions 0..seq-1, computed in float64 and rounded once to `dtype`. */
 export function rotaryTables(c: LlamaConfig, seq: number): { cos: Float64Array; sin: Float64Array } {
   const headDim = c.hidden_size / c.num_attention_heads;
   const half = headDim / 2;
+  const angles = rotaryAngles(c, seq);
   const cos = new Float64Array(seq * headDim);
   const sin = new Float64Array(seq * headDim);
-  for (let t = 0; t < seq; t++) {
-    for (let i = 0; i < half; i++) {
-      const invFreq = 1 / c.rope_theta ** ((2 * i) / headDim);
-      const angle = t * invFreq;
+  for (let t = 0; t < seq; t++)
+    for (let i = 0; i < half; i++)
       // emb = cat(freqs, freqs): both halves of a head use the same frequencies.
       for (const j of [i, i + half]) {
-        cos[t * headDim + j] = Math.cos(angle);
-        sin[t * headDim + j] = Math.sin(angle);
+        cos[t * headDim + j] = Math.cos(angles[t * half + i] ?? NaN);
+        sin[t * headDim + j] = Math.sin(angles[t * half + i] ?? NaN);
       }
-    }
-  }
   return { cos, sin };
 }
 
-/** The rotary constants of the fused q|k|v heads (see AttentionConsts). */
-function fusedRotaryTables(
-  b: GraphBuilder,
-  c: LlamaConfig,
-  s: Shapes,
-): { cos: Value; sin: Value; rotate: Value } {
-  const { cos, sin } = rotaryTables(c, s.seq);
-  const heads = c.num_attention_heads;
-  const all = heads + 2 * c.num_key_value_heads;
-  const headDim = c.hidden_size / heads;
-  const scale = headDim ** -0.5;
-  const fusedCos = new Float64Array(s.seq * all * headDim);
-  const fusedSin = new Float64Array(s.seq * all * headDim);
-  for (let t = 0; t < s.seq; t++)
-    for (let h = 0; h < all; h++)
-      for (let j = 0; j < headDim; j++) {
-        const at = (t * all + h) * headDim + j;
-        const value = h >= all - c.num_key_value_heads;
-        const f = h < heads ? scale : 1;
-        fusedCos[at] = value ? 1 : f * (cos[t * headDim + j] ?? NaN);
-        fusedSin[at] = value ? 0 : f * (sin[t * headDim + j] ?? NaN);
-      }
-  return {
-    cos: b.constant(fusedCos, s.dtype, [s.seq, all, headDim], 'rope_cos'),
-    sin: b.constant(fusedSin, s.dtype, [s.seq, all, headDim], 'rope_sin'),
-    rotate: b.constant(rotateHalfMatrix(headDim), s.dtype, [headDim, headDim], 'rotate_half'),
-  };
-}
-
-/**
- * rotate_half as a matrix: x @ R = cat(−x₂, x₁) for x = cat(x₁, x₂) along a head. One MatMul against a
- * constant replaces two Slices, a Neg and a Concat (and their gradients).
- */
+/** rotate_half as a matrix: x @ R = cat(−x₂, x₁) for x = cat(x₁, x₂) along a head. */
 function rotateHalfMatrix(headDim: number): number[] {
   const half = headDim / 2;
   const r = new Array<number>(headDim * headDim).fill(0);
@@ -93,37 +73,99 @@ function rotateHalfMatrix(headDim: number): number[] {
   return r;
 }
 
+/**
+ * RoPE of the fused heads x [B, H + 2·KV, T, headDim] (q, then k, then v heads): the query heads rotated and
+ * scaled by 1/√headDim (the score scale), the key heads rotated, the value heads untouched.
+ */
+type Rotary = (x: Value) => Value;
+
+/**
+ * float32: one ORT RotaryEmbedding over every head, forward and backward (the inverse rotation). Heads go
+ * into its batch axis so each gets its own position ids into one cache [2T + 1, headDim / 2]: rows 0..T−1
+ * are the scaled query rotations, rows T..2T−1 the key rotations, row 2T the identity for value heads.
+ * float64 (no such CPU kernel): x·cos + (x @ R)·sin with tables [H + 2·KV, T, headDim] built the same way.
+ */
+function rotary(b: GraphBuilder, c: LlamaConfig, s: Shapes): Rotary {
+  const heads = c.num_attention_heads;
+  const kvHeads = c.num_key_value_heads;
+  const all = heads + 2 * kvHeads;
+  const headDim = c.hidden_size / heads;
+  const scale = headDim ** -0.5;
+  const T = s.seq;
+  /** Which cache row head h at position t reads. */
+  const row = (h: number, t: number) => (h < heads ? t : h < heads + kvHeads ? T + t : 2 * T);
+  if (s.dtype === 'float32') {
+    const half = headDim / 2;
+    const angles = rotaryAngles(c, T);
+    const cosCache = new Float64Array((2 * T + 1) * half);
+    const sinCache = new Float64Array((2 * T + 1) * half);
+    for (let t = 0; t < T; t++)
+      for (let i = 0; i < half; i++) {
+        const a = angles[t * half + i] ?? NaN;
+        cosCache[t * half + i] = scale * Math.cos(a);
+        sinCache[t * half + i] = scale * Math.sin(a);
+        cosCache[(T + t) * half + i] = Math.cos(a);
+        sinCache[(T + t) * half + i] = Math.sin(a);
+      }
+    for (let i = 0; i < half; i++) cosCache[2 * T * half + i] = 1;
+    const cos = b.constant(cosCache, s.dtype, [2 * T + 1, half], 'rope_cos_cache');
+    const sin = b.constant(sinCache, s.dtype, [2 * T + 1, half], 'rope_sin_cache');
+    const positions = b.constant(
+      Array.from({ length: s.batch * all * T }, (_, i) => row(Math.floor(i / T) % all, i % T)),
+      'int64',
+      [s.batch * all, T],
+      'positions',
+    );
+    return (x) =>
+      b.reshape(
+        b.rotaryEmbedding(b.reshape(x, [s.batch * all, 1, T, headDim]), positions, cos, sin, 'rope'),
+        x.shape,
+      );
+  }
+  const { cos, sin } = rotaryTables(c, T);
+  const rotate = b.constant(rotateHalfMatrix(headDim), s.dtype, [headDim, headDim], 'rotate_half');
+  const fusedCos = new Float64Array(all * T * headDim);
+  const fusedSin = new Float64Array(all * T * headDim);
+  for (let h = 0; h < all; h++)
+    for (let t = 0; t < T; t++)
+      for (let j = 0; j < headDim; j++) {
+        const at = (h * T + t) * headDim + j;
+        const r = row(h, t);
+        const f = r < T ? scale : 1;
+        fusedCos[at] = r === 2 * T ? 1 : f * (cos[t * headDim + j] ?? NaN);
+        fusedSin[at] = r === 2 * T ? 0 : f * (sin[t * headDim + j] ?? NaN);
+      }
+  const cosT = b.constant(fusedCos, s.dtype, [all, T, headDim], 'rope_cos');
+  const sinT = b.constant(fusedSin, s.dtype, [all, T, headDim], 'rope_sin');
+  return (x) =>
+    b.scope('rope', () => b.add(b.mul(x, cosT), b.mul(b.matmul(x, rotate, 'rotate_half'), sinT), 'rotated'));
+}
+
 // ---- Causal self-attention with grouped KV heads ------------------------------------------------------------
 
 interface AttentionConsts {
-  /**
-   * Rotary tables [T, H + 2·KV, headDim] over the fused q|k|v heads: the query heads' entries carry the
-   * 1/√headDim score scale, the value heads' are cos = 1, sin = 0 (not rotated). One Mul per table then covers
-   * every head.
-   */
-  cos: Value;
-  sin: Value;
-  rotate: Value;
+  rope: Rotary;
   /** Additive causal mask [T, T]: 0 on and below the diagonal, a large negative number above. */
   mask: Value;
 }
 
-/** x @ Wᵀ with W in its PyTorch layout [out, in]: Gemm reads W transposed, so no Transpose node. */
-function linear(b: GraphBuilder, x: Value, w: Value, label: string): Value {
-  return b.gemm(x, w, { transB: true }, label);
+/** x @ Wᵀ (+ residual) with W in its PyTorch layout [out, in]: Gemm reads W transposed, no Transpose node. */
+function linear(b: GraphBuilder, x: Value, w: Value, label: string, residual?: Value): Value {
+  return b.gemm(x, w, residual ? { transB: true, c: residual } : { transB: true }, label);
 }
 
 /**
- * q, k and v in one Gemm against the three HF weights concatenated in the graph; RoPE on all heads at once;
- * one Transpose to heads-major and one Split. Grouped KV heads need no repeat: the rep query heads that share
- * a KV head are consecutive, so queries viewed as [B, KV, rep·T, headDim] meet their own K and V in one batched
- * MatMul each.
+ * residual + attention(x). q, k and v in one Gemm against the three HF weights concatenated in the graph, one
+ * Transpose to heads-major, RoPE on all heads in one op, one Split. Grouped KV heads need no
+ * repeat: the rep query heads that share a KV head are consecutive, so queries viewed as [B, KV, rep·T,
+ * headDim] meet their own K and V in one batched MatMul each. o_proj adds the residual in its Gemm.
  */
 function attention(
   b: GraphBuilder,
   c: LlamaConfig,
   s: Shapes,
   x: Value,
+  residual: Value,
   p: Params,
   prefix: string,
   k: AttentionConsts,
@@ -132,24 +174,22 @@ function attention(
   const kvHeads = c.num_key_value_heads;
   const headDim = c.hidden_size / heads;
   const rep = heads / kvHeads;
-  const all = heads + 2 * kvHeads;
   const { batch: B, seq: T } = s;
   const w = b.concat(
     [p(`${prefix}.q_proj.weight`), p(`${prefix}.k_proj.weight`), p(`${prefix}.v_proj.weight`)],
     0,
     'qkv_weight',
   );
-  const qkv = b.reshape(linear(b, x, w, 'qkv_proj'), [B, T, all, headDim]);
-  const rotated = b.scope('rope', () =>
-    b.add(b.mul(qkv, k.cos), b.mul(b.matmul(qkv, k.rotate, 'rotate_half'), k.sin), 'rotated'),
-  );
-  const [q, key, v] = b.split(
-    b.transpose(rotated, [0, 2, 1, 3], 'heads'),
-    1,
-    [heads, kvHeads, kvHeads],
-    'qkv',
-  ) as [Value, Value, Value];
-  const scores = b.matmul(b.reshape(q, [B, kvHeads, rep * T, headDim]), b.transposeLast2(key), 'scores');
+  const qkv = b.reshape(linear(b, x, w, 'qkv_proj'), [B, T, heads + 2 * kvHeads, headDim]);
+  // RoPE on every head at once (see rotary), then a Split of a flattened [B, heads, T·headDim] view: ORT's
+  // transpose optimiser would otherwise push the Transpose through a Split (and its gradient's inverse through
+  // the Concat), one Transpose per piece instead of one.
+  const rotated = k.rope(b.transpose(qkv, [0, 2, 1, 3], 'heads'));
+  const byHead = b.reshape(rotated, [B, heads + 2 * kvHeads, T * headDim]);
+  const [qr, kr, v] = b
+    .split(byHead, 1, [heads, kvHeads, kvHeads], 'qkv')
+    .map((x) => b.reshape(x, [B, x.shape[1] ?? 0, T, headDim])) as [Value, Value, Value];
+  const scores = b.matmul(b.reshape(qr, [B, kvHeads, rep * T, headDim]), b.transposeLast2(kr), 'scores');
   const masked = b.add(b.reshape(scores, [B, kvHeads, rep, T, T]), k.mask, 'masked_scores');
   const probs = b.softmax(masked, -1, 'probs');
   const ctx = b.matmul(b.reshape(probs, [B, kvHeads, rep * T, T]), v, 'context'); // [B, KV, rep·T, headDim]
@@ -158,12 +198,12 @@ function attention(
     [B * T, heads * headDim],
     'merge_heads',
   );
-  return linear(b, merged, p(`${prefix}.o_proj.weight`), 'o_proj');
+  return linear(b, merged, p(`${prefix}.o_proj.weight`), 'o_proj', residual);
 }
 
-// ---- SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up in one Gemm -----------------------------------------
+// ---- SwiGLU MLP: residual + down(silu(gate(x)) * up(x)), gate and up in one Gemm -----------------------------
 
-function mlp(b: GraphBuilder, c: LlamaConfig, x: Value, p: Params, prefix: string): Value {
+function mlp(b: GraphBuilder, c: LlamaConfig, x: Value, residual: Value, p: Params, prefix: string): Value {
   const w = b.concat([p(`${prefix}.gate_proj.weight`), p(`${prefix}.up_proj.weight`)], 0, 'gate_up_weight');
   const [gate, up] = b.split(
     linear(b, x, w, 'gate_up_proj'),
@@ -171,8 +211,9 @@ function mlp(b: GraphBuilder, c: LlamaConfig, x: Value, p: Params, prefix: strin
     [c.intermediate_size, c.intermediate_size],
     'gate_up',
   ) as [Value, Value];
-  const silu = b.mul(gate, b.sigmoid(gate), 'silu');
-  return linear(b, b.mul(silu, up, 'gated'), p(`${prefix}.down_proj.weight`), 'down_proj');
+  // float32: one QuickGelu (alpha 1) kernel; float64 (no such CPU kernel) from Sigmoid and Mul.
+  const silu = gate.dtype === 'float32' ? b.silu(gate) : b.mul(gate, b.sigmoid(gate), 'silu');
+  return linear(b, b.mul(silu, up, 'gated'), p(`${prefix}.down_proj.weight`), 'down_proj', residual);
 }
 
 // ---- The decoder ---------------------------------------------------------------------------------------------
@@ -185,7 +226,7 @@ export function decoder(b: GraphBuilder, c: LlamaConfig, s: Shapes, p: Params, i
   // -1e9 rather than -inf: exp underflows to exactly 0 either way, and finite values keep every backend's
   // softmax free of inf − inf.
   const consts: AttentionConsts = {
-    ...fusedRotaryTables(b, c, s),
+    rope: rotary(b, c, s),
     mask: b.constant(maskData, s.dtype, [s.seq, s.seq], 'causal_mask'),
   };
 
@@ -193,19 +234,18 @@ export function decoder(b: GraphBuilder, c: LlamaConfig, s: Shapes, p: Params, i
   let h = b.reshape(embedded, [s.batch * s.seq, c.hidden_size], 'hidden');
   for (let i = 0; i < c.num_hidden_layers; i++) {
     const prefix = `model.layers.${i}`;
+    const input = h;
     h = b.scope(`layers.${i}`, () => {
       const attnIn = b.scope('input_layernorm', () =>
-        rmsNorm(b, h, p(`${prefix}.input_layernorm.weight`), c.rms_norm_eps),
+        rmsNorm(b, input, p(`${prefix}.input_layernorm.weight`), c.rms_norm_eps),
       );
-      const attnOut = b.scope('self_attn', () =>
-        attention(b, c, s, attnIn, p, `${prefix}.self_attn`, consts),
+      const mid = b.scope('self_attn', () =>
+        attention(b, c, s, attnIn, input, p, `${prefix}.self_attn`, consts),
       );
-      const mid = b.add(h, attnOut, 'residual_attn');
       const mlpIn = b.scope('post_attention_layernorm', () =>
         rmsNorm(b, mid, p(`${prefix}.post_attention_layernorm.weight`), c.rms_norm_eps),
       );
-      const mlpOut = b.scope('mlp', () => mlp(b, c, mlpIn, p, `${prefix}.mlp`));
-      return b.add(mid, mlpOut, 'residual_mlp');
+      return b.scope('mlp', () => mlp(b, c, mlpIn, mid, p, `${prefix}.mlp`));
     });
   }
   return b.scope('norm', () => rmsNorm(b, h, p('model.norm.weight'), c.rms_norm_eps));

@@ -13,7 +13,9 @@ import { feeds, randomParams, randomTokens, session, toF64 } from './ort-util.ts
 const GPU_OPS = new Set([
   'Add', 'Sub', 'Mul', 'Div', 'Neg', 'Exp', 'Log', 'Sqrt', 'Sigmoid', 'Identity', 'Cast', 'Equal', 'MatMul',
   'Reshape', 'Transpose', 'Expand', 'Slice', 'Concat', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Softmax', 'Gather',
-  'Gemm', 'Split',
+  'Gemm', 'Split', 'ReduceSumSquare',
+  // ORT contrib kernels the WebGPU EP implements; float32 graphs only (float64 ones build these from primitives).
+  'SimplifiedLayerNormalization', 'QuickGelu', 'RotaryEmbedding',
 ]); // prettier-ignore
 const FORBIDDEN = [
   'LogSoftmax',
@@ -80,10 +82,18 @@ describe('train-step graph contract', () => {
           if (v.dtype !== 'int64') return;
           expect(v.data, `${n.name} int64 input must be a constant`).not.toBeNull();
           // Only the spec-mandated int64 index inputs: Reshape/Expand shape, Reduce axes, Slice starts/ends/axes,
-          // Split sizes.
-          expect(['Reshape', 'Expand', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Slice', 'Split']).toContain(
-            n.op,
-          );
+          // Split sizes, RotaryEmbedding position ids.
+          expect([
+            'Reshape',
+            'Expand',
+            'ReduceSum',
+            'ReduceMean',
+            'ReduceMax',
+            'ReduceSumSquare',
+            'Slice',
+            'Split',
+            'RotaryEmbedding',
+          ]).toContain(n.op);
           expect(k).toBeGreaterThan(0);
         });
         if (n.op === 'Cast') expect(n.inputs[0]?.dtype).not.toBe('int64');

@@ -60,11 +60,11 @@ describe.skipIf(!hasWebgpu)('onnxruntime-node WebGPU EP (SwiftShader here)', () 
     const train = buildTrainStep(PRESETS.micro, { batchSize: 1, seqLen: 8, dtype: 'float32' });
     const placed = await placementOf(train.onnx, 'webgpu');
     expect(Object.keys(placed.providers)).toEqual(['WebGpuExecutionProvider']);
-    // ORT fuses a few nodes (e.g. MatMul+Add), so the count is at most ours and near it.
+    // ORT's graph optimisations fuse a few nodes and add a few, so the count is near ours.
     const ours = Object.values(train.ops).reduce((a, b) => a + b, 0);
     const count = placed.providers.WebGpuExecutionProvider?.count ?? 0;
     expect(count).toBeGreaterThan(ours * 0.8);
-    expect(count).toBeLessThanOrEqual(ours);
+    expect(count).toBeLessThan(ours * 1.1);
     const inf = await placementOf(
       buildInference(PRESETS.micro, { batchSize: 1, seqLen: 8, dtype: 'float32' }).onnx,
       'webgpu',

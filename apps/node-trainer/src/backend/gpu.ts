@@ -17,6 +17,8 @@ export interface NodeGpuOptions {
   chunk: number;
   /** ORT's graph capture on resident steps (default true; falls back with a log line where refused). */
   graphCapture?: boolean;
+  /** Flags for the Dawn instance (npm `webgpu`'s `create`); default DAWN_FLAGS. */
+  dawnFlags?: string[];
   log?: (line: string) => void;
 }
 
@@ -29,6 +31,14 @@ export interface NodeGpu {
   /** Releases the sessions, the DisTrO backend and the device (the same as `backend.dispose()`). */
   dispose(): Promise<void>;
 }
+
+/**
+ * Dawn without robustness (bounds clamping of every storage access), as onnxruntime-node's own WebGPU EP
+ * creates its device: ORT's kernels and ours stay in bounds, and the clamping cost a micro train step on
+ * SwiftShader about a fifth of its time. Zero-initialised buffers and workgroup memory are kept: DisTrO's
+ * moments and sums rely on them.
+ */
+export const DAWN_FLAGS = ['enable-dawn-features=disable_robustness'];
 
 // Dawn's instance must outlive everything made from it: collected, its threads die under the device.
 const instances: unknown[] = [];
@@ -47,7 +57,7 @@ function installNavigatorGpu(gpu: GPU): void {
 export async function openNodeGpu(o: NodeGpuOptions): Promise<NodeGpu> {
   configureWebgpu();
   Object.assign(globalThis, globals);
-  const gpu = create([]);
+  const gpu = create(o.dawnFlags ?? DAWN_FLAGS);
   instances.push(gpu);
   installNavigatorGpu(gpu);
   const adapterObject = await gpu.requestAdapter();

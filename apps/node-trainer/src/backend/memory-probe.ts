@@ -62,6 +62,9 @@ export async function measureFootprint(
     await step(r);
     return { rows: r, peakBytes: meter.peak() };
   };
+  // One unmeasured step first: the runtime's one-time allocations (thread pools, kernels' first use) would
+  // otherwise land in the smaller probe only and flatten the line.
+  await step(rows);
   const a = await probe(rows);
   const b = await probe(2 * rows);
   return footprintFromProbes(a, b, `measured: ${meter.what}, probe steps of ${a.rows} and ${b.rows} rows`);
@@ -117,7 +120,9 @@ export async function trainingFootprint(r: FootprintRequest): Promise<Footprint>
   const meter = processRssMeter();
   if (!meter) return { ...estimate, source: 'estimate (this system reports no peak resident set)' };
   const rows = probeRows(estimate);
-  if (estimate.fixedBytes + 2 * rows * estimate.perRowBytes > r.bytes)
+  // The estimate is doubled for allocator slack (device.ts); its undoubled half is what a probe is expected
+  // to take.
+  if ((estimate.fixedBytes + 2 * rows * estimate.perRowBytes) / 2 > r.bytes)
     return { ...estimate, source: 'estimate (probe steps would not fit the budget)' };
   r.say?.(`measuring the memory of probe steps of ${rows} and ${2 * rows} sequences…`);
   const measured = await measureFootprint(meter, ortProbeStep({ ...r, device: 'cpu' }), rows);

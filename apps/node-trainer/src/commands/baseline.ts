@@ -1,6 +1,7 @@
 // node-trainer baseline: single-process AdamW on the default dataset, the quality bar every DisTrO run is
-// measured against. The train step is the ONNX graph from @meshtrain/model run in onnxruntime-node; the
-// optimizer runs in TypeScript on the host copies of the parameters (≈1M floats for `tiny`: negligible).
+// measured against. On the CPU the train step is the ONNX graph from @meshtrain/model run in onnxruntime-node
+// and the optimizer runs in TypeScript on the host copies of the parameters; with `--device webgpu` the whole
+// step stays on the GPU (backend/gpu-adamw.ts: the resident backend and DisTrO's WGSL AdamW on one device).
 import {
   AdamW,
   buildTrainStep,
@@ -29,6 +30,8 @@ import {
   rowsForBudget,
 } from '../backend/device.ts';
 import { trainingFootprint } from '../backend/memory-probe.ts';
+import { openNodeGpu } from '../backend/gpu.ts';
+import { ResidentAdamW } from '../backend/gpu-adamw.ts';
 import { Progress } from '../progress/index.ts';
 
 export interface BaselineOptions {
@@ -260,7 +263,7 @@ async function batchGradients(
   return { loss: loss * scale, grads };
 }
 
-/** One AdamW step on `rows`; returns the batch's training loss and the step's learning rate. */
+/** One AdamW step on `rows` at learning rate `lr`; returns the batch's training loss. */
 async function baselineStep(
   o: BaselineOptions,
   s: BaselineSessions,
@@ -269,18 +272,13 @@ async function baselineStep(
   opt: AdamW,
   step: number,
   rows: number[],
-): Promise<{ loss: number; lr: number }> {
+  lr: number,
+): Promise<number> {
   const { loss, grads } = await batchGradients(s, d, params, microBatches(rows, microBatchOf(o)));
   if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
   clipGradNorm(grads, o.gradClip);
-  const lr = cosineLr(step, {
-    peak: o.lr,
-    warmupSteps: o.warmupSteps,
-    totalSteps: o.steps,
-    floor: o.lrFloor,
-  });
   opt.step(grads, lr);
-  return { loss, lr };
+  return loss;
 }
 
 /** The training sample indices of `step`'s batch: `batchOrder`'s, or the seeded permutation's. */
@@ -332,6 +330,55 @@ function baselineResult(
   };
 }
 
+/** How the baseline trains and evaluates: the host's AdamW over ORT sessions, or the resident GPU's. */
+interface BaselineTrainer {
+  step(step: number, rows: number[], lr: number): Promise<number>;
+  evaluate(): Promise<number>;
+  parameters(): Promise<Parameters>;
+  dispose(): Promise<void>;
+}
+
+async function hostTrainer(o: BaselineOptions, d: BaselineData): Promise<BaselineTrainer> {
+  const s = await baselineSessions(o);
+  const params = initParameters(o.config, o.seed);
+  const opt = new AdamW(params, { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
+  return {
+    step: (step, rows, lr) => baselineStep(o, s, d, params, opt, step, rows, lr),
+    evaluate: () => evaluateBaseline(s, d, params),
+    parameters: async () => params,
+    dispose: async () => {
+      await s.trainSession.release();
+      await s.evalSession.release();
+    },
+  };
+}
+
+/** The whole step on the GPU: the resident backend, clipping and AdamW in WGSL; evaluations from host copies. */
+async function residentTrainer(o: BaselineOptions, d: BaselineData): Promise<BaselineTrainer> {
+  // The chunk only lays out DisTrO's compression blocks, which AdamW does not use.
+  const gpu = await openNodeGpu({ config: o.config, seqLen: o.seqLen, maxRows: o.batchSize, chunk: 64 });
+  const opt = new ResidentAdamW(gpu, initParameters(o.config, o.seed), o);
+  return {
+    async step(step, rows, lr) {
+      const loss = await opt.step(d.data.train.batch(rows), rows.length, lr);
+      if (!Number.isFinite(loss)) throw new Error(`step ${step}: training loss is ${loss}; lower --lr`);
+      return loss;
+    },
+    async evaluate() {
+      const params = await opt.parameters();
+      let sum = 0;
+      for (const rows of d.evalSets)
+        sum += await gpu.backend.evalLoss(d.data.val.batch(rows), rows.length, params);
+      return sum / d.evalSets.length;
+    },
+    parameters: () => opt.parameters(),
+    async dispose() {
+      opt.release();
+      await gpu.dispose();
+    },
+  };
+}
+
 export async function runBaseline(
   o: BaselineOptions,
   dataDir: string,
@@ -340,29 +387,34 @@ export async function runBaseline(
 ): Promise<{ result: BaselineResult; params: Parameters }> {
   const started = performance.now();
   const d = await loadBaselineData(o, dataDir);
-  const s = await baselineSessions(o);
+  const trainer = o.device === 'webgpu' ? await residentTrainer(o, d) : await hostTrainer(o, d);
   log(
-    `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}, ` +
+    `baseline: ${o.preset} (${parameterCount(o.config).toLocaleString('en-US')} params) on ${o.device}` +
+      `${o.device === 'webgpu' ? ' (resident: graph and AdamW on the GPU)' : ''}, ` +
       `${o.steps} steps × ${o.batchSize}×${o.seqLen} tokens, data ${dataDir}`,
   );
-  const params = initParameters(o.config, o.seed);
-  const opt = new AdamW(params, { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
   // Sample order: a seeded permutation of the training samples, wrapping around after an epoch.
   const order = shuffledOrder(d.data.train.index.sampleCount, o.seed);
   const trainLoss: number[] = [];
-  const evals: EvalPoint[] = [{ step: 0, train_loss: null, val_loss: await evaluateBaseline(s, d, params) }];
+  const evals: EvalPoint[] = [{ step: 0, train_loss: null, val_loss: await trainer.evaluate() }];
   let trainSeconds = 0;
   let sinceEval: number[] = [];
   for (let step = 0; step < o.steps; step++) {
     const rows = batchRows(o, order, step);
+    const lr = cosineLr(step, {
+      peak: o.lr,
+      warmupSteps: o.warmupSteps,
+      totalSteps: o.steps,
+      floor: o.lrFloor,
+    });
     const t0 = performance.now();
-    const { loss, lr } = await baselineStep(o, s, d, params, opt, step, rows);
+    const loss = await trainer.step(step, rows, lr);
     trainSeconds += (performance.now() - t0) / 1000;
     trainLoss.push(loss);
     sinceEval.push(loss);
     const done = step + 1;
     if (done % o.evalEvery === 0 || done === o.steps) {
-      const val = await evaluateBaseline(s, d, params);
+      const val = await trainer.evaluate();
       evals.push({
         step: done,
         train_loss: sinceEval.reduce((a, b) => a + b, 0) / sinceEval.length,
@@ -377,6 +429,8 @@ export async function runBaseline(
     );
   }
   progress?.finish();
+  const params = await trainer.parameters();
+  await trainer.dispose();
   return { result: baselineResult(o, d, { trainLoss, evals, trainSeconds, started }), params };
 }
 
@@ -431,7 +485,7 @@ const command: Command = {
     '--preset P --steps N [--device cpu|webgpu] [--batch-size B] [--seq-len T] [--lr LR] [--seed S] [--json]\n\n' +
     '  --preset P        model shape (default tiny)\n' +
     '  --steps N         optimizer steps (default 300)\n' +
-    '  --device D        cpu (default) or webgpu (onnxruntime-node EPs)\n' +
+    '  --device D        cpu (default, onnxruntime-node) or webgpu (resident: graph and AdamW on the GPU)\n' +
     '  --batch-size B    sequences per step (default 64)\n' +
     '  --seq-len T       tokens per sequence (default 128; rows carry T+1 ids)\n' +
     '  --micro-batch R   sequences per ONNX Runtime run, a divisor of B: gradients of B/R runs are averaged\n' +

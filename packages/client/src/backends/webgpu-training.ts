@@ -88,10 +88,14 @@ interface Session {
   captured: boolean;
 }
 
-/** A resident session's fixed input buffers: what a captured graph reads on every replay. */
+/**
+ * A resident session's fixed input buffers: what a captured graph reads on every replay. The parameter
+ * buffers (captured sessions only) are shared by every row count's session: each run copies the parameters in
+ * before it starts, and runs never overlap.
+ */
 interface ResidentInputs {
   tokens: GPUBuffer;
-  params: Map<string, GPUBuffer>;
+  params: ReadonlyMap<string, GPUBuffer>;
   staging: GPUBuffer;
 }
 
@@ -121,6 +125,7 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
   private readonly device: GPUDevice;
   private readonly sessions = new Map<string, Promise<Session>>();
   private readonly inputs = new Map<string, ResidentInputs>();
+  private readonly fixedParams = new Map<string, GPUBuffer>();
   private params: ParameterMap = new Map();
   private paramTensors: ReadonlyMap<string, DistroTensor> = new Map();
   private captureRefused = false;
@@ -211,14 +216,15 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
   private residentInputs(key: string, graph: BuiltGraph, captured: boolean): ResidentInputs {
     let inputs = this.inputs.get(key);
     if (!inputs) {
-      const params = new Map<string, GPUBuffer>();
       let tokens: GPUBuffer | undefined;
       for (const input of graph.inputs) {
         const bytes = input.shape.reduce((a, b) => a * b, 1) * 4;
         if (input.name === 'tokens') tokens = this.buffer(bytes, STORAGE | COPY_DST);
-        else if (captured) params.set(input.name, this.buffer(bytes, STORAGE | COPY_DST));
+        else if (captured && !this.fixedParams.has(input.name))
+          this.fixedParams.set(input.name, this.buffer(bytes, STORAGE | COPY_DST));
       }
       if (!tokens) throw new Error('the train-step graph has no tokens input');
+      const params = captured ? this.fixedParams : new Map<string, GPUBuffer>();
       inputs = { tokens, params, staging: this.buffer(4, MAP_READ | COPY_DST) };
       this.inputs.set(key, inputs);
     }
@@ -461,9 +467,10 @@ export class WebGpuTrainingBackend implements ResidentTrainingBackend {
       if (step) await this.exclusive(() => step.session.release());
     }
     this.sessions.clear();
-    for (const inputs of this.inputs.values())
-      for (const b of [inputs.tokens, inputs.staging, ...inputs.params.values()]) b.destroy();
+    for (const inputs of this.inputs.values()) for (const b of [inputs.tokens, inputs.staging]) b.destroy();
     this.inputs.clear();
+    for (const b of this.fixedParams.values()) b.destroy();
+    this.fixedParams.clear();
     await this.o.onDispose?.();
   }
 }

@@ -146,8 +146,10 @@ export class TrainPhase {
       const delta = replica.delta[i] as DistroTensor;
       if (replica.ownPrev) d.subtractResidual(delta, replica.ownPrev[i] as TensorResult);
       d.momentum(delta, grads[i] as DistroTensor, cfg.compression_decay, lr);
-      own.push(await d.compress(delta, cfg.compression_topk));
     }
+    // One readback for the whole step where the backend batches it.
+    if (d.compressAll) own.push(...(await d.compressAll(replica.delta, cfg.compression_topk)));
+    else for (const delta of replica.delta) own.push(await d.compress(delta, cfg.compression_topk));
     // The unquantised result is what the residual subtracts (docs/protocol.md "Top-k and 1-bit signs").
     replica.ownPrev = own;
     return own;

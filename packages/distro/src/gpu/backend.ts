@@ -319,56 +319,49 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
   }
 
   /**
-   * The chunked DCT of every segment of `t`, recorded into `o`: segment i's coefficients are bound as
-   * returned[i] (slots of the kept buffer `name`); both passes of a segment share the kept buffer 'dct-rows'.
+   * Makes the kept DCT scratch ('dct-rows', 'dct': one segment each) large enough for the largest segment of
+   * `ts`. Called before recording: a buffer grown mid-recording would be destroyed under dispatches already
+   * recorded.
    */
-  function recordDct(o: GpuOp, t: GpuTensor, name: string): GPUBufferBinding[] {
+  function reserveDct(ts: readonly GpuTensor[]): void {
+    const bytes = Math.max(0, ...ts.flatMap((t) => t.parts.map((p) => p.seg.elements * 4)));
+    keep('dct-rows', bytes, STORAGE);
+    keep('dct', bytes, STORAGE);
+  }
+
+  /**
+   * The chunked DCT of segment `p` of `t`, recorded into `o`; the coefficients are bound as returned until the
+   * next segment's DCT is recorded (segments reuse one scratch, so no buffer spans a whole split tensor).
+   */
+  function recordDct(o: GpuOp, t: GpuTensor, p: Part): GPUBufferBinding {
     const l = t.layout;
     const basis = basisPair(l.n1, l.n2, 'floatT');
-    const rowsOut = keep('dct-rows', dctBytes(t).rows, STORAGE);
-    const sl = slots(t.parts.map((p) => p.seg.elements * 4));
-    const out = keep(name, sl.total, STORAGE);
+    const n = p.seg.elements;
+    reserveDct([t]);
+    const T = { buffer: kept.get('dct-rows') as GPUBuffer, offset: 0, size: n * 4 };
+    const Y = { buffer: kept.get('dct') as GPUBuffer, offset: 0, size: n * 4 };
     // Four outputs per invocation where the block side allows it (every chunk that is a multiple of 4).
     const rows4 = l.n2 % 4 === 0;
     const cols4 = l.n1 % 4 === 0;
-    return t.parts.map((p, i) => {
-      const n = p.seg.elements;
-      const T = { buffer: rowsOut, offset: 0, size: n * 4 };
-      const Y = { buffer: out, offset: sl.at[i] as number, size: n * 4 };
-      const pass = (code: string, count: number, words: number[], bindings: GPUBindingResource[]): void => {
-        const g = grid(Math.ceil(count / W.ELEMENTWISE_WG));
-        o.add(code, [count, g.x * W.ELEMENTWISE_WG, ...words], bindings, g);
-      };
-      pass(
-        rows4 ? W.DCT_ROWS4 : W.DCT_ROWS,
-        rows4 ? n / 4 : n,
-        [l.cols, l.n2, basis.off2],
-        [bind(p), T, whole(basis.buffer)],
-      );
-      pass(
-        cols4 ? W.DCT_COLS4 : W.DCT_COLS,
-        cols4 ? n / 4 : n,
-        [l.cols, l.n1, 0],
-        [T, Y, whole(basis.buffer)],
-      );
-      return Y;
-    });
-  }
-
-  /** Bytes of the kept DCT buffers ('dct-rows', 'dct') that recordDct needs for `t`. */
-  function dctBytes(t: GpuTensor): { rows: number; coef: number } {
-    return {
-      rows: Math.max(...t.parts.map((p) => p.seg.elements)) * 4,
-      coef: slots(t.parts.map((p) => p.seg.elements * 4)).total,
+    const pass = (code: string, count: number, words: number[], bindings: GPUBindingResource[]): void => {
+      const g = grid(Math.ceil(count / W.ELEMENTWISE_WG));
+      o.add(code, [count, g.x * W.ELEMENTWISE_WG, ...words], bindings, g);
     };
+    pass(
+      rows4 ? W.DCT_ROWS4 : W.DCT_ROWS,
+      rows4 ? n / 4 : n,
+      [l.cols, l.n2, basis.off2],
+      [bind(p), T, whole(basis.buffer)],
+    );
+    pass(cols4 ? W.DCT_COLS4 : W.DCT_COLS, cols4 ? n / 4 : n, [l.cols, l.n1, 0], [T, Y, whole(basis.buffer)]);
+    return Y;
   }
 
   /**
    * Per-chunk top-k of the DCT coefficients ('dct': what compress does) or of the entries themselves, for
    * every tensor of `ts`: one submit and one readback (all indices and values in one buffer) whatever the
-   * number of tensors, chunks and segments. Tensors are transformed and selected one after another in one
-   * compute pass, reusing the same scratch; the kept buffers are sized for the largest first, since a buffer
-   * grown mid-recording would be destroyed under dispatches already recorded.
+   * number of tensors, chunks and segments. Segments are transformed and selected one after another in one
+   * compute pass, reusing the same scratch (dispatches in a pass see their predecessors' writes).
    */
   async function selectMany(
     ts: readonly DistroTensor[],
@@ -386,22 +379,17 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       words += 2 * p.entries;
       return words - 2 * p.entries;
     });
-    if (domain === 'dct' && plans.length > 0) {
-      const need = plans.map((p) => dctBytes(p.t));
-      keep('dct-rows', Math.max(...need.map((n) => n.rows)), STORAGE);
-      keep('dct', Math.max(...need.map((n) => n.coef)), STORAGE);
-    }
+    if (domain === 'dct') reserveDct(plans.map((p) => p.t));
     const out = keep('topk', words * 4, STORAGE | COPY_SRC);
     const o = op();
     plans.forEach(({ t, k, entries }, ti) => {
       const l = t.layout;
-      const coef = domain === 'dct' ? recordDct(o, t, 'dct') : undefined;
       const base = starts[ti] as number;
-      t.parts.forEach((p, i) => {
+      t.parts.forEach((p) => {
         const blocks = (p.seg.rowCount / l.n1) * l.blocksX;
         const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
         const g = grid(blocks);
-        const source = coef ? (coef[i] as GPUBufferBinding) : bind(p);
+        const source = domain === 'dct' ? recordDct(o, t, p) : bind(p);
         o.add(
           W.TOPK,
           [
@@ -441,13 +429,14 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
   /** out[i] = src[idx[i]] for each (source, indices) pair, one submit and one readback for all of them. */
   async function gatherAll(
     o: GpuOp,
-    jobs: readonly { src: GPUBufferBinding; idx: Uint32Array }[],
+    jobs: readonly { src: () => GPUBufferBinding; idx: Uint32Array }[],
   ): Promise<Float32Array> {
     const sl = slots(jobs.map((j) => j.idx.byteLength));
     const idx = new Uint32Array(sl.total / 4);
     jobs.forEach((j, i) => idx.set(j.idx, (sl.at[i] as number) / 4));
     const idxBuf = input('gather-idx', idx);
     const out = keep('gather-out', sl.total, STORAGE | COPY_SRC);
+    // A job's source is recorded right before its gather (a segment's DCT lives until the next one's).
     jobs.forEach((j, i) => {
       const range = { offset: sl.at[i] as number, size: j.idx.byteLength };
       if (range.size > 0)
@@ -456,7 +445,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
           W.GATHER,
           j.idx.length,
           [],
-          [j.src, { buffer: idxBuf, ...range }, { buffer: out, ...range }],
+          [j.src(), { buffer: idxBuf, ...range }, { buffer: out, ...range }],
         );
     });
     const ranges = jobs.map((j, i) => ({ buffer: out, offset: sl.at[i] as number, bytes: j.idx.byteLength }));
@@ -526,7 +515,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
             local.push(o - p.seg.offset);
           }
         });
-        return { mine, src: bind(p), idx: Uint32Array.from(local) };
+        return { mine, src: () => bind(p), idx: Uint32Array.from(local) };
       });
       const got = await gatherAll(op(), picked);
       const out = new Float32Array(offsets.length);
@@ -540,8 +529,8 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       if (indices.length !== l.blocks * k)
         throw new DistroShapeError(`${indices.length} indices for ${l.blocks} blocks of ${k}`);
       const o = op();
-      const coef = recordDct(o, g, 'dct');
-      const jobs = g.parts.map((p, pi) => {
+      reserveDct([g]);
+      const jobs = g.parts.map((p) => {
         const firstBlock = (p.seg.firstRow / l.n1) * l.blocksX;
         const n = (p.seg.rowCount / l.n1) * l.blocksX * k;
         const local = new Uint32Array(n);
@@ -549,7 +538,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
           const at = firstBlock * k + i;
           local[i] = coefficientOffset(l, Math.floor(at / k), indices[at] as number) - p.seg.offset;
         }
-        return { src: coef[pi] as GPUBufferBinding, idx: local };
+        return { src: () => recordDct(o, g, p), idx: local };
       });
       // Segments hold consecutive block rows, so their entries are consecutive in chunk-grid order.
       return gatherAll(o, jobs);
@@ -628,6 +617,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
       return selectMany(deltas, topk, 'dct');
     },
     selectTopk,
+    selectTopkAll: selectMany,
     subtractResidual(delta, own) {
       const t = gpu(delta);
       const l = t.layout;

@@ -18,6 +18,11 @@ export interface SparseLoCoOps {
    * chunk's DCT-II coefficients ('dct', = compress) or of its entries themselves ('raw').
    */
   selectTopk(t: DistroTensor, topk: number, domain: SparseDomain): Promise<TensorResult>;
+  /**
+   * `selectTopk` of every tensor, in order, with the same results; a GPU backend does it in one submit and one
+   * readback (optional: callers fall back to one `selectTopk` per tensor).
+   */
+  selectTopkAll?(ts: readonly DistroTensor[], topk: number, domain: SparseDomain): Promise<TensorResult[]>;
   /** t ← t − r at r's entries (raw domain residual; the DCT domain uses subtractResidual). */
   subtractSparse(t: DistroTensor, r: TensorResult): void;
   /** p ← RN_f32(p − step·A) for the aggregate's parameters (outer.ts); bit-identical on every backend. */

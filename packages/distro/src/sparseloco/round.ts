@@ -86,10 +86,14 @@ export async function sparseLoCoSend(
   ef: readonly DistroTensor[],
   o: SparseLoCoSendOptions,
 ): Promise<QuantTensorResult[]> {
+  for (const [i, e] of ef.entries()) be.errorFeedback(e, start[i]!, local[i]!, o.beta);
+  // Every tensor's selection at once where the backend batches it: one readback per round instead of one each.
+  const picked = be.selectTopkAll
+    ? await be.selectTopkAll(ef, o.topk, o.domain)
+    : await Promise.all(ef.map((e) => be.selectTopk(e, o.topk, o.domain)));
   const out: QuantTensorResult[] = [];
   for (const [i, e] of ef.entries()) {
-    be.errorFeedback(e, start[i]!, local[i]!, o.beta);
-    const q = quantizeResult(await be.selectTopk(e, o.topk, o.domain), o.bits);
+    const q = quantizeResult(picked[i]!, o.bits);
     const sent = dequantizeResult(q);
     if (o.domain === 'dct') be.subtractResidual(e, sent);
     else be.subtractSparse(e, sent);

@@ -65,27 +65,99 @@ function boolAttr(node: Node, name: string): boolean {
   return a?.type === 'int' && a.value !== 0;
 }
 
+function floatAttr(node: Node, name: string, fallback: number): number {
+  const a = node.attrs[name];
+  return a?.type === 'float' ? a.value : fallback;
+}
+
 /**
- * Y = op(A) · op(B) with op = transpose where transA/transB say: both gradients are Gemms again (or plain
- * MatMuls), so no Transpose node appears in the backward pass of a Linear either.
+ * Y = alpha · op(A) · op(B) + C with op = transpose where transA/transB say: both gradients are Gemms again (or
+ * plain MatMuls), so no Transpose node appears in the backward pass of a Linear either; C's is dY itself.
  */
 const gemmRule: GradRule = (b, node, dy, needs) => {
   const [A, B] = inputs(node, 2) as [Value, Value];
+  const C = node.inputs[2];
   const ta = boolAttr(node, 'transA');
   const tb = boolAttr(node, 'transB');
+  const alpha = floatAttr(node, 'alpha', 1);
   // dA = dY · op(B)ᵀ, or its transpose op(B) · dYᵀ when A was read transposed.
   const dA = !needs[0]
     ? null
     : ta
-      ? b.gemm(B, dy, { transA: tb, transB: true }, 'dA')
-      : b.gemm(dy, B, { transB: !tb }, 'dA');
+      ? b.gemm(B, dy, { transA: tb, transB: true, alpha }, 'dA')
+      : b.gemm(dy, B, { transB: !tb, alpha }, 'dA');
   // dB = op(A)ᵀ · dY, or its transpose dYᵀ · op(A) when B was read transposed.
   const dB = !needs[1]
     ? null
     : tb
-      ? b.gemm(dy, A, { transA: true, transB: ta }, 'dB')
-      : b.gemm(A, dy, { transA: !ta }, 'dB');
-  return [dA, dB];
+      ? b.gemm(dy, A, { transA: true, transB: ta, alpha }, 'dB')
+      : b.gemm(A, dy, { transA: !ta, alpha }, 'dB');
+  const dC = C && needs[2] ? sumToShape(b, dy, C.shape) : null;
+  return [dA, dB, dC];
+};
+
+/**
+ * RMSNorm y = x / r · w with r = √(mean(x²) + eps), over the last axis of x [N, D]:
+ *   dw = Σ_rows dy ⊙ x/r,   dx = (g − x/r ⊙ mean(x/r ⊙ g)) / r  with g = dy ⊙ w.
+ * r is recomputed (ReduceSumSquare, then one Gemm for Σx²/D + eps): SimplifiedLayerNormalization's own 1/r
+ * output is not usable on the WebGPU EP. Row sums are MatMuls (a ReduceSum over leading axes is two
+ * dispatches there), and mean(x/r ⊙ g) = (dy ⊙ x/r) · w / D is one Gemm.
+ */
+const rmsNormRule: GradRule = (b, node, dy, needs) => {
+  const [x, w] = inputs(node, 2) as [Value, Value];
+  const eps = floatAttr(node, 'epsilon', 1e-5);
+  const d = w.shape[0] ?? 1;
+  const rows = sizeOf(x.shape) / d;
+  const x2 = b.reshape(x, [rows, d]);
+  const dy2 = b.reshape(dy, [rows, d]);
+  const one = b.constant([1], x.dtype, [1, 1], 'one');
+  const meanSquare = b.gemm(b.reduceSumSquare(x2, [1], true, 'sum_square'), one, {
+    alpha: 1 / d,
+    c: b.constant([eps], x.dtype, [1], 'eps'),
+  });
+  const r = b.sqrt(meanSquare, 'rms');
+  const n = b.div(x2, r, 'normalized');
+  const p = b.mul(dy2, n, 'dy_n');
+  const dw = needs[1]
+    ? b.reshape(
+        b.matmul(b.constant(new Array<number>(rows).fill(1), x.dtype, [1, rows], 'ones'), p),
+        [d],
+        'dw',
+      )
+    : null;
+  let dx: Value | null = null;
+  if (needs[0]) {
+    const m = b.gemm(p, b.reshape(w, [d, 1]), { alpha: 1 / d }, 'mean_n_g');
+    const g = b.mul(dy2, w, 'g');
+    dx = b.reshape(b.div(b.sub(g, b.mul(n, m)), r, 'dx'), x.shape);
+  }
+  return [dx, dw];
+};
+
+/** y = x · σ(x): dy/dx = σ + y · (1 − σ), with σ recomputed. */
+const siluRule: GradRule = (b, node, dy) => {
+  if (floatAttr(node, 'alpha', 1.702) !== 1)
+    throw new GraphError('QuickGelu: only alpha 1 (SiLU) has a rule');
+  const x = inputs(node, 1)[0] as Value;
+  const y = output(node);
+  const s = b.sigmoid(x, 'sigmoid');
+  return [b.mul(dy, b.add(s, b.mul(y, b.sub(b.scalar(1, x.dtype), s))), 'dx')];
+};
+
+/**
+ * A rotation by θ per position (times the caches' scale): its gradient is the rotation by −θ, the same op
+ * with the sine cache negated.
+ */
+const rotaryRule: GradRule = (b, node, dy) => {
+  const [, positions, cos, sin] = inputs(node, 4) as [Value, Value, Value, Value];
+  if (!sin.data) throw new GraphError('RotaryEmbedding: the sine cache must be a constant');
+  const negSin = b.constant(
+    Array.from(sin.data, (v) => -v),
+    sin.dtype,
+    sin.shape,
+    'neg_sin',
+  );
+  return [b.rotaryEmbedding(dy, positions, cos, negSin, 'dx'), null, null, null];
 };
 
 const matmulRule: GradRule = (b, node, dy, needs) => {
@@ -212,6 +284,9 @@ export const GRAD_RULES: Record<string, GradRule> = {
   },
   MatMul: matmulRule,
   Gemm: gemmRule,
+  SimplifiedLayerNormalization: rmsNormRule,
+  QuickGelu: siluRule,
+  RotaryEmbedding: rotaryRule,
   ReduceSum: (b, node, dy) => {
     const x = inputs(node, 1)[0] as Value;
     const axes = intsOf(node.inputs[1]);

@@ -13,6 +13,9 @@ import {
   sizeOf,
 } from './ir.ts';
 
+/** ORT's contrib operator domain (QuickGelu, RotaryEmbedding, ...). */
+export const CONTRIB_DOMAIN = 'com.microsoft';
+
 /** ONNX TensorProto.DataType codes. */
 export const ONNX_DTYPE: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
 
@@ -475,30 +478,100 @@ export class GraphBuilder {
   }
 
   /**
-   * op(a) @ op(b) for matrices, op = transpose where asked: ORT's Gemm reads the operand transposed, so
-   * x @ Wᵀ (a PyTorch Linear) and the weight gradient dYᵀ @ X need no Transpose node. Without transposes it is a
-   * MatMul.
+   * alpha · op(a) @ op(b) (+ c), op = transpose where asked: ORT's Gemm reads the operand transposed, so x @ Wᵀ
+   * (a PyTorch Linear) and the weight gradient dYᵀ @ X need no Transpose node, and `c` (a residual, a bias)
+   * is added in the same kernel. A plain product without transposes, scale or c is a MatMul.
    */
-  gemm(a: Value, b: Value, t: { transA?: boolean; transB?: boolean }, label?: string): Value {
-    if (!t.transA && !t.transB) return this.matmul(a, b, label);
+  gemm(
+    a: Value,
+    b: Value,
+    t: { transA?: boolean; transB?: boolean; alpha?: number; c?: Value },
+    label?: string,
+  ): Value {
+    const alpha = t.alpha ?? 1;
+    if (!t.transA && !t.transB && alpha === 1 && !t.c) return this.matmul(a, b, label);
     if (a.dtype !== b.dtype) throw new GraphError(`Gemm: dtypes ${a.dtype} and ${b.dtype} differ`);
     if (a.shape.length !== 2 || b.shape.length !== 2) throw new GraphError('Gemm: matrices only');
     const [m, k] = (t.transA ? [a.shape[1], a.shape[0]] : a.shape) as [number, number];
     const [k2, n] = (t.transB ? [b.shape[1], b.shape[0]] : b.shape) as [number, number];
     if (k !== k2)
       throw new GraphError(`Gemm: ${fmtShape(a.shape)} · ${fmtShape(b.shape)}: inner dims differ`);
+    if (t.c && (t.c.dtype !== a.dtype || !shapeEq(broadcastShapes(t.c.shape, [m, n]), [m, n])))
+      throw new GraphError(`Gemm: c ${fmtShape(t.c.shape)} does not broadcast to [${m}, ${n}]`);
     return this.node1(
       'Gemm',
-      [a, b],
+      t.c ? [a, b, t.c] : [a, b],
       a.dtype,
       [m, n],
-      { transA: { type: 'int', value: t.transA ? 1 : 0 }, transB: { type: 'int', value: t.transB ? 1 : 0 } },
+      {
+        transA: { type: 'int', value: t.transA ? 1 : 0 },
+        transB: { type: 'int', value: t.transB ? 1 : 0 },
+        alpha: { type: 'float', value: alpha },
+      },
       label ?? 'Gemm',
     );
   }
 
+  // ---- ORT contrib ops (com.microsoft): float32 only on the CPU EP, so float64 graphs build from primitives ---
+
+  private contrib(
+    op: string,
+    inputs: Value[],
+    shape: Shape,
+    attrs: Record<string, Attr>,
+    label?: string,
+  ): Value {
+    const x = inputs[0];
+    if (!x || x.dtype !== 'float32') throw new GraphError(`${op}: ORT's CPU EP runs it in float32 only`);
+    const [y] = this.node(op, inputs, [{ dtype: x.dtype, shape }], attrs, label ?? op, false, CONTRIB_DOMAIN);
+    if (!y) throw new GraphError('unreachable');
+    return y;
+  }
+
+  /** RMSNorm over the last axis, x / √(mean(x²) + eps) · w, in one kernel (SimplifiedLayerNormalization). */
+  simplifiedLayerNorm(x: Value, w: Value, eps: number, label?: string): Value {
+    const d = x.shape[x.shape.length - 1];
+    if (x.dtype !== w.dtype || w.shape.length !== 1 || w.shape[0] !== d)
+      throw new GraphError(
+        `SimplifiedLayerNormalization: weight ${fmtShape(w.shape)} for ${fmtShape(x.shape)}`,
+      );
+    if (x.dtype !== 'float32') throw new GraphError('SimplifiedLayerNormalization: float32 only');
+    // ONNX-domain op (ORT registers it there), so no contrib domain; its second output is left out: the WebGPU
+    // EP writes the mean, not 1/rms, to it (ORT 1.30), so the gradient rule recomputes what it needs.
+    return this.node1(
+      'SimplifiedLayerNormalization',
+      [x, w],
+      x.dtype,
+      x.shape,
+      { axis: { type: 'int', value: -1 }, epsilon: { type: 'float', value: eps } },
+      label ?? 'SimplifiedLayerNormalization',
+    );
+  }
+
+  /** x · sigmoid(x) (SiLU) in one kernel: QuickGelu with alpha 1. */
+  silu(x: Value, label?: string): Value {
+    return this.contrib('QuickGelu', [x], x.shape, { alpha: { type: 'float', value: 1 } }, label ?? 'silu');
+  }
+
+  /**
+   * Rotary embedding (rotate_half convention) of x [B, heads, T, headDim] at positions `positions` (int64
+   * constant [B or 1, T]) from cos/sin caches [maxPos, headDim / 2].
+   */
+  rotaryEmbedding(x: Value, positions: Value, cos: Value, sin: Value, label?: string): Value {
+    if (x.shape.length !== 4) throw new GraphError('RotaryEmbedding: x must be [B, heads, T, headDim]');
+    if (positions.dtype !== 'int64' || !positions.data)
+      throw new GraphError('RotaryEmbedding: positions must be an int64 constant');
+    return this.contrib(
+      'RotaryEmbedding',
+      [x, positions, cos, sin],
+      x.shape,
+      { interleaved: { type: 'int', value: 0 }, num_heads: { type: 'int', value: x.shape[1] ?? 0 } },
+      label ?? 'rotary',
+    );
+  }
+
   private reduce(
-    op: 'ReduceSum' | 'ReduceMean' | 'ReduceMax',
+    op: 'ReduceSum' | 'ReduceMean' | 'ReduceMax' | 'ReduceSumSquare',
     x: Value,
     axes: readonly number[],
     keepdims: boolean,
@@ -527,6 +600,10 @@ export class GraphBuilder {
 
   reduceSum(x: Value, axes: readonly number[], keepdims: boolean, label?: string): Value {
     return this.reduce('ReduceSum', x, axes, keepdims, label);
+  }
+  /** Σ x² over `axes`. No gradient rule: gradient rules use it, nothing differentiates through it. */
+  reduceSumSquare(x: Value, axes: readonly number[], keepdims: boolean, label?: string): Value {
+    return this.reduce('ReduceSumSquare', x, axes, keepdims, label);
   }
   reduceMean(x: Value, axes: readonly number[], keepdims: boolean, label?: string): Value {
     return this.reduce('ReduceMean', x, axes, keepdims, label);

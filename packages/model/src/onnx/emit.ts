@@ -2,13 +2,11 @@
 // of onnx.proto (ModelProto.graph = 7, GraphProto.node = 1, ...). Only nodes that some output depends on are
 // written (dead-code elimination), constants become initializers with raw little-endian data.
 import protobuf from 'protobufjs/minimal.js';
-import { type GraphBuilder, ONNX_DTYPE } from '../graph/builder.ts';
+import { CONTRIB_DOMAIN, type GraphBuilder, ONNX_DTYPE } from '../graph/builder.ts';
 import type { Attr, DType, Node, Value } from '../graph/ir.ts';
 
 /** Opset 18: Reduce* take axes as an input, Split has num_outputs; every op we use is defined at this version. */
 export const OPSET = 18;
-/** ORT's contrib operators (SimplifiedLayerNormalization's siblings, QuickGelu, ...), opset version 1. */
-export const CONTRIB_DOMAIN = 'com.microsoft';
 /** IR version 8 is the one opset 18 was released with; ORT 1.30 reads IR ≤ 11. */
 export const IR_VERSION = 8;
 
@@ -141,6 +139,7 @@ export function emitOnnx(b: GraphBuilder, opts: { name: string; doc?: string }):
     tag(w, 1, LEN).string('');
     tag(w, 2, VARINT).int64(OPSET);
   });
+  // ORT's contrib operators are at version 1 of their domain.
   if (nodes.some((n) => n.domain === CONTRIB_DOMAIN))
     message(w, 8, (w) => {
       tag(w, 1, LEN).string(CONTRIB_DOMAIN);
