@@ -1,11 +1,11 @@
 // Which processes a testnet starts, and in what order. Adversaries that must be the epoch's first voter
 // (no-upload, poison-checkpoint) join before anyone else; then the trusted verifiers (`node-trainer verify`:
 // they count in no init_min_clients, so only waiting for them puts them in the first epoch); then the honest
-// trainers and the other adversaries; the sybil process only once all of those joined (every testnet process
-// shares 127.0.0.1, and the relay takes only so many identities from one address: sybils first would lock the
-// honest trainers out, which is the relay's limit working but not the attack the testnet shows); late joiners
-// once the run trains, so they come in at the next epoch with a checkpoint. The run stays paused until every
-// process of the first epoch joined (`opened`), so the first epoch holds them all whatever init_min_clients.
+// trainers and the other adversaries. The run stays paused until all of those joined (`opened`), so the first
+// epoch holds them all whatever init_min_clients. The sybil process starts once the run trains (every testnet
+// process shares 127.0.0.1, and the relay takes only so many identities from one address: sybils first would
+// lock the honest trainers out, which is the relay's limit working but not the attack the testnet shows), so
+// its identities join at the second epoch; late joiners too, and come in with a checkpoint.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSybilKind } from '../train/adversary.ts';
@@ -131,7 +131,11 @@ export async function launchAll(
   await start('main');
   await wait('every trainer of the first epoch to join', joined(['first', 'anchor', 'main']));
   await o.opened();
-  if (planned.some((p) => p.phase === 'sybil')) await start('sybil');
+  if (planned.some((p) => p.phase === 'sybil')) {
+    // Once the first epoch trains, so the sybils join the second, as identities arriving at a running run do.
+    await wait('the run to train before the sybils', (w) => w.runState === 'RoundTrain');
+    await start('sybil');
+  }
   if (planned.some((p) => p.phase === 'late')) {
     await wait('the run to train before the late joiners', (w) => w.runState === 'RoundTrain');
     await start('late');
