@@ -1,9 +1,13 @@
 // End to end on real processes: `local-testnet --adversary sybil:N` (one process, N colluding identities
-// that fabricate every result, attest and pass each other and fail every honest result they verify) and the
-// summary's per-epoch hostile-majority figures. What the attack achieves depends on the protocol; this test
-// checks the accounting: every figure is recomputed here from the relay's own database (kept with --keep) —
-// who sent each accepted result (the results table), which identities are sybils (the clients table's device
-// kind), which verdicts the coordinator took (the transition log) — and from the sybil process's log.
+// that fabricate every result, attest and pass each other and fail every honest result they verify) against
+// two honest trainers and a trusted verifier (`--trusted-verifiers 1`: a `node-trainer verify` process whose
+// key the run lists in trusted_verifiers), and the summary's per-epoch hostile-majority figures. It checks
+// what the anchor is for (docs/protocol.md "Trust"): the sybils, outnumbering the honest trainers two to one,
+// get no fabricated result applied, are ejected, and eject or drop no honest trainer. And it checks the
+// accounting: every figure is recomputed here from the relay's own database (kept with --keep) — who sent
+// each accepted result (the results table), which identities are sybils and which is the verifier (the
+// clients table's device kind), which verdicts and ejections the coordinator took (the transition log) — and
+// from the sybil process's log.
 import { execFile } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -38,18 +42,29 @@ interface Accepted {
   commitment: string | null;
 }
 
+interface Effect {
+  type: string;
+  id?: string;
+  reason?: string;
+}
+
 /** Per epoch, from the relay's database: accepted results of applied rounds, and the sybils' among them. */
 function fromDatabase(db: DatabaseSync) {
-  const sybils = new Set(
-    (db.prepare("SELECT id FROM clients WHERE device_kind = 'sybil'").all() as { id: string }[]).map(
-      (r) => r.id,
-    ),
-  );
-  const sender = new Map(
-    (
-      db.prepare('SELECT commitment, sender FROM results').all() as { commitment: string; sender: string }[]
-    ).map((r) => [r.commitment, r.sender]),
-  );
+  const ofKind = (like: string) =>
+    new Set(
+      (db.prepare('SELECT id FROM clients WHERE device_kind LIKE ?').all(like) as { id: string }[]).map(
+        (r) => r.id,
+      ),
+    );
+  const sybils = ofKind('sybil');
+  const verifiers = ofKind('verify-only %');
+  const results = db.prepare('SELECT commitment, sender FROM results').all() as {
+    commitment: string;
+    sender: string;
+  }[];
+  const sender = new Map(results.map((r) => [r.commitment, r.sender]));
+  // Every result a sybil got the relay to admit, applied or not.
+  const sybilSent = results.filter((r) => sybils.has(r.sender)).map((r) => r.commitment);
   const rounds = db.prepare('SELECT epoch, height, accepted FROM rounds ORDER BY step').all() as {
     epoch: number;
     height: number;
@@ -57,18 +72,15 @@ function fromDatabase(db: DatabaseSync) {
   }[];
   const last = new Map<number, number>();
   for (const r of rounds) last.set(r.epoch, Math.max(last.get(r.epoch) ?? -1, r.height));
-  const perEpoch = new Map<number, { accepted: number; sybil: number; commitments: string[] }>();
+  const perEpoch = new Map<number, { accepted: number; sybil: number }>();
   for (const r of rounds) {
     // Peers apply every round of an epoch but its last two.
     if (r.height >= (last.get(r.epoch) as number) - 1 || r.accepted === null) continue;
-    const e = perEpoch.get(r.epoch) ?? { accepted: 0, sybil: 0, commitments: [] };
+    const e = perEpoch.get(r.epoch) ?? { accepted: 0, sybil: 0 };
     for (const a of JSON.parse(r.accepted) as Accepted[]) {
       if (a.commitment === null) continue;
       e.accepted++;
-      if (sybils.has(sender.get(a.commitment) ?? '')) {
-        e.sybil++;
-        e.commitments.push(a.commitment);
-      }
+      if (sybils.has(sender.get(a.commitment) ?? '')) e.sybil++;
     }
     perEpoch.set(r.epoch, e);
   }
@@ -79,7 +91,12 @@ function fromDatabase(db: DatabaseSync) {
     const v = JSON.parse(label) as { id: string; pass: boolean };
     if (sybils.has(v.id)) verdicts[v.pass ? 'pass' : 'fail']++;
   }
-  return { sybils, perEpoch, verdicts };
+  const ejected = new Map<string, string>();
+  for (const { effects } of db.prepare('SELECT effects FROM transition_log').all() as { effects: string }[])
+    for (const e of JSON.parse(effects || '[]') as Effect[])
+      if (e.type === 'ClientEjected' && e.id) ejected.set(e.id, e.reason ?? '');
+  const trusted = (db.prepare('SELECT toml FROM configs').all() as { toml: string }[]).map((r) => r.toml);
+  return { sybils, verifiers, sybilSent, perEpoch, verdicts, ejected, trusted };
 }
 
 afterAll(async () => {
@@ -88,7 +105,7 @@ afterAll(async () => {
 
 describe('local-testnet --adversary sybil:N', () => {
   it(
-    'reports per epoch the attackers’ share of applied results, garbage applied and their verdicts, as the relay recorded them',
+    'with a trusted verifier, colluding sybils get no fabricated result applied and eject no honest trainer; the per-epoch figures are the relay’s',
     async () => {
       // Two epochs (the sybils join during the first and act from the second): a 30 s epoch holds at most 15
       // rounds of ≥ 2 s, so 24 steps always reach the second.
@@ -97,6 +114,8 @@ describe('local-testnet --adversary sybil:N', () => {
         '2',
         '--adversary',
         'sybil:4',
+        '--trusted-verifiers',
+        '1',
         '--steps',
         '24',
         '--epoch-time',
@@ -107,14 +126,39 @@ describe('local-testnet --adversary sybil:N', () => {
       logs = r.logs;
       expect(logs).not.toBeNull();
       const db = new DatabaseSync(join(logs as string, 'relay', 'relay.db'), { readOnly: true });
-      const { sybils, perEpoch, verdicts } = fromDatabase(db);
+      const { sybils, verifiers, sybilSent, perEpoch, verdicts, ejected, trusted } = fromDatabase(db);
       db.close();
       expect(sybils.size).toBe(4);
       expect(r.adversaries_joined).toBe(4);
+      // The verifier joined verify-only, and the run's config lists its key as trusted.
+      expect(verifiers.size).toBe(1);
+      expect(trusted.some((toml) => toml.includes([...verifiers][0] as string))).toBe(true);
+      expect({ trusted: r.trusted_verifiers, dropped: r.trusted_verifiers_dropped }).toEqual({
+        trusted: 1,
+        dropped: 0,
+      });
+      // An anchored run with its verifier taking part gives no trust warning.
+      expect(r.trust_warnings).toEqual([]);
 
-      // The sybils acted: some of their results were accepted in an applied round (else nothing is checked).
-      const sybilAccepted = [...perEpoch.values()].reduce((n, e) => n + e.sybil, 0);
-      expect(sybilAccepted).toBeGreaterThan(0);
+      // The sybils acted: the relay admitted results from them (else nothing is checked).
+      expect(sybilSent.length).toBeGreaterThan(0);
+      // None of those stayed applied, and the sybils were caught: every result of an identity on probation is
+      // checked by the trusted verifier, whose conclusive failure ejects at once.
+      expect(r.fabricated_applied).toBe(0);
+      expect([...perEpoch.values()].reduce((n, e) => n + e.sybil, 0)).toBe(0);
+      const sybilsEjected = [...ejected].filter(([id]) => sybils.has(id));
+      expect(sybilsEjected.length).toBeGreaterThan(0);
+      for (const [, reason] of sybilsEjected) expect(reason).toMatch(/trusted verifier/);
+      expect(r.cheaters_ejected).toBe(sybilsEjected.length);
+      // No honest trainer was ejected or dropped, and the run went to its end.
+      expect([...ejected.keys()].filter((id) => !sybils.has(id))).toEqual([]);
+      expect(r.honest_dropped).toBe(0);
+      for (const e of r.by_epoch)
+        expect({ dropped: e.honest_dropped, ejected: e.honest_ejected }).toEqual({
+          dropped: 0,
+          ejected: 0,
+        });
+      expect(r.completed).toBe(true);
       for (const e of r.by_epoch) {
         const want = perEpoch.get(e.epoch) ?? { accepted: 0, sybil: 0 };
         expect({ epoch: e.epoch, accepted: e.results_accepted, sybil: e.attacker_results_accepted }).toEqual({
@@ -139,7 +183,7 @@ describe('local-testnet --adversary sybil:N', () => {
           .filter((l) => l.includes('"fabricated"'))
           .map((l) => (JSON.parse(l) as { commitment: string }).commitment),
       );
-      for (const e of perEpoch.values()) for (const c of e.commitments) expect(fabricated.has(c)).toBe(true);
+      for (const c of sybilSent) expect(fabricated.has(c)).toBe(true);
       const applied = r.by_epoch.reduce((n, e) => n + e.attacker_results_applied, 0);
       expect(r.fabricated_applied).toBe(applied);
 
