@@ -1,6 +1,6 @@
-// The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` (or `verify`) processes, each
-// logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child is in
-// `children` while it runs, so the caller can always end them all.
+// The testnet's child processes: one `meshtrain-relay run` and the `node-trainer train` (or `verify`)
+// processes, each logging to DIR/logs/, the trainers' JSON event lines collected for the summary. Every child
+// is in `children` while it runs, so the caller can always end them all.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -27,7 +27,7 @@ export interface RelayProcess {
 
 /**
  * Signed admin requests for the run the relay created from --config: its main authority is the relay's own
- * identity, whose seed the relay keeps in its data dir (relay-identity.json), which the testnet made.
+ * identity, whose seed the relay keeps in the data dir the testnet gave it (relay-identity.json).
  */
 async function relayAdmin(url: string, dataDir: string) {
   const { seed } = JSON.parse(await readFile(join(dataDir, 'relay-identity.json'), 'utf8')) as {
