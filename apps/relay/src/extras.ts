@@ -77,7 +77,7 @@ export function admitCheckpointUpload(relay: Relay, req: UploadRequest): UploadA
   } catch (e) {
     return refusal(409, 'no_model', `this run has no model the relay can check: ${(e as Error).message}`);
   }
-  const end = relay.store
+  const end = relay.store.checkpoints
     .epochEnds(req.runId)
     .find((e) => e.epoch === req.epoch && e.step === req.step && e.agreed_hash !== null);
   if (!end || end.agreed_hash === null)
@@ -190,7 +190,7 @@ function walCheckpointMetrics(relay: Relay, metrics: RelayMetrics): () => void {
   errors.inc({}, 0);
   let seen = { passes: 0, errors: 0 };
   return () => {
-    const s = relay.store.checkpointStats();
+    const s = relay.store.walStats();
     thread.set({}, s ? 1 : 0);
     if (!s) return;
     passes.inc({}, Math.max(0, s.passes - seen.passes));
@@ -286,7 +286,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
       app: checkpointRoutes({
         store: checkpoints,
         runExists: (runId) => relay.run(runId) !== undefined,
-        rollbackFor: (runId, step) => relay.store.isOrphaned(runId, step),
+        rollbackFor: (runId, step) => relay.store.checkpoints.isOrphaned(runId, step),
         admitUpload: (req) => admitCheckpointUpload(relay, req),
       }),
     },

@@ -267,8 +267,8 @@ export class Relay {
     this.maxRunsPerCreator = opts.maxRunsPerCreator ?? DEFAULT_MAX_RUNS_PER_CREATOR;
     this.maxRuns = opts.maxRuns ?? DEFAULT_MAX_RUNS;
     this.log = opts.log ?? quietLog;
-    for (const row of this.store.runs()) {
-      const toml = this.store.latestConfig(row.run_id);
+    for (const row of this.store.runs.all()) {
+      const toml = this.store.runs.latestConfig(row.run_id);
       let recovered: { state: CoordinatorState; seq: number; replayed: number } | null;
       try {
         recovered = toml === undefined ? null : this.recover(row.run_id);
@@ -288,11 +288,11 @@ export class Relay {
 
   /** A run's state at its latest seq: the stored snapshot with the logged transitions after it replayed. */
   private recover(runId: string): { state: CoordinatorState; seq: number; replayed: number } | null {
-    const snap = this.store.snapshot(runId);
+    const snap = this.store.runs.snapshot(runId);
     if (!snap) return null;
     let state = JSON.parse(snap.state) as CoordinatorState;
     let seq = snap.seq;
-    const log = this.store.transitionsAfter(runId, seq);
+    const log = this.store.runs.transitionsAfter(runId, seq);
     for (const t of log) {
       if (t.seq !== seq + 1 || t.event === null)
         throw new Error(`the transition log skips from seq ${seq} to ${t.seq}`);
@@ -395,7 +395,7 @@ export class Relay {
         'bad_request',
         'run_id may use only letters, digits, ".", "_" and "-" (1..64)',
       );
-    if (this.hosts.has(runId) || this.store.run(runId))
+    if (this.hosts.has(runId) || this.store.runs.get(runId))
       throw new RelayError(409, 'run_exists', `a run '${runId}' already exists on this relay`);
     const now = this.clock();
     let state: CoordinatorState;
@@ -418,8 +418,9 @@ export class Relay {
       created_at: now,
     };
     this.store.transaction(() => {
-      this.store.insertRunRows(row, opts.toml, JSON.stringify(state));
-      if (!opts.permissioned) this.store.upsertGrant(runId, PERMISSIONLESS, joinAuthority, true, now);
+      this.store.runs.insertRunRows(row, opts.toml, JSON.stringify(state));
+      if (!opts.permissioned)
+        this.store.sessions.upsertGrant(runId, PERMISSIONLESS, joinAuthority, true, now);
     });
     const host = this.makeHost(row, state, 0, opts.toml);
     this.hosts.set(runId, host);
@@ -448,7 +449,7 @@ export class Relay {
     this.checkModelSize(parsed.config);
     const at = this.clock();
     const r = host.apply({ type: 'update_config', config: coordinatorConfigOf(parsed.config) }, () =>
-      this.store.insertConfig(host.runId, toml, at),
+      this.store.runs.insertConfig(host.runId, toml, at),
     );
     if (r.error) throw new RelayError(409, r.error.code, r.error.message);
     host.toml = toml;
@@ -459,12 +460,12 @@ export class Relay {
 
   /** Join allowed iff an active grant by the run's join authority is permissionless, names the key, or lists it as a delegate. */
   mayJoin(host: RunHost, key: string): boolean {
-    return this.store.grantsAdmitting(host.runId, host.row.join_authority, key, PERMISSIONLESS) > 0;
+    return this.store.sessions.grantsAdmitting(host.runId, host.row.join_authority, key, PERMISSIONLESS) > 0;
   }
 
   /** The join puzzle's difficulty for a run: the relay's setting when anyone may join, else none. */
   joinPowBitsFor(host: RunHost): number {
-    return this.store.grant(host.runId, PERMISSIONLESS)?.active ? this.joinPowBits : 0;
+    return this.store.sessions.grant(host.runId, PERMISSIONLESS)?.active ? this.joinPowBits : 0;
   }
 
   // --- sessions -----------------------------------------------------------------------------------

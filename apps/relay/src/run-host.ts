@@ -252,13 +252,13 @@ export class RunHost {
     // If the write fails (disk full, I/O error) the exception propagates and the in-memory state stays
     // where the database is: never broadcast a state that a restart would not find.
     this.store.transaction(() => {
-      this.store.appendTransition(
+      this.store.runs.appendTransition(
         this.runId,
         { seq, at, now: t.now, entropy: wire.entropy, event },
         JSON.stringify(label),
         JSON.stringify(r.effects),
       );
-      if (json !== null) this.store.writeSnapshot(this.runId, seq, json, at);
+      if (json !== null) this.store.runs.writeSnapshot(this.runId, seq, json, at);
       this.recordEffects(prev, r.state, r.effects, t.now);
       extra?.(r);
     });
@@ -278,7 +278,7 @@ export class RunHost {
   ): void {
     for (const e of effects) {
       if (e.type === 'RoundStarted') {
-        this.store.roundStarted(this.runId, {
+        this.store.rounds.roundStarted(this.runId, {
           step: e.step,
           epoch: e.epoch,
           height: e.height,
@@ -290,25 +290,28 @@ export class RunHost {
           started_at: now,
         });
         // Results older than the 4-round ring can no longer be applied by anyone; keep a margin.
-        this.store.pruneResults(this.runId, e.step - 8);
-        this.store.addMetric(this.runId, now * 1000, 'clients', e.clients);
+        this.store.rounds.pruneResults(this.runId, e.step - 8);
+        this.store.metrics.addMetric(this.runId, now * 1000, 'clients', e.clients);
       } else if (e.type === 'RoundEnded') {
-        this.store.roundEnded(this.runId, e.step, now, e.witnesses, e.quorum, e.quorum_reached);
-        this.store.addMetric(this.runId, now * 1000, 'witnesses', e.witnesses, { step: String(e.step) });
+        this.store.rounds.roundEnded(this.runId, e.step, now, e.witnesses, e.quorum, e.quorum_reached);
+        this.store.metrics.addMetric(this.runId, now * 1000, 'witnesses', e.witnesses, {
+          step: String(e.step),
+        });
         // The round that just ended attests the one before it: its witnesses' attestations decide which
         // result of each batch everyone applies. `prev` still holds them (pruning happens on later rounds).
         this.recordAccepted(prev, e.height - 1);
       } else if (e.type === 'CheatConfirmed') {
-        this.store.zeroPoints(this.runId, e.id);
+        this.store.sessions.zeroPoints(this.runId, e.id);
       } else if (e.type === 'RunStateChanged' && e.to === 'Cooldown') {
         // The epoch's end as the coordinator reached it: who may vote on its parameter hash (core's rule).
         const end = epochEndOf(next);
-        if (end) this.store.recordEpochEnd(this.runId, end);
+        if (end) this.store.checkpoints.recordEpochEnd(this.runId, end);
       } else if (e.type === 'EpochEnded') {
         // The epoch's parameters live only in its clients; with none left Healthy at its end (the last one
         // paused or crashed), no checkpoint for the next epoch's start step will ever be uploaded.
         const holders = prev.epoch.clients.filter((c) => c.state === 'Healthy').length;
-        if (holders === 0 && next.progress.step > 1) this.store.markOrphaned(this.runId, next.progress.step);
+        if (holders === 0 && next.progress.step > 1)
+          this.store.checkpoints.markOrphaned(this.runId, next.progress.step);
       }
     }
   }
@@ -323,9 +326,9 @@ export class RunHost {
       commitment: a.commitment === null ? null : bytesToHex(a.commitment),
       votes: a.votes,
     }));
-    this.store.roundAccepted(this.runId, round.step, rows);
+    this.store.rounds.roundAccepted(this.runId, round.step, rows);
     for (const r of rows)
-      if (r.commitment !== null && r.client !== null) this.store.addPoints(this.runId, r.client, 1);
+      if (r.commitment !== null && r.client !== null) this.store.sessions.addPoints(this.runId, r.client, 1);
   }
 
   /**
@@ -422,17 +425,18 @@ export class RunHost {
     const at = this.clock();
     const labels = { step: String(step), client };
     if (Number.isFinite(m.loss)) {
-      this.store.addMetric(this.runId, at, 'loss', m.loss, labels);
-      const losses = this.store
+      this.store.metrics.addMetric(this.runId, at, 'loss', m.loss, labels);
+      const losses = this.store.metrics
         .metrics(this.runId, 'loss', 200)
         .filter((s) => (s.labels as { step?: string }).step === String(step))
         .map((s) => s.value);
       if (losses.length > 0)
-        this.store.roundLoss(this.runId, step, losses.reduce((a, b) => a + b, 0) / losses.length);
+        this.store.rounds.roundLoss(this.runId, step, losses.reduce((a, b) => a + b, 0) / losses.length);
     }
     if (Number.isFinite(m.tokensPerSec))
-      this.store.addMetric(this.runId, at, 'tokens_per_sec', m.tokensPerSec, labels);
-    if (Number.isFinite(m.bandwidth)) this.store.addMetric(this.runId, at, 'bandwidth', m.bandwidth, labels);
+      this.store.metrics.addMetric(this.runId, at, 'tokens_per_sec', m.tokensPerSec, labels);
+    if (Number.isFinite(m.bandwidth))
+      this.store.metrics.addMetric(this.runId, at, 'bandwidth', m.bandwidth, labels);
   }
 
   // --- parameter hashes ---------------------------------------------------------------------------
@@ -449,7 +453,7 @@ export class RunHost {
 
   /** The epoch end that parameter hashes are taken for now (the latest one the coordinator reached). */
   private latestEpochEnd(): (EpochEnd & { row: EpochEndRow }) | null {
-    const row = this.store.epochEnds(this.runId).at(-1);
+    const row = this.store.checkpoints.epochEnds(this.runId).at(-1);
     return row ? { epoch: row.epoch, step: row.step, voters: row.voters, row } : null;
   }
 
@@ -465,17 +469,19 @@ export class RunHost {
     const refused = admitParamHash(this.runId, end, client, p);
     if (refused) return refused;
     const e = end as EpochEnd & { row: EpochEndRow };
-    const before = new Set(paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch)).mismatched);
-    this.store.putParamHash(this.runId, {
+    const before = new Set(
+      paramHashVerdict(e, this.store.checkpoints.paramHashes(this.runId, e.epoch)).mismatched,
+    );
+    this.store.checkpoints.putParamHash(this.runId, {
       epoch: e.epoch,
       client,
       step: e.step,
       hash: bytesToHex(p.hash),
       reported_at: this.clock(),
     });
-    const verdict = paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch));
+    const verdict = paramHashVerdict(e, this.store.checkpoints.paramHashes(this.runId, e.epoch));
     if (verdict.agreed !== null && e.row.agreed_hash !== verdict.agreed) {
-      this.store.setAgreedHash(this.runId, e.epoch, verdict.agreed);
+      this.store.checkpoints.setAgreedHash(this.runId, e.epoch, verdict.agreed);
       this.paramHashCache = { epoch: e.epoch, hash: hexToBytes(verdict.agreed, 32) };
     }
     return { verdict, newlyMismatched: verdict.mismatched.filter((c) => !before.has(c)) };
@@ -483,7 +489,7 @@ export class RunHost {
 
   /** Epoch ends with an agreed hash, oldest first: the only (epoch, step, hash) checkpoints may carry. */
   agreedEpochs(): AgreedEpoch[] {
-    return this.store
+    return this.store.checkpoints
       .epochEnds(this.runId)
       .flatMap((r) =>
         r.agreed_hash === null ? [] : [{ epoch: r.epoch, step: r.step, hash: r.agreed_hash }],
@@ -492,8 +498,8 @@ export class RunHost {
 
   /** Every recorded epoch end with core's verdict over its reports, oldest first. */
   paramHashReport(): ParamHashReport[] {
-    return this.store.epochEnds(this.runId).map((r) => {
-      const v = paramHashVerdict(r, this.store.paramHashes(this.runId, r.epoch));
+    return this.store.checkpoints.epochEnds(this.runId).map((r) => {
+      const v = paramHashVerdict(r, this.store.checkpoints.paramHashes(this.runId, r.epoch));
       return {
         epoch: r.epoch,
         step: r.step,

@@ -347,7 +347,7 @@ export class CoordinatorSession implements SessionHandle {
     const now = this.relay.clock();
     if (now - this.seenWrittenAt < SEEN_WRITE_MS) return;
     this.seenWrittenAt = now;
-    this.relay.store.seenClient(this.runId, this.id, now);
+    this.relay.store.sessions.seenClient(this.runId, this.id, now);
   }
 
   /** Feeds an event; a coordinator refusal is replied with core's code and does not count as a bad frame. */
@@ -380,7 +380,7 @@ export class CoordinatorSession implements SessionHandle {
     if (this.joinTimer) clearTimeout(this.joinTimer);
     this.transport.joined?.();
     this.seenWrittenAt = this.relay.clock();
-    this.relay.store.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.seenWrittenAt);
+    this.relay.store.sessions.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.seenWrittenAt);
     const old = this.relay.attach(this.runId, this);
     if (old) {
       old.send(
@@ -408,7 +408,7 @@ export class CoordinatorSession implements SessionHandle {
     const at = this.relay.clock();
     const r = host.apply(event, (r) => {
       if (!r.error) {
-        store.insertResult(
+        store.rounds.insertResult(
           this.runId,
           {
             commitment: event.commitment,
@@ -421,13 +421,13 @@ export class CoordinatorSession implements SessionHandle {
           at,
         );
       } else if (r.error.code === 'Equivocation') {
-        const first = store
+        const first = store.rounds
           .resultsForSteps(this.runId, [event.step])
           .find(
             (x) =>
               x.sender === this.id && x.batch_start === event.batch.start && x.batch_end === event.batch.end,
           );
-        store.addEvidence(this.runId, {
+        store.rounds.addEvidence(this.runId, {
           at,
           client: this.id,
           kind: 'equivocation',
@@ -453,7 +453,7 @@ export class CoordinatorSession implements SessionHandle {
    */
   private announce(host: RunHost, a: Announce): void {
     const commitment = bytesToHex(a.commitment);
-    const stored = this.relay.store.result(this.runId, commitment);
+    const stored = this.relay.store.rounds.result(this.runId, commitment);
     must(
       admitAnnounce(
         host.state,
@@ -489,7 +489,9 @@ export class CoordinatorSession implements SessionHandle {
     // Tell clients that just became the minority (not this one: it gets the reply below).
     for (const client of newlyMismatched) {
       if (client === this.id) continue;
-      const mine = this.relay.store.paramHashes(this.runId, p.epoch).find((r) => r.client === client);
+      const mine = this.relay.store.checkpoints
+        .paramHashes(this.runId, p.epoch)
+        .find((r) => r.client === client);
       const notice = mine && paramHashMismatch(p.epoch, verdict, mine.hash);
       if (!notice) continue;
       for (const s of this.relay.sessionsOf(this.runId))

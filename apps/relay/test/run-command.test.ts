@@ -99,7 +99,7 @@ describe('run creation quotas and model size', () => {
       );
       expect([huge.status, (huge.json.error as { code: string }).code]).toEqual([413, 'model_too_large']);
       expect(relay.relay.run('huge')).toBeUndefined();
-      expect(relay.relay.store.run('huge')).toBeUndefined();
+      expect(relay.relay.store.runs.get('huge')).toBeUndefined();
       // The biggest preset the relay serves by default is accepted.
       expect(
         (await admin(relay.url, identity(520), 'POST', '/api/runs', tomlWith('ok', '125m'))).status,
