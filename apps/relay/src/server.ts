@@ -10,6 +10,7 @@ import { createRelayApp } from './app.ts';
 import type { MountedRoutes } from './app.ts';
 import { Relay } from './relay.ts';
 import type { RelayOptions } from './relay.ts';
+import { DEFAULT_HOST } from './defaults.ts';
 import { CLOSE } from './session.ts';
 import { RelayStore } from './store.ts';
 
@@ -17,7 +18,7 @@ import { RelayStore } from './store.ts';
 export interface RelayServerOptions extends Omit<RelayOptions, 'store' | 'limits'> {
   /** Directory of relay.db (created if missing), or ':memory:' for a throwaway relay. */
   dataDir: string;
-  /** Default 127.0.0.1: exposing the relay is an explicit choice (--host 0.0.0.0). */
+  /** Default DEFAULT_HOST (loopback): exposing the relay is an explicit choice (--host 0.0.0.0). */
   host?: string;
   /** Default 0: any free port (the chosen one is in the result). */
   port?: number;
@@ -65,7 +66,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
   // Frames between maxFrameBytes and twice that reach the codec and get a typed `wire_oversized` reply;
   // only beyond that does ws cut the connection (close 1009) without reading the message into memory.
   const wss = new WebSocketServer({ noServer: true, maxPayload: 2 * limits.maxFrameBytes });
-  const host = opts.host ?? '127.0.0.1';
+  const host = opts.host ?? DEFAULT_HOST;
   let onListenError: (e: Error) => void = () => {};
   const server = await new Promise<Server>((resolve, reject) => {
     onListenError = reject;

@@ -34,7 +34,7 @@ import type {
   TickResult,
   WireMessage,
 } from '@meshtrain/core';
-import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay.ts';
+import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay/broadcaster.ts';
 import type { Relay, SessionHandle } from './relay.ts';
 import type { RunHost } from './run-host.ts';
 
