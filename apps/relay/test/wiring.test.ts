@@ -1,4 +1,4 @@
-// The relay's composed services (extras.ts) on a real server and data dir: /metrics follows coordinator
+// The relay's composed services (wiring.ts) on a real server and data dir: /metrics follows coordinator
 // transitions and frame bytes, every run gets a seeded initial checkpoint, and checkpoint uploads are
 // accepted only when signed by a client of the run whose parameters hash to the epoch's majority.
 import { createHash } from 'node:crypto';
