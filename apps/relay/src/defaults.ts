@@ -51,6 +51,15 @@ export const DEFAULT_MAX_RUNS = 32;
 export const DEFAULT_JOIN_POW_BITS = 20;
 export const DEFAULT_MAX_IDENTITIES_PER_ADDRESS = 16;
 
+/** Model checkpoints kept per run (the newest; older step directories are deleted). */
+export const DEFAULT_CHECKPOINT_KEEP = 3;
+/** Cap per samples request of the data provider: 1024 samples of the tiny preset are 0.5 MiB. */
+export const DEFAULT_MAX_SAMPLES_PER_REQUEST = 1024;
+/** Cap on one samples answer, whatever the sequence length. */
+export const DEFAULT_MAX_SAMPLE_BYTES = 64 * 1024 * 1024;
+/** libp2p WebSocket connections bridged at once (libp2p itself caps connections at 1024 by default). */
+export const DEFAULT_MAX_BRIDGED = 2048;
+
 /** Interval of relay.db's WAL maintenance thread (store/wal-maintenance.ts). */
 export const WAL_PASS_MS = 1000;
 /** Bytes the WAL file keeps on disk once checkpointed (SQLite's journal_size_limit). */
