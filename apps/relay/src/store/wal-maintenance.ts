@@ -1,10 +1,10 @@
-// Maintenance of relay.db's write-ahead log (SQLite's WAL checkpoint: copying committed frames into the
-// database file), off the relay's thread. With SQLite's automatic WAL checkpoint, the
-// commit that crosses 1,000 WAL pages copies them into the database and fsyncs both files before it returns:
-// 20–35 ms on this project's VMs, about every 4 MB written. At 1,000 clients the relay writes ~56 MB per round
-// (results mostly), so that was a dozen stalls of the event loop every round, each delaying every socket and
-// /healthz. Here a worker thread with its own connection checkpoints every second instead (PASSIVE: it never
-// blocks the relay's writes), and the relay's connection never checkpoints itself. Durability is unchanged:
+// Maintenance of relay.db's write-ahead log off the relay's thread: SQLite's WAL checkpoint, which copies
+// committed frames into the database file. With SQLite's automatic checkpoint, the commit that crosses 1,000
+// WAL pages copies them into the database and fsyncs both files before it returns: 20–35 ms on this
+// project's VMs, about every 4 MB written. At 1,000 clients the relay writes ~56 MB per round (results
+// mostly), so that was a dozen stalls of the event loop every round, each delaying every socket and /healthz.
+// Here a worker thread with its own connection checkpoints every second instead (PASSIVE: it never blocks
+// the relay's writes), and the relay's connection never checkpoints itself. Durability is unchanged:
 // committed transactions are in the WAL either way (synchronous = NORMAL), and a restart replays it.
 import { Worker } from 'node:worker_threads';
 
