@@ -18,13 +18,7 @@ import {
   WireError,
   witnessEvent,
 } from '@meshtrain/core';
-import type {
-  CoordinatorEvent,
-  Join,
-  ResyncRequest,
-  TickResult,
-  WireMessage,
-} from '@meshtrain/core';
+import type { CoordinatorEvent, Join, ResyncRequest, TickResult, WireMessage } from '@meshtrain/core';
 import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay/broadcaster.ts';
 import type { Relay, SessionHandle } from './relay.ts';
 import { checkAnnounce, reportParamHash, storeSignedResult } from './session/frames.ts';
