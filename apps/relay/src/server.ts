@@ -13,6 +13,7 @@ import type { RelayOptions } from './relay.ts';
 import { DEFAULT_HOST } from './defaults.ts';
 import { CLOSE } from './session.ts';
 import { RelayStore } from './store.ts';
+import { relayServices } from './wiring.ts';
 
 /** The Relay's own options (relay.ts RelayOptions), plus where to listen and what to mount. */
 export interface RelayServerOptions extends Omit<RelayOptions, 'store' | 'limits'> {
@@ -23,7 +24,12 @@ export interface RelayServerOptions extends Omit<RelayOptions, 'store' | 'limits
   /** Default 0: any free port (the chosen one is in the result). */
   port?: number;
   limits?: Partial<WireLimits>;
-  /** Route modules to mount beside the relay's own, built once the Relay exists. */
+  /**
+   * Mount the relay's services beside its own routes (wiring.ts: data provider, checkpoint store, /metrics,
+   * web app), kept under `dataDir` (which must then be a directory).
+   */
+  services?: boolean;
+  /** Route modules to mount beside the relay's own (and its services), built once the Relay exists. */
   extraRoutes?: (relay: Relay) => readonly MountedRoutes[] | Promise<readonly MountedRoutes[]>;
 }
 
@@ -50,6 +56,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     port: _port,
     limits: _limits,
     extraRoutes: _extra,
+    services: _services,
     ...relayOptions
   } = opts;
   let relay: Relay;
@@ -61,7 +68,10 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     throw e;
   }
 
-  const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];
+  const extra = [
+    ...(opts.services ? relayServices(relay, opts.dataDir) : []),
+    ...(opts.extraRoutes ? await opts.extraRoutes(relay) : []),
+  ];
   const app = createRelayApp(relay, extra);
   // Frames between maxFrameBytes and twice that reach the codec and get a typed `wire_oversized` reply;
   // only beyond that does ws cut the connection (close 1009) without reading the message into memory.

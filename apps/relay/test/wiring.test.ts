@@ -11,7 +11,7 @@ import { bytesToHex, encodeParamHash, parseRunConfig, sign } from '@meshtrain/co
 import { relayCheckpoints } from '@meshtrain/client';
 import { decodeCheckpoint, hfConfigJson, modelConfigForRun } from '@meshtrain/model';
 import type { Identity } from '@meshtrain/core';
-import { checkpointCanonical, relayServices } from '../src/wiring.ts';
+import { checkpointCanonical } from '../src/wiring.ts';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
 import { fastRunToml, hexKey, identity, TestClient } from './helpers/relay-fixtures.ts';
@@ -25,7 +25,7 @@ beforeAll(async () => {
   relay = await startRelayServer({
     dataDir: dir,
     tickMs: 50,
-    extraRoutes: (r) => relayServices(r, dir),
+    services: true,
   });
   relay.relay.createRun({ toml: fastRunToml(RUN), mainAuthority: hexKey(identity(400)) });
 });

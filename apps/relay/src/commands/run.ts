@@ -29,7 +29,7 @@ import {
 } from '../defaults.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
-import { relayServices, startP2P } from '../wiring.ts';
+import { startP2P } from '../wiring.ts';
 import { startRelayServer, type RunningRelay } from '../server.ts';
 
 const USAGE =
@@ -174,7 +174,7 @@ function startServer(f: Flags): Promise<RunningRelay> {
       info: (m) => console.log(`meshtrain-relay: ${m}`),
       warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),
     },
-    extraRoutes: (relay) => relayServices(relay, f.dataDir),
+    services: true,
   });
 }
 
