@@ -1,17 +1,7 @@
 // What a connection that has not joined yet may cost the relay. Before its Join is acknowledged a coordinator
 // WebSocket is anyone's: no key, no grant, nothing signed. Until then it may hold one of a bounded number of
-// slots (overall and per source address), send only a few KiB, and stay only until the join timeout.
-
-/** Bytes a connection may send before its Join is acknowledged (a Join is ~300 bytes; a few retries fit). */
-export const DEFAULT_PRE_JOIN_MAX_BYTES = 16 * 1024;
-/** Connections that have not joined yet, all addresses together. */
-export const DEFAULT_MAX_UNJOINED = 2048;
-/**
- * Connections that have not joined yet from one address. Behind a reverse proxy every client shares the
- * proxy's address, so this is generous: a reconnect wave after a restart is many unjoined clients at once
- * (and a refused client retries with backoff).
- */
-export const DEFAULT_MAX_UNJOINED_PER_ADDRESS = 256;
+// slots (overall and per source address), send only a few KiB, and stay only until the join timeout
+// (their defaults are in defaults.ts).
 
 /** Counts slots overall and per address; a slot is released exactly once. */
 export class UnjoinedSlots {

@@ -2,7 +2,7 @@
 // makes each identity cost a proof of work at join (core's join puzzle); this bounds what one machine can
 // register however much work it does. Behind a reverse proxy every client shares the proxy's address: raise
 // the limit there (or terminate TLS in front of a relay that sees real addresses).
-export const DEFAULT_MAX_IDENTITIES_PER_ADDRESS = 16;
+
 /** Addresses remembered per run; the least recently seen are forgotten first, so memory stays bounded. */
 const MAX_ADDRESSES_PER_RUN = 100_000;
 

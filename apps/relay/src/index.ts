@@ -9,7 +9,7 @@ export { RunHost } from './run-host.ts';
 export { RelayStore } from './store.ts';
 export { CoordinatorSession, CLOSE, MAX_BAD_FRAMES_IN_A_ROW } from './session.ts';
 export { createRelayApp } from './app.ts';
-export { defaultExtraRoutes, startP2P, checkpointCanonical, CHECKPOINT_SIGNATURE_TAG } from './extras.ts';
+export { relayServices, startP2P, checkpointCanonical, CHECKPOINT_SIGNATURE_TAG } from './wiring.ts';
 export {
   adminCanonical,
   signAdminRequest,

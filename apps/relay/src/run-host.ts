@@ -6,23 +6,16 @@
 // answers.
 import { createHash, randomBytes } from 'node:crypto';
 import {
-  acceptedCommitments,
-  admitParamHash,
   admittedListOf,
   encodeAdmittedList,
-  bytesToHex,
   compactTransition,
   encodeStateSnapshot,
   encodeWireEvent,
   lightTransitionOf,
   summarizeState,
-  epochEndOf,
-  hexToBytes,
   maxSignedResultBytes,
   parseRunConfig,
-  paramHashVerdict,
   runResultSpec,
-  roundAtHeight,
   tick,
   usesEntropy,
 } from '@meshtrain/core';
@@ -32,7 +25,6 @@ import type {
   CoordinatorEffect,
   CoordinatorEvent,
   CoordinatorState,
-  EpochEnd,
   LightTransition,
   ParamHash,
   ParamHashVerdict,
@@ -45,7 +37,9 @@ import type {
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
 import type { ParamHashReport } from '@meshtrain/client/relay-api';
-import type { EpochEndRow, RelayStore, RunRow } from './store.ts';
+import { eventLabel, recordEffects, recordWitnessMetadata } from './run-host/history.ts';
+import { RunParamHashes } from './run-host/param-hashes.ts';
+import type { RelayStore, RunRow } from './store.ts';
 
 /** Room for every other frame a client sends: attestations and health reports of a run of thousands of clients. */
 const NON_RESULT_FRAME_BYTES = 1024 * 1024;
@@ -97,23 +91,6 @@ function phaseChange(effects: readonly CoordinatorEffect[]): boolean {
   return effects.some((e) => e.type === 'RunStateChanged' && e.to !== 'RoundWitness');
 }
 
-/** A compact, JSON-safe description of an event for the transition history (attestations are summarised). */
-function eventLabel(event: CoordinatorEvent): Record<string, unknown> {
-  switch (event.type) {
-    case 'witness':
-      return { type: event.type, id: event.id, step: event.step, index: event.proof?.index };
-    case 'health_check':
-      return { type: event.type, id: event.id, checks: event.checks.map((c) => c.id) };
-    case 'update_config':
-      return { type: event.type };
-    case 'tick':
-    case 'entropy':
-      return { type: event.type };
-    default:
-      return { ...event };
-  }
-}
-
 export class RunHost {
   readonly runId: string;
   readonly row: RunRow;
@@ -129,7 +106,7 @@ export class RunHost {
   private readonly clock: Clock;
   private readonly limits: WireLimits;
   private readonly onChange: (host: RunHost, t: CommittedTransition) => void;
-  private paramHashCache: SnapshotParamHash | undefined;
+  private readonly paramHashes: RunParamHashes;
   /** The encoded StateSnapshot of one seq (and parameter hash), shared by everyone who gets it. */
   private snapshotCache: { seq: number; paramHash: SnapshotParamHash | undefined; frame: Uint8Array } | null =
     null;
@@ -169,7 +146,7 @@ export class RunHost {
     this.clock = opts.clock;
     this.limits = opts.limits;
     this.onChange = opts.onChange;
-    this.paramHashCache = this.loadParamHash();
+    this.paramHashes = new RunParamHashes(opts.store, this.runId, opts.clock);
   }
 
   get toml(): string {
@@ -252,14 +229,14 @@ export class RunHost {
     // If the write fails (disk full, I/O error) the exception propagates and the in-memory state stays
     // where the database is: never broadcast a state that a restart would not find.
     this.store.transaction(() => {
-      this.store.appendTransition(
+      this.store.runs.appendTransition(
         this.runId,
         { seq, at, now: t.now, entropy: wire.entropy, event },
         JSON.stringify(label),
         JSON.stringify(r.effects),
       );
-      if (json !== null) this.store.writeSnapshot(this.runId, seq, json, at);
-      this.recordEffects(prev, r.state, r.effects, t.now);
+      if (json !== null) this.store.runs.writeSnapshot(this.runId, seq, json, at);
+      recordEffects(this.store, this.runId, prev, r.state, r.effects, t.now);
       extra?.(r);
     });
     this.seq = seq;
@@ -269,71 +246,12 @@ export class RunHost {
     this.onChange(this, { seq, wire, light: lightTransitionOf(prev, t, r, seq), effects: r.effects });
   }
 
-  /** Round history rows from core's effects; accepted commitments as core decides them. */
-  private recordEffects(
-    prev: CoordinatorState,
-    next: CoordinatorState,
-    effects: readonly CoordinatorEffect[],
-    now: number,
-  ): void {
-    for (const e of effects) {
-      if (e.type === 'RoundStarted') {
-        this.store.roundStarted(this.runId, {
-          step: e.step,
-          epoch: e.epoch,
-          height: e.height,
-          random_seed: e.random_seed,
-          data_index: e.data_index,
-          batch_size: e.batch_size,
-          training: e.training,
-          clients: e.clients,
-          started_at: now,
-        });
-        // Results older than the 4-round ring can no longer be applied by anyone; keep a margin.
-        this.store.pruneResults(this.runId, e.step - 8);
-        this.store.addMetric(this.runId, now * 1000, 'clients', e.clients);
-      } else if (e.type === 'RoundEnded') {
-        this.store.roundEnded(this.runId, e.step, now, e.witnesses, e.quorum, e.quorum_reached);
-        this.store.addMetric(this.runId, now * 1000, 'witnesses', e.witnesses, { step: String(e.step) });
-        // The round that just ended attests the one before it: its witnesses' attestations decide which
-        // result of each batch everyone applies. `prev` still holds them (pruning happens on later rounds).
-        this.recordAccepted(prev, e.height - 1);
-      } else if (e.type === 'CheatConfirmed') {
-        this.store.zeroPoints(this.runId, e.id);
-      } else if (e.type === 'RunStateChanged' && e.to === 'Cooldown') {
-        // The epoch's end as the coordinator reached it: who may vote on its parameter hash (core's rule).
-        const end = epochEndOf(next);
-        if (end) this.store.recordEpochEnd(this.runId, end);
-      } else if (e.type === 'EpochEnded') {
-        // The epoch's parameters live only in its clients; with none left Healthy at its end (the last one
-        // paused or crashed), no checkpoint for the next epoch's start step will ever be uploaded.
-        const holders = prev.epoch.clients.filter((c) => c.state === 'Healthy').length;
-        if (holders === 0 && next.progress.step > 1) this.store.markOrphaned(this.runId, next.progress.step);
-      }
-    }
-  }
-
-  private recordAccepted(state: CoordinatorState, height: number): void {
-    const round = roundAtHeight(state, height);
-    const accepted = acceptedCommitments(state, height);
-    if (!round || accepted === null) return;
-    const rows = accepted.map((a) => ({
-      batch: { start: a.batch.start, end: a.batch.end },
-      client: state.epoch.clients[a.client_index]?.id ?? null,
-      commitment: a.commitment === null ? null : bytesToHex(a.commitment),
-      votes: a.votes,
-    }));
-    this.store.roundAccepted(this.runId, round.step, rows);
-    for (const r of rows)
-      if (r.commitment !== null && r.client !== null) this.store.addPoints(this.runId, r.client, 1);
-  }
-
   /**
    * The StateSnapshot frame of the current state, encoded once per seq (and parameter hash) and shared by
    * every joiner and resync of that seq; `serverTime` is when it was encoded.
    */
   snapshotFrame(): Uint8Array {
-    const paramHash = this.paramHashCache;
+    const paramHash = this.paramHashes.current;
     const c = this.snapshotCache;
     if (c && c.seq === this.seq && c.paramHash === paramHash) return c.frame;
     const frame = encodeStateSnapshot(
@@ -352,7 +270,7 @@ export class RunHost {
 
   /** snapshotFrame for light replicas: the summary of the current state (core's summarizeState). */
   lightSnapshotFrame(): Uint8Array {
-    const paramHash = this.paramHashCache;
+    const paramHash = this.paramHashes.current;
     const c = this.lightSnapshotCache;
     if (c && c.seq === this.seq && c.paramHash === paramHash) return c.frame;
     const frame = encodeStateSnapshot(
@@ -419,38 +337,13 @@ export class RunHost {
     client: string,
     m: { loss: number; tokensPerSec: number; bandwidth: number },
   ): void {
-    const at = this.clock();
-    const labels = { step: String(step), client };
-    if (Number.isFinite(m.loss)) {
-      this.store.addMetric(this.runId, at, 'loss', m.loss, labels);
-      const losses = this.store
-        .metrics(this.runId, 'loss', 200)
-        .filter((s) => (s.labels as { step?: string }).step === String(step))
-        .map((s) => s.value);
-      if (losses.length > 0)
-        this.store.roundLoss(this.runId, step, losses.reduce((a, b) => a + b, 0) / losses.length);
-    }
-    if (Number.isFinite(m.tokensPerSec))
-      this.store.addMetric(this.runId, at, 'tokens_per_sec', m.tokensPerSec, labels);
-    if (Number.isFinite(m.bandwidth)) this.store.addMetric(this.runId, at, 'bandwidth', m.bandwidth, labels);
+    recordWitnessMetadata(this.store, this.runId, this.clock(), step, client, m);
   }
 
-  // --- parameter hashes ---------------------------------------------------------------------------
+  // --- parameter hashes (run-host/param-hashes.ts) ------------------------------------------------
 
   get paramHash(): SnapshotParamHash | undefined {
-    return this.paramHashCache;
-  }
-
-  /** The newest epoch end with an agreed hash: what StateSnapshot advertises as the run's parameter hash. */
-  private loadParamHash(): SnapshotParamHash | undefined {
-    const agreed = this.agreedEpochs().at(-1);
-    return agreed === undefined ? undefined : { epoch: agreed.epoch, hash: hexToBytes(agreed.hash, 32) };
-  }
-
-  /** The epoch end that parameter hashes are taken for now (the latest one the coordinator reached). */
-  private latestEpochEnd(): (EpochEnd & { row: EpochEndRow }) | null {
-    const row = this.store.epochEnds(this.runId).at(-1);
-    return row ? { epoch: row.epoch, step: row.step, voters: row.voters, row } : null;
+    return this.paramHashes.current;
   }
 
   /**
@@ -461,47 +354,16 @@ export class RunHost {
     client: string,
     p: ParamHash,
   ): { verdict: ParamHashVerdict; newlyMismatched: string[] } | ProtocolRefusal {
-    const end = this.latestEpochEnd();
-    const refused = admitParamHash(this.runId, end, client, p);
-    if (refused) return refused;
-    const e = end as EpochEnd & { row: EpochEndRow };
-    const before = new Set(paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch)).mismatched);
-    this.store.putParamHash(this.runId, {
-      epoch: e.epoch,
-      client,
-      step: e.step,
-      hash: bytesToHex(p.hash),
-      reported_at: this.clock(),
-    });
-    const verdict = paramHashVerdict(e, this.store.paramHashes(this.runId, e.epoch));
-    if (verdict.agreed !== null && e.row.agreed_hash !== verdict.agreed) {
-      this.store.setAgreedHash(this.runId, e.epoch, verdict.agreed);
-      this.paramHashCache = { epoch: e.epoch, hash: hexToBytes(verdict.agreed, 32) };
-    }
-    return { verdict, newlyMismatched: verdict.mismatched.filter((c) => !before.has(c)) };
+    return this.paramHashes.report(client, p);
   }
 
   /** Epoch ends with an agreed hash, oldest first: the only (epoch, step, hash) checkpoints may carry. */
   agreedEpochs(): AgreedEpoch[] {
-    return this.store
-      .epochEnds(this.runId)
-      .flatMap((r) =>
-        r.agreed_hash === null ? [] : [{ epoch: r.epoch, step: r.step, hash: r.agreed_hash }],
-      );
+    return this.paramHashes.agreedEpochs();
   }
 
   /** Every recorded epoch end with core's verdict over its reports, oldest first. */
   paramHashReport(): ParamHashReport[] {
-    return this.store.epochEnds(this.runId).map((r) => {
-      const v = paramHashVerdict(r, this.store.paramHashes(this.runId, r.epoch));
-      return {
-        epoch: r.epoch,
-        step: r.step,
-        voters: r.voters.length,
-        majority: v.agreed,
-        reports: v.reports,
-        mismatched: v.mismatched,
-      };
-    });
+    return this.paramHashes.reports();
   }
 }

@@ -10,19 +10,26 @@ import { createRelayApp } from './app.ts';
 import type { MountedRoutes } from './app.ts';
 import { Relay } from './relay.ts';
 import type { RelayOptions } from './relay.ts';
+import { DEFAULT_HOST } from './defaults.ts';
 import { CLOSE } from './session.ts';
 import { RelayStore } from './store.ts';
+import { relayServices } from './wiring.ts';
 
 /** The Relay's own options (relay.ts RelayOptions), plus where to listen and what to mount. */
 export interface RelayServerOptions extends Omit<RelayOptions, 'store' | 'limits'> {
   /** Directory of relay.db (created if missing), or ':memory:' for a throwaway relay. */
   dataDir: string;
-  /** Default 127.0.0.1: exposing the relay is an explicit choice (--host 0.0.0.0). */
+  /** Default DEFAULT_HOST (loopback): exposing the relay is an explicit choice (--host 0.0.0.0). */
   host?: string;
   /** Default 0: any free port (the chosen one is in the result). */
   port?: number;
   limits?: Partial<WireLimits>;
-  /** Route modules to mount beside the relay's own, built once the Relay exists. */
+  /**
+   * Mount the relay's services beside its own routes (wiring.ts: data provider, checkpoint store, /metrics,
+   * web app), kept under `dataDir` (which must then be a directory).
+   */
+  services?: boolean;
+  /** Route modules to mount beside the relay's own (and its services), built once the Relay exists. */
   extraRoutes?: (relay: Relay) => readonly MountedRoutes[] | Promise<readonly MountedRoutes[]>;
 }
 
@@ -49,6 +56,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     port: _port,
     limits: _limits,
     extraRoutes: _extra,
+    services: _services,
     ...relayOptions
   } = opts;
   let relay: Relay;
@@ -60,12 +68,15 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     throw e;
   }
 
-  const extra = opts.extraRoutes ? await opts.extraRoutes(relay) : [];
+  const extra = [
+    ...(opts.services ? relayServices(relay, opts.dataDir) : []),
+    ...(opts.extraRoutes ? await opts.extraRoutes(relay) : []),
+  ];
   const app = createRelayApp(relay, extra);
   // Frames between maxFrameBytes and twice that reach the codec and get a typed `wire_oversized` reply;
   // only beyond that does ws cut the connection (close 1009) without reading the message into memory.
   const wss = new WebSocketServer({ noServer: true, maxPayload: 2 * limits.maxFrameBytes });
-  const host = opts.host ?? '127.0.0.1';
+  const host = opts.host ?? DEFAULT_HOST;
   let onListenError: (e: Error) => void = () => {};
   const server = await new Promise<Server>((resolve, reject) => {
     onListenError = reject;

@@ -5,9 +5,6 @@
 // event through core's tick. The transport is abstract so the same code serves any WebSocket library and tests.
 import { randomBytes } from 'node:crypto';
 import {
-  admitAnnounce,
-  admitResult,
-  bytesToHex,
   decodeFrame,
   encodeAck,
   encodeChallenge,
@@ -15,27 +12,17 @@ import {
   healthCheckEvent,
   joinEvent,
   originTag,
-  paramHashMismatch,
   leaveEvent,
-  ProtocolRefusal,
-  trainingResultBytesOf,
   verdictEvent,
   warmupWitnessEvent,
   WireError,
   witnessEvent,
 } from '@meshtrain/core';
-import type {
-  Announce,
-  CoordinatorEvent,
-  Join,
-  ParamHash,
-  ResyncRequest,
-  SignedResult,
-  TickResult,
-  WireMessage,
-} from '@meshtrain/core';
-import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay.ts';
+import type { CoordinatorEvent, Join, ResyncRequest, TickResult, WireMessage } from '@meshtrain/core';
+import { RESYNC_SNAPSHOT_INTERVAL_MS } from './relay/broadcaster.ts';
 import type { Relay, SessionHandle } from './relay.ts';
+import { checkAnnounce, reportParamHash, storeSignedResult } from './session/frames.ts';
+import { must, Refusal } from './session/refusal.ts';
 import type { RunHost } from './run-host.ts';
 
 export interface Transport {
@@ -81,23 +68,6 @@ export const MAX_BAD_FRAMES_IN_A_ROW = 3;
 const U32_MAX = 0xffff_ffff;
 /** Error messages are capped well under the codec's string limit. */
 const MAX_MESSAGE_CHARS = 1000;
-
-/** A refusal the session replies with; `bad` ones count toward the bad-frames-in-a-row limit. */
-class Refusal extends Error {
-  readonly code: string;
-  readonly bad: boolean;
-  constructor(code: string, message: string, bad = true) {
-    super(message);
-    this.code = code;
-    this.bad = bad;
-  }
-}
-
-/** Core's answer, or its refusal thrown as the session's. */
-function must<T>(answer: T | ProtocolRefusal): T {
-  if (answer instanceof ProtocolRefusal) throw new Refusal(answer.code, answer.message, answer.bad);
-  return answer;
-}
 
 export class CoordinatorSession implements SessionHandle {
   private readonly relay: Relay;
@@ -301,9 +271,9 @@ export class CoordinatorSession implements SessionHandle {
     this.seen();
     switch (m.kind) {
       case 'signedResult':
-        return this.signedResult(host, m.message, bytes);
+        return storeSignedResult(this.relay, { runId: this.runId, id: this.id, host }, m.message, bytes);
       case 'announce':
-        return this.announce(host, m.message);
+        return checkAnnounce(this.relay, { runId: this.runId, id: this.id, host }, m.message);
       case 'witness': {
         const meta = m.message.metadata;
         // The measurements go into the witness's own transaction (one commit, not one per metric row).
@@ -328,7 +298,7 @@ export class CoordinatorSession implements SessionHandle {
         this.left = true;
         return;
       case 'paramHash':
-        return this.paramHash(host, m.message);
+        return reportParamHash(this.relay, { runId: this.runId, id: this.id, host }, m.message);
       case 'resyncRequest':
         return this.resync(host, m.message);
       default:
@@ -347,7 +317,7 @@ export class CoordinatorSession implements SessionHandle {
     const now = this.relay.clock();
     if (now - this.seenWrittenAt < SEEN_WRITE_MS) return;
     this.seenWrittenAt = now;
-    this.relay.store.seenClient(this.runId, this.id, now);
+    this.relay.store.sessions.seenClient(this.runId, this.id, now);
   }
 
   /** Feeds an event; a coordinator refusal is replied with core's code and does not count as a bad frame. */
@@ -380,7 +350,7 @@ export class CoordinatorSession implements SessionHandle {
     if (this.joinTimer) clearTimeout(this.joinTimer);
     this.transport.joined?.();
     this.seenWrittenAt = this.relay.clock();
-    this.relay.store.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.seenWrittenAt);
+    this.relay.store.sessions.touchClient(this.runId, id, j.deviceKind, j.p2pPeerId, this.seenWrittenAt);
     const old = this.relay.attach(this.runId, this);
     if (old) {
       old.send(
@@ -397,79 +367,6 @@ export class CoordinatorSession implements SessionHandle {
     this.relay.queueSnapshot(this, host);
   }
 
-  /**
-   * Core admits the result, then the coordinator records it (one result per batch: a second, different one
-   * ejects the sender) in the same transaction that stores its frame. Nothing is stored unless both agree.
-   */
-  private signedResult(host: RunHost, s: SignedResult, bytes: Uint8Array): void {
-    const admitted = must(admitResult(host.state, this.id, s, host.resultSpec, this.relay.limits));
-    const { event } = admitted;
-    const store = this.relay.store;
-    const at = this.relay.clock();
-    const r = host.apply(event, (r) => {
-      if (!r.error) {
-        store.insertResult(
-          this.runId,
-          {
-            commitment: event.commitment,
-            step: event.step,
-            batch_start: event.batch.start,
-            batch_end: event.batch.end,
-            sender: this.id,
-            frame: bytes,
-          },
-          at,
-        );
-      } else if (r.error.code === 'Equivocation') {
-        const first = store
-          .resultsForSteps(this.runId, [event.step])
-          .find(
-            (x) =>
-              x.sender === this.id && x.batch_start === event.batch.start && x.batch_end === event.batch.end,
-          );
-        store.addEvidence(this.runId, {
-          at,
-          client: this.id,
-          kind: 'equivocation',
-          detail: r.error.message,
-          first: first?.frame ?? new Uint8Array(0),
-          second: bytes,
-        });
-      }
-    });
-    // The same result sent again (a client retry) is acknowledged and changes nothing.
-    if (r.error && r.error.code !== 'DuplicateResult')
-      throw new Refusal(
-        r.error.code === 'Equivocation' ? 'equivocation' : r.error.code,
-        r.error.message,
-        false,
-      );
-  }
-
-  /**
-   * An announce is checked and acknowledged but not forwarded: the coordinator state names every admitted
-   * commitment, which is what peers fetch by (from peers, then the relay's HTTP route), so forwarding each
-   * result's announce to every client would only add ~180 bytes per result per client.
-   */
-  private announce(host: RunHost, a: Announce): void {
-    const commitment = bytesToHex(a.commitment);
-    const stored = this.relay.store.result(this.runId, commitment);
-    must(
-      admitAnnounce(
-        host.state,
-        this.id,
-        a,
-        stored && {
-          sender: stored.sender,
-          step: stored.step,
-          batch: { start: stored.batch_start, end: stored.batch_end },
-          commitment: stored.commitment,
-          trainingResultBytes: trainingResultBytesOf(stored.frame.length),
-        },
-      ),
-    );
-  }
-
   /** A client's replica fell behind (gap) or replayed to another hash (mismatch): deltas or a snapshot. */
   private resync(host: RunHost, q: ResyncRequest): void {
     if (q.runId !== this.runId)
@@ -481,26 +378,5 @@ export class CoordinatorSession implements SessionHandle {
         `at most one snapshot per ${RESYNC_SNAPSHOT_INTERVAL_MS} ms for a connection; ask again later`,
         false,
       );
-  }
-
-  private paramHash(host: RunHost, p: ParamHash): void {
-    const { verdict, newlyMismatched } = must(host.reportParamHash(this.id, p));
-    this.relay.hooks.paramHash(this.runId, p.epoch, verdict.reports, verdict.mismatched.length);
-    // Tell clients that just became the minority (not this one: it gets the reply below).
-    for (const client of newlyMismatched) {
-      if (client === this.id) continue;
-      const mine = this.relay.store.paramHashes(this.runId, p.epoch).find((r) => r.client === client);
-      const notice = mine && paramHashMismatch(p.epoch, verdict, mine.hash);
-      if (!notice) continue;
-      for (const s of this.relay.sessionsOf(this.runId))
-        if (s.identity === client)
-          s.send(
-            encodeControlError(
-              { requestId: 0, code: notice.code, message: notice.message },
-              this.relay.limits,
-            ),
-          );
-    }
-    must(paramHashMismatch(p.epoch, verdict, bytesToHex(p.hash)) ?? true);
   }
 }

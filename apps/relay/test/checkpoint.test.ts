@@ -36,8 +36,8 @@ const agreed = new Map<number, string>();
 const MAX_BYTES = 2 * 1024 * 1024;
 
 /**
- * A stand-in for the relay's admission (extras.ts, tested on a real server in extras.test.ts): this file
- * tests the route around it. Test headers deny (X-Test-Deny), name the body hash the "signature" covers
+ * A stand-in for the relay's admission (checkpoints/upload-admission.ts, tested on a real server in
+ * wiring.test.ts): this file tests the route around it. Test headers deny (X-Test-Deny), name the body hash the "signature" covers
  * (X-Test-Signed-Sha256).
  */
 function admit(req: UploadRequest): UploadAdmission {

@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { defaultExtraRoutes } from '../src/extras.ts';
 import { startRelayServer } from '../src/server.ts';
 import { admin, fastRunToml, hexKey, identity } from './helpers/relay-fixtures.ts';
 
@@ -99,7 +98,7 @@ describe('run creation quotas and model size', () => {
       );
       expect([huge.status, (huge.json.error as { code: string }).code]).toEqual([413, 'model_too_large']);
       expect(relay.relay.run('huge')).toBeUndefined();
-      expect(relay.relay.store.run('huge')).toBeUndefined();
+      expect(relay.relay.store.runs.get('huge')).toBeUndefined();
       // The biggest preset the relay serves by default is accepted.
       expect(
         (await admin(relay.url, identity(520), 'POST', '/api/runs', tomlWith('ok', '125m'))).status,
@@ -137,7 +136,7 @@ describe('seeding a larger run', () => {
   // How long the event loop waits meanwhile is measured in bench/relay-hostile.ts, not here.
   it('stores the initial checkpoint of a 20m-parameter run, /healthz answering meanwhile', async () => {
     const data = mkdtempSync(join(tmpdir(), 'meshtrain-relay-seed-'));
-    const relay = await startRelayServer({ dataDir: data, extraRoutes: (r) => defaultExtraRoutes(r, data) });
+    const relay = await startRelayServer({ dataDir: data, services: true });
     try {
       const toml = fastRunToml('seeded').replace('preset = "tiny"', 'preset = "20m"');
       expect((await admin(relay.url, identity(540), 'POST', '/api/runs', toml)).status).toBe(201);

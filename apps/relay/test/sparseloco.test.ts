@@ -130,6 +130,6 @@ describe('a SparseLoCo run on the relay', () => {
     );
     const honest = resultFrames(me.id, fits);
     expect((await me.request(honest.signed)).kind).toBe('ack');
-    expect(relay.relay.store.result(RUN, honest.commitment)).toBeDefined();
+    expect(relay.relay.store.rounds.result(RUN, honest.commitment)).toBeDefined();
   }, 30_000);
 });

@@ -26,7 +26,7 @@ import {
 const dir = mkdtempSync(join(tmpdir(), 'meshtrain-relay-bounds-'));
 const store = new RelayStore(dir);
 const RUN = 'bounded';
-store.insertRunRows(
+store.runs.insertRunRows(
   { run_id: RUN, main_authority: 'a'.repeat(64), join_authority: 'a'.repeat(64), created_at: 0 },
   'toml-0',
   '{}',
@@ -49,22 +49,22 @@ const count = (table: string, where = ''): number =>
 describe('relay.db tables stay bounded per run', () => {
   it('configs: the newest CONFIG_HISTORY, the latest is the run', () => {
     store.transaction(() => {
-      for (let i = 1; i <= CONFIG_HISTORY + 50; i++) store.insertConfig(RUN, `toml-${i}`, i);
+      for (let i = 1; i <= CONFIG_HISTORY + 50; i++) store.runs.insertConfig(RUN, `toml-${i}`, i);
     });
     expect(count('configs')).toBe(CONFIG_HISTORY);
-    expect(store.latestConfig(RUN)).toBe(`toml-${CONFIG_HISTORY + 50}`);
+    expect(store.runs.latestConfig(RUN)).toBe(`toml-${CONFIG_HISTORY + 50}`);
   });
 
   it('clients: identities without points are forgotten past IDLE_CLIENT_HISTORY, the others kept', () => {
     store.transaction(() => {
-      store.touchClient(RUN, 'worker', 'cpu', 'p', 0);
-      store.addPoints(RUN, 'worker', 3);
+      store.sessions.touchClient(RUN, 'worker', 'cpu', 'p', 0);
+      store.sessions.addPoints(RUN, 'worker', 3);
       // A sybil flood: fresh keys that join once and never contribute.
       for (let i = 0; i < IDLE_CLIENT_HISTORY + 2000; i++)
-        store.touchClient(RUN, `sybil-${i}`, 'cpu', 'p', i + 1);
+        store.sessions.touchClient(RUN, `sybil-${i}`, 'cpu', 'p', i + 1);
     });
     expect(count('clients')).toBeLessThanOrEqual(IDLE_CLIENT_HISTORY + 256 + 1);
-    const ids = new Set(store.clients(RUN).map((c) => c.id));
+    const ids = new Set(store.sessions.clients(RUN).map((c) => c.id));
     expect(ids.has('worker')).toBe(true);
     expect(ids.has(`sybil-${IDLE_CLIENT_HISTORY + 1999}`)).toBe(true);
     expect(ids.has('sybil-0')).toBe(false);
@@ -73,7 +73,7 @@ describe('relay.db tables stay bounded per run', () => {
   it('rounds: the newest ROUND_HISTORY steps', () => {
     store.transaction(() => {
       for (let step = 1; step <= ROUND_HISTORY + 500; step++)
-        store.roundStarted(RUN, {
+        store.rounds.roundStarted(RUN, {
           step,
           epoch: 0,
           height: step,
@@ -86,7 +86,7 @@ describe('relay.db tables stay bounded per run', () => {
         });
     });
     expect(count('rounds')).toBeLessThanOrEqual(ROUND_HISTORY + 100);
-    expect(store.rounds(RUN, 1)[0]!.step).toBe(ROUND_HISTORY + 500);
+    expect(store.rounds.rounds(RUN, 1)[0]!.step).toBe(ROUND_HISTORY + 500);
   });
 
   it('metrics: every name, however the inserts of several names interleave', () => {
@@ -94,17 +94,17 @@ describe('relay.db tables stay bounded per run', () => {
     store.transaction(() => {
       for (let i = 0; i < 3 * METRIC_HISTORY; i++)
         for (const name of ['clients', 'witnesses', 'loss', 'tokens_per_sec', 'bandwidth'])
-          store.addMetric(RUN, i, name, i);
+          store.metrics.addMetric(RUN, i, name, i);
     });
     for (const name of ['clients', 'witnesses', 'loss', 'tokens_per_sec', 'bandwidth'])
       expect(count('metrics', `AND name = '${name}'`), name).toBeLessThanOrEqual(METRIC_HISTORY + 500);
   });
 
   it('orphaned steps: the newest ORPHANED_HISTORY', () => {
-    for (let step = 1; step <= ORPHANED_HISTORY + 40; step++) store.markOrphaned(RUN, step);
+    for (let step = 1; step <= ORPHANED_HISTORY + 40; step++) store.checkpoints.markOrphaned(RUN, step);
     expect(count('orphaned_steps')).toBe(ORPHANED_HISTORY);
-    expect(store.isOrphaned(RUN, ORPHANED_HISTORY + 40)).toBe(true);
-    expect(store.isOrphaned(RUN, 1)).toBe(false);
+    expect(store.checkpoints.isOrphaned(RUN, ORPHANED_HISTORY + 40)).toBe(true);
+    expect(store.checkpoints.isOrphaned(RUN, 1)).toBe(false);
   });
 });
 
@@ -144,13 +144,13 @@ describe('one stored result per sender and batch', () => {
       expect(replies[0]).toBe('ack');
       expect(replies[1]).toBe('equivocation');
       expect(replies.slice(2).every((r) => r !== 'ack')).toBe(true);
-      const stored = relay.relay.store
+      const stored = relay.relay.store.rounds
         .resultsForSteps(run, [round.step])
         .filter(
           (r) => r.sender === hexKey(me.id) && r.batch_start === batch.start && r.batch_end === batch.end,
         );
       expect(stored).toHaveLength(1);
-      expect(relay.relay.store.evidence(run, 100)).toHaveLength(1);
+      expect(relay.relay.store.rounds.evidence(run, 100)).toHaveLength(1);
     } finally {
       for (const c of clients) c.close();
       await relay.close();

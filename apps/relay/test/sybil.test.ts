@@ -85,7 +85,13 @@ describe('origin tags', () => {
 
   it('a Join whose device kind starts with the verify-only prefix makes a verify-only member', async () => {
     const c = await opened(CLOSED, 20);
-    relay.relay.store.upsertGrant(CLOSED, hexKey(identity(20)), hexKey(identity(1)), true, Date.now());
+    relay.relay.store.sessions.upsertGrant(
+      CLOSED,
+      hexKey(identity(20)),
+      hexKey(identity(1)),
+      true,
+      Date.now(),
+    );
     expect((await c.join(`${VERIFY_ONLY_DEVICE_PREFIX}node-trainer cpu`, CLOSED)).kind).toBe('ack');
     const m = relay.relay.run(CLOSED)!.state.members.find((x) => x.id === hexKey(identity(20)));
     expect(m?.verifier_only).toBe(true);

@@ -44,7 +44,7 @@ describe('the transition log', () => {
     }
     // The state (300 members, ~30 KB) was never written again: the snapshot is the run's first, and each
     // row with its readable history (label, effects) stays a few hundred bytes.
-    expect(store.snapshot('log')!.seq).toBe(0);
+    expect(store.runs.snapshot('log')!.seq).toBe(0);
     expect(JSON.stringify(host.state).length).toBeGreaterThan(25_000);
     const widest = rows(
       store,
@@ -70,7 +70,7 @@ describe('the transition log', () => {
     }
     const seq = host.seq;
     const state = JSON.stringify(host.state);
-    const snapSeq = store.snapshot('replayed')!.seq;
+    const snapSeq = store.runs.snapshot('replayed')!.seq;
     expect(snapSeq).toBeGreaterThan(0);
     expect(snapSeq).toBeLessThan(seq);
     const logRows = rows(
@@ -142,7 +142,7 @@ describe('the transition log', () => {
     const back = migrated.run('old')!;
     expect(back.seq).toBe(4);
     expect(JSON.stringify(back.state)).toBe(state);
-    expect(store.transitions('old', 10).map((t) => [t.seq, JSON.parse(t.event)])).toEqual([
+    expect(store.runs.transitions('old', 10).map((t) => [t.seq, JSON.parse(t.event)])).toEqual([
       [4, { type: 'join', n: 4 }],
       [3, { type: 'join', n: 3 }],
       [2, { type: 'join', n: 2 }],

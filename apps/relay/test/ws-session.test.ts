@@ -375,8 +375,8 @@ describe('results', () => {
       message: { code: 'equivocation' },
     });
     expect(relay.relay.run(RUN2)!.state.ejected).toContain(hexKey(me.id));
-    expect(relay.relay.store.result(RUN2, second.commitment)).toBeUndefined();
-    const evidence = relay.relay.store.evidence(RUN2, 10);
+    expect(relay.relay.store.rounds.result(RUN2, second.commitment)).toBeUndefined();
+    const evidence = relay.relay.store.rounds.evidence(RUN2, 10);
     expect(evidence).toHaveLength(1);
     expect(evidence[0]).toMatchObject({ client: hexKey(me.id), kind: 'equivocation' });
     expect(new Uint8Array(evidence[0]!.first)).toEqual(honest.signed);

@@ -17,6 +17,7 @@ import { rmSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { encodeCheckpoint, parameterHashHex, type LlamaConfig, type Parameters } from '@meshtrain/model';
+import { DEFAULT_CHECKPOINT_KEEP } from '../defaults.ts';
 
 export const WEIGHTS_FILE = 'model.safetensors';
 export const CONFIG_FILE = 'config.json';
@@ -24,7 +25,7 @@ export const META_FILE = 'meta.json';
 /** The files a client may download (anything else under a step directory is not served). */
 export const CHECKPOINT_FILES = [WEIGHTS_FILE, CONFIG_FILE, META_FILE] as const;
 export type CheckpointFile = (typeof CHECKPOINT_FILES)[number];
-export const DEFAULT_KEEP = 3;
+export { DEFAULT_CHECKPOINT_KEEP as DEFAULT_KEEP } from '../defaults.ts';
 
 export interface FileInfo {
   bytes: number;
@@ -108,7 +109,7 @@ export class CheckpointStore {
 
   constructor(options: { dataDir: string; keep?: number }) {
     this.root = join(options.dataDir, 'checkpoints');
-    this.keep = Math.max(1, options.keep ?? DEFAULT_KEEP);
+    this.keep = Math.max(1, options.keep ?? DEFAULT_CHECKPOINT_KEEP);
     // Uploads in flight when the relay stopped are never finished: start with none.
     rmSync(join(this.root, UPLOADS_DIR), { recursive: true, force: true });
   }

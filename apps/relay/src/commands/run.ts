@@ -15,22 +15,30 @@ import {
   withTrustedVerifiers,
 } from '@meshtrain/core';
 import { CliError, type Command } from '../command.ts';
+import {
+  DEFAULT_DATA_DIR,
+  DEFAULT_GRACE_MS,
+  DEFAULT_HOST,
+  DEFAULT_JOIN_POW_BITS,
+  DEFAULT_MAX_IDENTITIES_PER_ADDRESS,
+  DEFAULT_MAX_MODEL_PARAMS,
+  DEFAULT_MAX_RUNS,
+  DEFAULT_MAX_RUNS_PER_CREATOR,
+  DEFAULT_PORT,
+  DEFAULT_TICK_MS,
+} from '../defaults.ts';
 import { loadOrCreateRelayIdentity } from '../identity.ts';
 import { RelayError } from '../relay.ts';
-import { defaultExtraRoutes, startP2P } from '../extras.ts';
+import { startP2P } from '../wiring.ts';
 import { startRelayServer, type RunningRelay } from '../server.ts';
 
 const USAGE =
-  '[--config run.toml] [--port P] [--host H] [--data-dir DIR] [--tick-ms 500] [--grace-ms 10000] ' +
-  '[--max-frame-bytes N] [--run-creators HEX[,HEX…]]... [--max-model-params N] [--max-runs-per-creator 4] ' +
-  '[--max-runs 32] [--join-pow-bits 20] [--max-identities-per-address 16] [--public-host NAME] [--no-p2p] ' +
-  '[--verifier-identity FILE]... [--trusted-verifier HEX]...';
-/**
- * Defaults of an open relay: a join to a permissionless run costs about 2^20 SHA-256 (a second or two of one
- * core), and one address brings at most 16 identities into a run (docs/protocol.md "Threat model").
- */
-const DEFAULT_JOIN_POW_BITS = 20;
-const DEFAULT_MAX_IDENTITIES_PER_ADDRESS = 16;
+  `[--config run.toml] [--port ${DEFAULT_PORT}] [--host ${DEFAULT_HOST}] [--data-dir ${DEFAULT_DATA_DIR}] ` +
+  `[--tick-ms ${DEFAULT_TICK_MS}] [--grace-ms ${DEFAULT_GRACE_MS}] [--max-frame-bytes N] ` +
+  `[--run-creators HEX[,HEX…]]... [--max-model-params ${DEFAULT_MAX_MODEL_PARAMS}] ` +
+  `[--max-runs-per-creator ${DEFAULT_MAX_RUNS_PER_CREATOR}] [--max-runs ${DEFAULT_MAX_RUNS}] ` +
+  `[--join-pow-bits ${DEFAULT_JOIN_POW_BITS}] [--max-identities-per-address ${DEFAULT_MAX_IDENTITIES_PER_ADDRESS}] ` +
+  '[--public-host NAME] [--no-p2p] [--verifier-identity FILE]... [--trusted-verifier HEX]...';
 const KEY_HEX = /^[0-9a-f]{64}$/;
 
 /** `--run-creators a,b --run-creators c` (and the older `--admin-key a --admin-key b`) as one list. */
@@ -95,7 +103,7 @@ function parseFlags(argv: string[]) {
     host: values.host,
     publicHost: values['public-host'],
     noP2P: values['no-p2p'] === true,
-    port: intFlag('port', values.port, 0, 65535) ?? 8080,
+    port: intFlag('port', values.port, 0, 65535) ?? DEFAULT_PORT,
     tickMs: intFlag('tick-ms', values['tick-ms'], 10, 60_000),
     graceMs: intFlag('grace-ms', values['grace-ms'], 0, 3_600_000),
     maxFrameBytes: intFlag('max-frame-bytes', values['max-frame-bytes'], 1024, 1024 * 1024 * 1024),
@@ -111,7 +119,7 @@ function parseFlags(argv: string[]) {
     maxIdentitiesPerAddress:
       intFlag('max-identities-per-address', values['max-identities-per-address'], 1, 1_000_000) ??
       DEFAULT_MAX_IDENTITIES_PER_ADDRESS,
-    dataDir: resolve(values['data-dir'] ?? 'relay-data'),
+    dataDir: resolve(values['data-dir'] ?? DEFAULT_DATA_DIR),
     trustedVerifiers: [
       ...(values['verifier-identity'] ?? []).map(verifierKeyOf),
       ...keyList('trusted-verifier', values['trusted-verifier'] ?? []),
@@ -151,7 +159,7 @@ function checkedConfig(file: string | undefined): string | undefined {
 function startServer(f: Flags): Promise<RunningRelay> {
   return startRelayServer({
     dataDir: f.dataDir,
-    host: f.host ?? '127.0.0.1',
+    host: f.host ?? DEFAULT_HOST,
     port: f.port,
     ...(f.tickMs !== undefined ? { tickMs: f.tickMs } : {}),
     ...(f.graceMs !== undefined ? { graceMs: f.graceMs } : {}),
@@ -166,7 +174,7 @@ function startServer(f: Flags): Promise<RunningRelay> {
       info: (m) => console.log(`meshtrain-relay: ${m}`),
       warn: (m) => console.error(`meshtrain-relay: warning: ${m}`),
     },
-    extraRoutes: (relay) => defaultExtraRoutes(relay, f.dataDir),
+    services: true,
   });
 }
 
@@ -203,7 +211,7 @@ async function createConfiguredRun(
 async function startLibp2p(running: RunningRelay, f: Flags): Promise<(() => Promise<void>) | undefined> {
   if (f.noP2P) return undefined;
   // Peers dial the public host; a wildcard bind address is not dialable, so announce loopback unless told.
-  const bind = f.host ?? '127.0.0.1';
+  const bind = f.host ?? DEFAULT_HOST;
   const publicHost = f.publicHost ?? (bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind);
   try {
     const p2p = await startP2P(running.relay, running.server, {

@@ -21,13 +21,11 @@ import { apiError, etagMatches, serveFile } from './http.ts';
 import type { DatasetStore, OpenDataset, RunDataRef } from './dataset-store.ts';
 // Types only: the reply shape every client reads (@meshtrain/client/relay-api).
 import type { DataManifestResponse } from '@meshtrain/client/relay-api';
+import { DEFAULT_MAX_SAMPLES_PER_REQUEST, DEFAULT_MAX_SAMPLE_BYTES } from '../defaults.ts';
 
 export type { DataManifestResponse };
 
-/** Default cap per samples request: 1024 samples of the tiny preset are 0.5 MiB. */
-export const DEFAULT_MAX_SAMPLES_PER_REQUEST = 1024;
-/** Default cap on one samples answer, whatever the sequence length. */
-export const DEFAULT_MAX_SAMPLE_BYTES = 64 * 1024 * 1024;
+export { DEFAULT_MAX_SAMPLES_PER_REQUEST, DEFAULT_MAX_SAMPLE_BYTES } from '../defaults.ts';
 
 export interface DataRoutesDeps {
   store: DatasetStore;

@@ -18,6 +18,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
+import { DEFAULT_MAX_BRIDGED } from '../defaults.ts';
 
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
@@ -32,8 +33,7 @@ export const LIBP2P_MAX_MESSAGE_BYTES = 1024 * 1024;
  * WebSockets transport does at 4 MiB.
  */
 const HIGH_WATER_BYTES = 4 * 1024 * 1024;
-/** Bridged connections open at once (libp2p itself caps connections at 1024 by default). */
-export const DEFAULT_MAX_BRIDGED = 2048;
+export { DEFAULT_MAX_BRIDGED } from '../defaults.ts';
 
 export interface UpgradeDispatcherOptions {
   /** libp2p's WebSockets listener port on `libp2pHost`. */

@@ -43,7 +43,7 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
     onError: (c) =>
       c.json(errorBody('bad_request', `admin bodies are limited to ${MAX_ADMIN_BODY} bytes`), 413),
   });
-  const auth = adminAuth(relay.store, relay.clock);
+  const auth = adminAuth(relay.store.adminSignatures, relay.clock);
 
   const mainAuthority = (c: Context<AdminEnv>): RunHost => {
     const host = relay.mustRun(c.req.param('id') ?? '');
@@ -102,21 +102,24 @@ function setGrant(relay: Relay, c: Context<AdminEnv>): GrantReply {
       'grantee must be a public key as 64 lowercase hex digits (all zeros = anyone)',
     );
   if (typeof active !== 'boolean') throw new RelayError(400, 'bad_request', 'active must be true or false');
-  if (!relay.store.grant(host.runId, grantee) && relay.store.grantCount(host.runId) >= MAX_GRANTS)
+  if (
+    !relay.store.sessions.grant(host.runId, grantee) &&
+    relay.store.sessions.grantCount(host.runId) >= MAX_GRANTS
+  )
     throw new RelayError(
       409,
       'too_many_grants',
       `a run has at most ${MAX_GRANTS} grants; deactivate or reuse one`,
     );
-  relay.store.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
-  return { grant: relay.store.grant(host.runId, grantee) ?? null };
+  relay.store.sessions.upsertGrant(host.runId, grantee, host.row.join_authority, active, relay.clock());
+  return { grant: relay.store.sessions.grant(host.runId, grantee) ?? null };
 }
 
 /** POST /:id/grants/:grantee/delegates by the grantee: the keys that may join on its grant. */
 function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
   const host = relay.mustRun(c.req.param('id') ?? '');
   const grantee = c.req.param('grantee') ?? '';
-  const grant = relay.store.grant(host.runId, grantee);
+  const grant = relay.store.sessions.grant(host.runId, grantee);
   if (!grant) throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
   if (c.get('signer') !== grantee) throw forbidden('the grantee');
   const { delegates } = jsonBody(c);
@@ -130,6 +133,6 @@ function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
       'bad_request',
       `delegates must be a list of at most ${MAX_DELEGATES} public keys (64 lowercase hex digits)`,
     );
-  relay.store.setDelegates(host.runId, grantee, delegates);
-  return { grant: relay.store.grant(host.runId, grantee) ?? null };
+  relay.store.sessions.setDelegates(host.runId, grantee, delegates);
+  return { grant: relay.store.sessions.grant(host.runId, grantee) ?? null };
 }

@@ -18,7 +18,7 @@ const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
 export function runSummary(relay: Relay, host: RunHost): RunSummary {
   const s = host.state;
   const round = currentRound(s);
-  const permissionless = relay.store.grant(host.runId, PERMISSIONLESS);
+  const permissionless = relay.store.sessions.grant(host.runId, PERMISSIONLESS);
   return {
     run_id: host.runId,
     run_state: s.run_state,
@@ -54,6 +54,45 @@ export function runSummary(relay: Relay, host: RunHost): RunSummary {
   };
 }
 
+/** One run in detail: config, clients, recent rounds and reports, grants, hashes and transitions. */
+function runDetail(relay: Relay, host: RunHost, withState: boolean): RunDetail {
+  let parsed: RunConfig | null = null;
+  try {
+    parsed = parseRunConfig(host.toml).config;
+  } catch {
+    // Stored TOML always parsed when it was accepted; a core upgrade could change that. Show the text.
+  }
+  const connected = new Set(relay.sessionsOf(host.runId).map((s) => s.identity));
+  const epochState = new Map(host.state.epoch.clients.map((cl) => [cl.id, cl.state]));
+  const reports = witnessReports(
+    relay.store.metrics.metrics(host.runId, 'tokens_per_sec', REPORT_SAMPLES),
+    relay.store.metrics.metrics(host.runId, 'bandwidth', REPORT_SAMPLES),
+  );
+  return {
+    run: runSummary(relay, host),
+    p2p_multiaddrs: relay.p2pMultiaddrs,
+    config: { toml: host.toml, parsed },
+    clients: relay.store.sessions.clients(host.runId).map((cl) => ({
+      ...cl,
+      connected: connected.has(cl.id),
+      member: host.state.members.some((m) => m.id === cl.id),
+      epoch_state: epochState.get(cl.id) ?? null,
+      report: reports.latest.get(cl.id) ?? null,
+    })),
+    rounds: relay.store.rounds.rounds(host.runId, 50),
+    reports: reports.steps.slice(0, 50),
+    grants: relay.store.sessions.grants(host.runId),
+    param_hashes: host.paramHashReport(),
+    transitions: relay.store.runs.transitions(host.runId, 20).map((t) => ({
+      seq: t.seq,
+      at: t.at,
+      event: JSON.parse(t.event) as unknown,
+      effects: JSON.parse(t.effects) as unknown,
+    })),
+    ...(withState ? { state: host.state } : {}),
+  };
+}
+
 export function runsRoutes(relay: Relay): Hono {
   const app = new Hono();
   app.onError(onRouteError);
@@ -67,41 +106,7 @@ export function runsRoutes(relay: Relay): Hono {
 
   app.get('/:id', (c) => {
     const host = relay.mustRun(c.req.param('id'));
-    let parsed: RunConfig | null = null;
-    try {
-      parsed = parseRunConfig(host.toml).config;
-    } catch {
-      // Stored TOML always parsed when it was accepted; a core upgrade could change that. Show the text.
-    }
-    const connected = new Set(relay.sessionsOf(host.runId).map((s) => s.identity));
-    const epochState = new Map(host.state.epoch.clients.map((cl) => [cl.id, cl.state]));
-    const reports = witnessReports(
-      relay.store.metrics(host.runId, 'tokens_per_sec', REPORT_SAMPLES),
-      relay.store.metrics(host.runId, 'bandwidth', REPORT_SAMPLES),
-    );
-    return c.json({
-      run: runSummary(relay, host),
-      p2p_multiaddrs: relay.p2pMultiaddrs,
-      config: { toml: host.toml, parsed },
-      clients: relay.store.clients(host.runId).map((cl) => ({
-        ...cl,
-        connected: connected.has(cl.id),
-        member: host.state.members.some((m) => m.id === cl.id),
-        epoch_state: epochState.get(cl.id) ?? null,
-        report: reports.latest.get(cl.id) ?? null,
-      })),
-      rounds: relay.store.rounds(host.runId, 50),
-      reports: reports.steps.slice(0, 50),
-      grants: relay.store.grants(host.runId),
-      param_hashes: host.paramHashReport(),
-      transitions: relay.store.transitions(host.runId, 20).map((t) => ({
-        seq: t.seq,
-        at: t.at,
-        event: JSON.parse(t.event) as unknown,
-        effects: JSON.parse(t.effects) as unknown,
-      })),
-      ...(c.req.query('state') === '1' ? { state: host.state } : {}),
-    } satisfies RunDetail);
+    return c.json(runDetail(relay, host, c.req.query('state') === '1'));
   });
 
   app.get('/:id/results/:commitment', (c) => {
@@ -109,7 +114,7 @@ export function runsRoutes(relay: Relay): Hono {
     const commitment = c.req.param('commitment').toLowerCase();
     if (!COMMITMENT_HEX.test(commitment))
       throw new RelayError(400, 'bad_request', 'the commitment is 64 hex digits');
-    const r = relay.store.result(host.runId, commitment);
+    const r = relay.store.rounds.result(host.runId, commitment);
     if (!r)
       throw new RelayError(404, 'unknown_result', `no stored result ${commitment.slice(0, 16)}… in this run`);
     return c.body(new Uint8Array(r.frame), 200, {

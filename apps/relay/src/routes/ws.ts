@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { upgradeWebSocket } from '@hono/node-server';
 import { Hono } from 'hono';
+import type { WSContext } from 'hono/ws';
 import { UnjoinedSlots } from '../connection-limits.ts';
 import type { Relay } from '../relay.ts';
 import { CoordinatorSession } from '../session.ts';
@@ -27,6 +28,58 @@ interface RawSocket {
 
 function incomingOf(env: unknown): IncomingMessage | undefined {
   return (env as { incoming?: IncomingMessage } | undefined)?.incoming;
+}
+
+/**
+ * A CoordinatorSession over `ws`. Until its Join is acknowledged the connection may send at most
+ * relay.preJoinMaxBytes; at the Join `releaseSlot` gives its unjoined slot back.
+ */
+function openSession(
+  relay: Relay,
+  ws: WSContext,
+  conn: { runId: string; light: boolean; socket: Socket | undefined; releaseSlot: () => void },
+): CoordinatorSession {
+  const { runId, light, socket, releaseSlot } = conn;
+  const raw = ws.raw as RawSocket | undefined;
+  // Counted on the TCP socket, before ws assembles a message: a frame that declares megabytes is cut
+  // after a few KiB instead of being buffered whole.
+  let received = 0;
+  const countPreJoin = (chunk: Buffer): void => {
+    received += chunk.length;
+    if (received <= relay.preJoinMaxBytes) return;
+    socket?.off('data', countPreJoin);
+    raw?.pause?.();
+    ws.close(CLOSE_TOO_BIG, `at most ${relay.preJoinMaxBytes} bytes before the Join is acknowledged`);
+    setTimeout(() => raw?.terminate?.(), CUT_GRACE_MS).unref();
+  };
+  socket?.on('data', countPreJoin);
+  const session = new CoordinatorSession(
+    relay,
+    runId,
+    {
+      send(frame) {
+        if (ws.readyState !== 1) return;
+        if ((raw?.bufferedAmount ?? 0) > MAX_BUFFERED_BYTES) {
+          ws.close(1008, 'client is not reading its messages');
+          return;
+        }
+        ws.send(frame as Uint8Array<ArrayBuffer>);
+      },
+      close(code, reason) {
+        ws.close(code, reason);
+      },
+      joined() {
+        socket?.off('data', countPreJoin);
+        releaseSlot();
+      },
+      address: socket?.remoteAddress ?? '',
+      pause: () => raw?.pause?.(),
+      resume: () => raw?.resume?.(),
+    },
+    { light },
+  );
+  session.open();
+  return session;
 }
 
 export function wsRoutes(relay: Relay): Hono {
@@ -60,45 +113,14 @@ export function wsRoutes(relay: Relay): Hono {
       let session: CoordinatorSession | undefined;
       return {
         onOpen(_evt, ws) {
-          const raw = ws.raw as RawSocket | undefined;
-          // Counted on the TCP socket, before ws assembles a message: a frame that declares megabytes is cut
-          // after a few KiB instead of being buffered whole.
-          let received = 0;
-          const countPreJoin = (chunk: Buffer): void => {
-            received += chunk.length;
-            if (received <= relay.preJoinMaxBytes) return;
-            socket?.off('data', countPreJoin);
-            raw?.pause?.();
-            ws.close(CLOSE_TOO_BIG, `at most ${relay.preJoinMaxBytes} bytes before the Join is acknowledged`);
-            setTimeout(() => raw?.terminate?.(), CUT_GRACE_MS).unref();
-          };
-          socket?.on('data', countPreJoin);
-          session = new CoordinatorSession(
-            relay,
+          session = openSession(relay, ws, {
             runId,
-            {
-              send(frame) {
-                if (ws.readyState !== 1) return;
-                if ((raw?.bufferedAmount ?? 0) > MAX_BUFFERED_BYTES) {
-                  ws.close(1008, 'client is not reading its messages');
-                  return;
-                }
-                ws.send(frame as Uint8Array<ArrayBuffer>);
-              },
-              close(code, reason) {
-                ws.close(code, reason);
-              },
-              joined() {
-                socket?.off('data', countPreJoin);
-                if (incoming) slotOf.get(incoming)?.();
-              },
-              address: socket?.remoteAddress ?? '',
-              pause: () => raw?.pause?.(),
-              resume: () => raw?.resume?.(),
+            light,
+            socket,
+            releaseSlot: () => {
+              if (incoming) slotOf.get(incoming)?.();
             },
-            { light },
-          );
-          session.open();
+          });
         },
         onMessage(evt) {
           session?.onMessage(evt.data as string | ArrayBuffer);

@@ -1,4 +1,4 @@
-// The WAL checkpointer's thread (store-checkpointer.ts): its own connection to relay.db, which copies committed
+// The WAL maintenance thread (wal-maintenance.ts): its own connection to relay.db, which copies committed
 // WAL frames into the database file every interval. PASSIVE never waits for the relay's thread and never
 // makes it wait: frames a reader still needs are simply left for the next pass.
 import { DatabaseSync } from 'node:sqlite';

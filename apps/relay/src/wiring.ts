@@ -1,129 +1,23 @@
-// Composition of the relay's other services around the coordinator: the HTTP data provider, the checkpoint
-// store (with the upload check that ties it to the coordinator's majority parameter hash) and /metrics.
-// The modules themselves live in data/, checkpoints/ and metrics/; this file only wires them to the Relay.
+// The one place the relay's services are composed around the coordinator: the HTTP data provider, the
+// checkpoint store (with the upload check that ties it to the coordinator's majority parameter hash),
+// /metrics fed by the relay's hooks, the web app, and the libp2p node. The modules themselves live in data/,
+// checkpoints/, metrics/, p2p/ and web/; this file only wires them to the Relay.
 import type { Server } from 'node:http';
 import { join } from 'node:path';
-import {
-  admitCheckpoint,
-  checkpointCanonical,
-  checkpointUploaderRank,
-  hexToBytes,
-  parseRunConfig,
-  utf8Bytes,
-  verify,
-} from '@meshtrain/core';
-import type { RunConfig } from '@meshtrain/core';
 import type { MountedRoutes } from './app.ts';
-import { modelConfigForRun, parameterCount, parameterSpecs } from '@meshtrain/model';
-import type { LlamaConfig } from '@meshtrain/model';
 import { checkpointRoutes, CheckpointStore, ensureInitialCheckpoint } from './checkpoints/index.ts';
-import type { UploadAdmission, UploadRefusal, UploadRequest } from './checkpoints/index.ts';
+import { admitCheckpointUpload } from './checkpoints/upload-admission.ts';
 import { dataRoutes, DatasetStore } from './data/index.ts';
 import { metricsRoutes, RelayMetrics } from './metrics/index.ts';
 import { monitorEventLoop } from './metrics/event-loop.ts';
 import { attachUpgradeDispatcher, startRelayP2P } from './p2p/index.ts';
-import { readSignedHeaders } from './middleware/admin-auth.ts';
 import type { Relay } from './relay.ts';
+import { runConfigOf } from './run-config.ts';
 import type { RunHost } from './run-host.ts';
 import { webRoutes } from './web/static.ts';
 
 // The upload's signed string is core's (the clients sign with the same code); re-exported for the relay's API.
 export { CHECKPOINT_SIGNATURE_TAG, checkpointCanonical } from '@meshtrain/core';
-
-function runConfigOf(host: RunHost): RunConfig | undefined {
-  try {
-    return parseRunConfig(host.toml).config;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Room for a safetensors file's header beyond the raw f32 data: its 8-byte length, the JSON metadata and one
- * entry per tensor (name, dtype, shape, offsets: ~120 bytes each in practice, padded to 8).
- */
-const SAFETENSORS_HEADER_BASE = 4096;
-const SAFETENSORS_HEADER_PER_TENSOR = 512;
-
-/** The largest model.safetensors a client can send for `config`: its parameters as f32 and a header. */
-export function maxCheckpointBytes(config: LlamaConfig): number {
-  return (
-    parameterCount(config) * 4 +
-    SAFETENSORS_HEADER_BASE +
-    parameterSpecs(config).length * SAFETENSORS_HEADER_PER_TENSOR
-  );
-}
-
-function refusal(status: UploadRefusal['status'], code: string, message: string): UploadRefusal {
-  return { ok: false, status, code, message };
-}
-
-/**
- * An upload's headers against the run: fresh signature headers, an epoch end of the run with an agreed
- * parameter hash at exactly that (epoch, step), and a signer that voted on it (core's
- * checkpointUploaderRank); then the body's size limit, signature and parameter hash to check it against.
- */
-export function admitCheckpointUpload(relay: Relay, req: UploadRequest): UploadAdmission {
-  const host = relay.run(req.runId);
-  if (!host) return refusal(404, 'unknown_run', `no run '${req.runId}'`);
-  const signed = readSignedHeaders(req.header, relay.clock());
-  if ('problem' in signed) return refusal(401, 'unauthenticated', signed.problem);
-  const { key, ts, sig } = signed;
-  const run = runConfigOf(host);
-  let config: LlamaConfig;
-  try {
-    if (!run) throw new Error('unreadable run config');
-    config = modelConfigForRun(run);
-  } catch (e) {
-    return refusal(409, 'no_model', `this run has no model the relay can check: ${(e as Error).message}`);
-  }
-  const end = relay.store
-    .epochEnds(req.runId)
-    .find((e) => e.epoch === req.epoch && e.step === req.step && e.agreed_hash !== null);
-  if (!end || end.agreed_hash === null)
-    return refusal(
-      409,
-      'no_param_hash',
-      `no agreed parameter hash for epoch ${req.epoch} at step ${req.step}; checkpoints are taken only for epoch ends the run reached`,
-    );
-  if (checkpointUploaderRank(end, key) < 0)
-    return refusal(
-      403,
-      'forbidden',
-      `only clients Healthy at the end of epoch ${end.epoch} upload its checkpoint`,
-    );
-  const agreedHash = end.agreed_hash;
-  return {
-    ok: true,
-    uploader: key,
-    config,
-    maxBytes: maxCheckpointBytes(config),
-    agreedHash,
-    signs: (bodySha256) =>
-      verify(
-        hexToBytes(key, 32),
-        utf8Bytes(
-          checkpointCanonical({
-            runId: req.runId,
-            step: req.step,
-            epoch: req.epoch,
-            safetensorsSha256: bodySha256,
-            timestamp: ts,
-          }),
-        ),
-        hexToBytes(sig, 64),
-      ),
-    accepts: (paramHash) => {
-      const refused = admitCheckpoint(host.agreedEpochs(), { epoch: req.epoch, step: req.step, paramHash });
-      if (!refused) return null;
-      return refusal(
-        409,
-        refused.code === 'stale' ? 'no_param_hash' : 'param_hash_mismatch',
-        refused.message,
-      );
-    },
-  };
-}
 
 /**
  * The relay's metrics, fed by its hooks. Returns the registry's owner and what to run before each scrape;
@@ -156,7 +50,7 @@ function wireMetrics(
     ['run'],
   );
   relay.hooks.stateHashMismatch = (runId) => hashMismatches.inc({ run: runId });
-  const observeWal = walCheckpointMetrics(relay, metrics);
+  const observeWal = walMaintenanceMetrics(relay, metrics);
   const beforeScrape = () => {
     observeChanged();
     const u = process.cpuUsage();
@@ -172,10 +66,11 @@ function wireMetrics(
 }
 
 /**
- * relay.db's checkpoint thread (store-checkpointer.ts): whether it runs, and its passes and failures, so an
- * operator sees a WAL that stopped being checkpointed before the disk does. Returns the scrape-time update.
+ * relay.db's WAL maintenance thread (store/wal-maintenance.ts): whether it runs, and its passes and failures,
+ * so an operator sees a WAL that stopped being checkpointed before the disk does (the metric names keep
+ * SQLite's word). Returns the scrape-time update.
  */
-function walCheckpointMetrics(relay: Relay, metrics: RelayMetrics): () => void {
+function walMaintenanceMetrics(relay: Relay, metrics: RelayMetrics): () => void {
   const r = metrics.registry;
   const thread = r.gauge(
     'meshtrain_store_wal_checkpoint_thread',
@@ -190,7 +85,7 @@ function walCheckpointMetrics(relay: Relay, metrics: RelayMetrics): () => void {
   errors.inc({}, 0);
   let seen = { passes: 0, errors: 0 };
   return () => {
-    const s = relay.store.checkpointStats();
+    const s = relay.store.walStats();
     thread.set({}, s ? 1 : 0);
     if (!s) return;
     passes.inc({}, Math.max(0, s.passes - seen.passes));
@@ -254,8 +149,8 @@ function seedInitialCheckpoints(relay: Relay, checkpoints: CheckpointStore, chan
   });
 }
 
-/** Data, checkpoint and metrics routes, wired to `relay`. */
-export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes[] {
+/** Data, checkpoint, metrics and web routes, wired to `relay`. */
+export function relayServices(relay: Relay, dataDir: string): MountedRoutes[] {
   // The gauges derive from whole states (O(clients) each): they are refreshed when scraped, for the runs that
   // changed since, not after every transition (a burst of N joins would cost O(N²)).
   const changed = new Set(relay.runList().map((h) => h.runId));
@@ -286,7 +181,7 @@ export function defaultExtraRoutes(relay: Relay, dataDir: string): MountedRoutes
       app: checkpointRoutes({
         store: checkpoints,
         runExists: (runId) => relay.run(runId) !== undefined,
-        rollbackFor: (runId, step) => relay.store.isOrphaned(runId, step),
+        rollbackFor: (runId, step) => relay.store.checkpoints.isOrphaned(runId, step),
         admitUpload: (req) => admitCheckpointUpload(relay, req),
       }),
     },

@@ -1,4 +1,4 @@
-// The relay's composed services (extras.ts) on a real server and data dir: /metrics follows coordinator
+// The relay's composed services (wiring.ts) on a real server and data dir: /metrics follows coordinator
 // transitions and frame bytes, every run gets a seeded initial checkpoint, and checkpoint uploads are
 // accepted only when signed by a client of the run whose parameters hash to the epoch's majority.
 import { createHash } from 'node:crypto';
@@ -11,7 +11,7 @@ import { bytesToHex, encodeParamHash, parseRunConfig, sign } from '@meshtrain/co
 import { relayCheckpoints } from '@meshtrain/client';
 import { decodeCheckpoint, hfConfigJson, modelConfigForRun } from '@meshtrain/model';
 import type { Identity } from '@meshtrain/core';
-import { checkpointCanonical, defaultExtraRoutes } from '../src/extras.ts';
+import { checkpointCanonical } from '../src/wiring.ts';
 import { startRelayServer } from '../src/server.ts';
 import type { RunningRelay } from '../src/server.ts';
 import { fastRunToml, hexKey, identity, TestClient } from './helpers/relay-fixtures.ts';
@@ -25,7 +25,7 @@ beforeAll(async () => {
   relay = await startRelayServer({
     dataDir: dir,
     tickMs: 50,
-    extraRoutes: (r) => defaultExtraRoutes(r, dir),
+    services: true,
   });
   relay.relay.createRun({ toml: fastRunToml(RUN), mainAuthority: hexKey(identity(400)) });
 });
@@ -143,7 +143,7 @@ describe('composed services', () => {
     expect(far.status).toBe(409);
     // The coordinator's epoch end (recorded by the run host at Cooldown; here written directly) with the
     // member as its only voter. Its report is the agreed hash, and it is not these parameters.
-    relay.relay.store.recordEpochEnd(RUN, { epoch: 0, step: 5, voters: [hexKey(member)] });
+    relay.relay.store.checkpoints.recordEpochEnd(RUN, { epoch: 0, step: 5, voters: [hexKey(member)] });
     const c = open[0]!;
     const wrong = new Uint8Array(32).fill(7);
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 0, step: 5, hash: wrong }))).kind).toBe(
@@ -176,7 +176,7 @@ describe('composed services', () => {
     );
     expect(huge).toMatch(/^HTTP\/1\.1 413 /);
     // With the right agreed hash (epoch 1 here), the upload is stored.
-    relay.relay.store.recordEpochEnd(RUN, { epoch: 1, step: 9, voters: [hexKey(member)] });
+    relay.relay.store.checkpoints.recordEpochEnd(RUN, { epoch: 1, step: 9, voters: [hexKey(member)] });
     const right = Uint8Array.from(Buffer.from(summary.paramHash, 'hex'));
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 1, step: 9, hash: right }))).kind).toBe(
       'ack',
@@ -189,7 +189,7 @@ describe('composed services', () => {
     expect(((await r4.json()) as { step: number }).step).toBe(9);
 
     // The training client's own upload (packages/client relayCheckpoints) speaks the same format.
-    relay.relay.store.recordEpochEnd(RUN, { epoch: 2, step: 13, voters: [hexKey(member)] });
+    relay.relay.store.checkpoints.recordEpochEnd(RUN, { epoch: 2, step: 13, voters: [hexKey(member)] });
     expect((await c.request(encodeParamHash({ runId: RUN, epoch: 2, step: 13, hash: right }))).kind).toBe(
       'ack',
     );

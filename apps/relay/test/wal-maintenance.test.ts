@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RelayStore } from '../src/store.ts';
-import { StoreCheckpointer } from '../src/store-checkpointer.ts';
+import { WalMaintenance } from '../src/store/wal-maintenance.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'meshtrain-relay-wal-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -22,22 +22,22 @@ function write(store: RelayStore, tag: string): void {
 describe('WAL checkpoints', () => {
   it("happen on the checkpoint thread: the relay's connection never checkpoints, and nothing is lost", async () => {
     const dir = join(root, 'a');
-    let store = new RelayStore(dir, { checkpointMs: 60_000 });
+    let store = new RelayStore(dir, { walPassMs: 60_000 });
     expect(pragma(store, 'wal_autocheckpoint')).toBe(0);
     write(store, 'row');
     const wal = join(dir, 'relay.db-wal');
     // No automatic checkpoint ran: every frame is still in the WAL, none in the database file.
     expect(statSync(wal).size).toBeGreaterThan(8_000_000);
     const before = statSync(join(dir, 'relay.db')).size;
-    await store.checkpointNow();
-    const stats = store.checkpointStats();
+    await store.walPassNow();
+    const stats = store.walStats();
     expect(stats?.passes).toBe(1);
     expect(stats?.lastCheckpointed).toBeGreaterThan(1_000);
     expect(stats?.errors).toBe(0);
     expect(statSync(join(dir, 'relay.db')).size).toBeGreaterThan(before + 8_000_000);
 
     store.close();
-    store = new RelayStore(dir, { checkpointMs: 60_000 });
+    store = new RelayStore(dir, { walPassMs: 60_000 });
     expect(store.db.prepare("SELECT COUNT(*) AS n FROM meta WHERE key LIKE 'row-%'").get()).toEqual({
       n: 200,
     });
@@ -46,21 +46,21 @@ describe('WAL checkpoints', () => {
 
   it('passes every interval on their own', async () => {
     const dir = join(root, 'b');
-    const store = new RelayStore(dir, { checkpointMs: 50 });
+    const store = new RelayStore(dir, { walPassMs: 50 });
     write(store, 'row');
     const deadline = Date.now() + 10_000;
-    while ((store.checkpointStats()?.lastCheckpointed ?? 0) === 0 && Date.now() < deadline)
+    while ((store.walStats()?.lastCheckpointed ?? 0) === 0 && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 20));
-    expect(store.checkpointStats()?.lastCheckpointed).toBeGreaterThan(1_000);
+    expect(store.walStats()?.lastCheckpointed).toBeGreaterThan(1_000);
     store.close();
   });
 
-  it("are SQLite's own without the thread (in memory, or checkpointMs 0)", () => {
+  it("are SQLite's own without the thread (in memory, or walPassMs 0)", () => {
     const mem = new RelayStore(':memory:');
-    expect(mem.checkpointStats()).toBeNull();
+    expect(mem.walStats()).toBeNull();
     mem.close();
-    const store = new RelayStore(join(root, 'c'), { checkpointMs: 0 });
-    expect(store.checkpointStats()).toBeNull();
+    const store = new RelayStore(join(root, 'c'), { walPassMs: 0 });
+    expect(store.walStats()).toBeNull();
     expect(pragma(store, 'wal_autocheckpoint')).toBe(1000);
     store.close();
   });
@@ -69,7 +69,7 @@ describe('WAL checkpoints', () => {
     const errors: string[] = [];
     let exited = false;
     const ended = new Promise<void>((resolve) => {
-      new StoreCheckpointer(
+      new WalMaintenance(
         join(root, 'missing', 'dir', 'relay.db'),
         50,
         (m) => errors.push(m),
