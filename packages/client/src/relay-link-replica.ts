@@ -17,13 +17,11 @@
 import {
   heldAdmittedLists,
   hexToBytes,
-  sha256,
   type AdmittedListRef,
   applyLightDelta,
   checkAdmittedList,
-  decodeAdmittedList,
   hydrateState,
-  missingAdmittedRoots,
+  missingAdmittedLists,
   type AdmittedList,
   applyStateDelta,
   bytesToHex,
@@ -85,7 +83,7 @@ export interface ReplicaHost {
   closed(): boolean;
   /**
    * Light replicas only: the AdmittedList frame of a closed round from the relay, by its admitted_list (null:
-   * not available). The replica checks it against the address and the root before it uses it.
+   * not available). The replica checks it against the address before it uses it.
    */
   admittedList?(address: string): Promise<Uint8Array | null>;
   /** The peers admitted lists are shared with and fetched from, when this client has a peer network. */
@@ -119,10 +117,10 @@ export class StateReplica {
   /**
    * A light replica (the link asked for `?replica=light`): it holds the summary of the state, and hands on a
    * view with each closed round's admitted list put back (core's hydrateState), fetched and checked against
-   * the round's admitted_root, so the client's witnessing, verification and apply run on it unchanged.
+   * the round's admitted_list, so the client's witnessing, verification and apply run on it unchanged.
    */
   private readonly light: boolean;
-  /** Checked admitted lists by root: only those of rounds the latest state still holds are kept. */
+  /** Checked admitted lists by address: only those of rounds the latest state still holds are kept. */
   private readonly lists = new Map<string, AdmittedList>();
   /** The newest state not yet handed on (light replicas, while lists are fetched). */
   private latest: CoordinatorState | null = null;
@@ -167,17 +165,17 @@ export class StateReplica {
       while (this.latest && !this.host.closed()) {
         const state = this.latest;
         let complete = true;
-        for (const ref of missingAdmittedRoots(state, this.lists)) {
+        for (const ref of missingAdmittedLists(state, this.lists)) {
           const list = await this.fetchList(ref, state.epoch.clients.length);
-          if (list) this.lists.set(ref.root, list);
+          if (list) this.lists.set(ref.address, list);
           else complete = false;
         }
         if (!complete) {
           await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
           continue;
         }
-        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
-        for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
+        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+        for (const address of [...this.lists.keys()]) if (!held.has(address)) this.lists.delete(address);
         if (this.latest === state) this.latest = null;
         const view = hydrateState(state, this.lists);
         this.host.emit(view);
@@ -211,7 +209,7 @@ export class StateReplica {
    * peers), else from the relay. `clients`: the epoch's size, which sets the chance of seeding.
    */
   private async fetchList(ref: AdmittedListRef, clients: number): Promise<AdmittedList | null> {
-    const { root, address, step } = ref;
+    const { address, step } = ref;
     const stats = this.host.stats;
     try {
       const want = hexToBytes(address, 32);
@@ -231,17 +229,14 @@ export class StateReplica {
       if (!bytes) {
         bytes = (await this.host.admittedList?.(address)) ?? null;
         if (!bytes) {
-          this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
+          this.host.log(`no admitted list for round ${step} (${address.slice(0, 12)}…) yet`);
           return null;
         }
         stats.listsFromRelay++;
         stats.listBytesFromRelay += bytes.length;
       }
       // Whatever the source: the relay's bytes are checked nowhere else.
-      if (bytesToHex(sha256(bytes)) !== address)
-        throw new Error(`the list does not hash to its address ${address.slice(0, 12)}…`);
-      const list = decodeAdmittedList(bytes);
-      checkAdmittedList(list, this.host.runId, step, root);
+      const list = checkAdmittedList(bytes, this.host.runId, ref);
       // Served on as fetched, not rebuilt from the hydrated state and hashed again by shareLists.
       if (peers && !this.shared.has(address)) this.serve(peers, address, fromPeers ? null : bytes);
       return list;

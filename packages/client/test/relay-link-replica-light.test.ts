@@ -101,7 +101,7 @@ describe('a light relay-link replica', () => {
   const host = drive(actions!, 4_000_000);
   const log = lightLog(host.history, host.applied);
   const end = host.applied.length;
-  const closedAt = host.history.findIndex((s) => s.epoch.rounds.some((x) => x?.admitted_root !== undefined));
+  const closedAt = host.history.findIndex((s) => s.epoch.rounds.some((x) => x?.admitted_list !== undefined));
 
   it('hands on every state, also two frames delivered in one task', () => {
     const { r, emitted } = replica(() => null);
@@ -150,7 +150,7 @@ describe('a light relay-link replica', () => {
     expect(emitted.length).toBeGreaterThan(before - 1);
     const last = emitted.at(-1)!;
     const full = host.history[closedAt]!;
-    for (const round of last.epoch.rounds.filter((x) => x?.admitted_root !== undefined)) {
+    for (const round of last.epoch.rounds.filter((x) => x?.admitted_list !== undefined)) {
       const want = full.epoch.rounds.find((x) => x?.height === round.height)!;
       expect(roundAdmitted(round).filter((c) => c !== null)).toEqual(
         roundAdmitted(want).filter((c) => c !== null),
@@ -198,7 +198,7 @@ describe('a light relay-link replica', () => {
     expect(stats.listsFromPeers).toBe(closedLists().length);
     expect(stats.listsFromRelay).toBe(0);
     const last = emitted.at(-1)!;
-    for (const round of last.epoch.rounds.filter((x) => x?.admitted_root !== undefined)) {
+    for (const round of last.epoch.rounds.filter((x) => x?.admitted_list !== undefined)) {
       const want = host.history[closedAt]!.epoch.rounds.find((x) => x?.height === round.height)!;
       expect(roundAdmitted(round).filter((c) => c !== null)).toEqual(
         roundAdmitted(want).filter((c) => c !== null),
