@@ -6,14 +6,10 @@ import type { LightDelta } from '../wire/light-delta.ts';
 import { stateHash } from '../wire/state-hash.ts';
 import { lightTick, type LightEvent } from './light-replica.ts';
 import { expandLightEvent } from './light-transitions.ts';
+import type { DeltaOutcome } from './replay.ts';
 
-export interface LightDeltaOutcome {
-  state: CoordinatorState;
-  seq: number;
-  /** The delta starts past `seq` (ask for the missing part: ResyncRequest 'gap'). */
-  gap: boolean;
-  applied: number;
-}
+/** As for a StateDelta; `applied` counts the listed transitions applied. */
+export type LightDeltaOutcome = DeltaOutcome;
 
 /**
  * Applies what `delta` holds past `seq` to the light replica `state` (at `seq`). Throws WireError when an
