@@ -24,11 +24,11 @@
 // |------|-----------------------|-----------------------------------------------------------------------|
 // | 0–14 | the same-numbered     | its payload (transition.ts); only tick, entropy, join, leave, eject,   |
 // |      | event                 | warmup_witness, pause, resume and update_config                        |
-// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ list address 32 B ‖               |
-// |      |                       | u8 0/1/2 ‖ accepted bits                                               |
-// |      |                       | ‖ alive bits (‖ vetted bits ‖ struck bits when 2: an anchored run). Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
+// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ list address 32 B ‖ u8 0/1/2 ‖     |
+// |      |                       | accepted bits ‖ alive bits (‖ vetted bits ‖ struck bits when 2: an     |
+// |      |                       | anchored run). Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1/2  |
 // |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
-// |      |                       | zero / one bits; whichever is shortest (bitmap-spelling.ts)               |
+// |      |                       | zero / one bits; whichever is shortest (bitmap-spelling.ts)            |
 // | 17   | witness_seen          | step varint u32 ‖ roster index varint u32                              |
 // | 19   | round_filled          | step varint u32                                                        |
 // | 18   | retire                | cheats varint ‖ (client varint u32 ‖ height varint u32)… ‖ dropped    |
