@@ -551,10 +551,10 @@ function act(): void {
       const commitments: Uint8Array[] = [];
       let attested: Uint8Array = new Uint8Array(0);
       if (prev && cfg.light) {
-        // The recorded outcome of the previous round names its admitted slots, and its root stands for the
-        // commitments (the broadcast hash is informational).
+        // The recorded outcome of the previous round names its admitted slots, and its list address stands
+        // for the commitments (the broadcast hash is informational).
         attested = attestationOf(roundAssignments(s, prev).length, (i) => prevAdmittedSlots?.[i] === true);
-        if (prev.admitted_root) commitments.push(hexToBytes(prev.admitted_root));
+        if (prev.admitted_list) commitments.push(hexToBytes(prev.admitted_list));
       } else if (prev) {
         // Results are not downloaded here: the bench's witnesses attest what the relay admitted.
         const prevAdmitted = roundAdmitted(prev);

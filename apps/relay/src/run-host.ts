@@ -298,17 +298,14 @@ export class RunHost {
   }
 
   /**
-   * The AdmittedList frame of the closed round among the ring's whose admitted_list is `key`, else (clients
-   * that name the Merkle root) the first whose admitted_root is: a root does not name one round when two
-   * rounds admitted the same (say nothing), an address does (the frame holds the step). Null when none is.
-   * Encoded once per round, so a list asked for by many costs its bytes, not its encoding, each time.
+   * The AdmittedList frame of the closed round among the ring's whose admitted_list is `address` (the frame
+   * holds the step, so an address names one round), or null when none is. Encoded once per round, so a list
+   * asked for by many costs its bytes, not its encoding, each time.
    */
-  admittedListFrame(key: string): Uint8Array | null {
+  admittedListFrame(address: string): Uint8Array | null {
     const rounds = this.state.epoch.rounds;
-    const round =
-      rounds.find((r) => r?.admitted_list === key) ?? rounds.find((r) => r?.admitted_root === key);
-    const address = round?.admitted_list;
-    if (!round || address === undefined) return null;
+    const round = rounds.find((r) => r?.admitted_list === address);
+    if (!round) return null;
     const cached = this.admittedFrames.get(address);
     if (cached) return cached;
     const list = admittedListOf(this.state, round.height);

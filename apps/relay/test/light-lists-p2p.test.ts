@@ -91,7 +91,7 @@ describe('admitted lists between light replicas', () => {
     expect(leech.c.link.stats.listsFromPeers).toBeGreaterThan(2);
     expect(leech.c.link.stats.hashMismatches).toBe(0);
     // Its view holds each closed round's commitments exactly as the relay's state does.
-    const closed = leech.c.state!.epoch.rounds.filter((x) => x?.admitted_root !== undefined);
+    const closed = leech.c.state!.epoch.rounds.filter((x) => x?.admitted_list !== undefined);
     expect(closed.length).toBeGreaterThan(1);
     for (const round of closed)
       expect(roundAdmitted(round!).filter((x) => x !== null)).toEqual(

@@ -18,9 +18,8 @@ export async function fetchStoredResult(
 }
 
 /**
- * GET /api/runs/:id/admitted/:address: a closed round's AdmittedList frame by its admitted_list (the route
- * also takes an admitted_root, which two rounds that admitted the same share), or null when the relay does
- * not hold it (any non-2xx answer). The caller checks it against the address and the root.
+ * GET /api/runs/:id/admitted/:address: a closed round's AdmittedList frame by its admitted_list, or null when
+ * the relay does not hold it (any non-2xx answer). The caller checks it against the address.
  */
 export async function fetchAdmittedList(
   relayUrl: string,

@@ -1,11 +1,10 @@
 // The relay link's replica of the coordinator state. The relay sends the run's state once after the Join
 // (StateSnapshot), then only the transitions it applies (StateDelta; LightDelta for a light replica, which
-// holds the state's summary). The replica replays them with core's
-// `tick` (applyStateDelta) and hands on a full CoordinatorState per frame, as if the relay had sent it; now
-// and then a delta carries the relay's state hash, which the replica checks. A gap (a delta that starts past
-// its seq) or a replica that does not fit the deltas or hashes differently makes it ask for the missing
-// frames or a snapshot (ResyncRequest, which also reports a mismatch to the relay), and it drops deltas until
-// it has a state they apply to.
+// holds the state's summary). Core's Follower replays them and judges the relay's state hashes; this shell
+// hands on a full CoordinatorState per frame, as if the relay had sent it, hashes states (natively where it
+// can) and sends the requests: a gap (a delta that starts past its seq) or a replica that does not fit the
+// deltas or hashes differently makes it ask for the missing frames or a snapshot (ResyncRequest, which also
+// reports a mismatch to the relay).
 //
 // Admitted lists travel peer to peer. Every replica serves the lists of the closed rounds it holds to its
 // peers as blobs addressed by the round's `admitted_list` (a full replica from its state, a light one once it
@@ -15,23 +14,20 @@
 // spreads (each wave reaches about BLOB_FANOUT + 1 times as many), then fall back to the relay. The relay
 // serves a handful of lists per round whatever the run's size.
 import {
-  heldAdmittedLists,
-  hexToBytes,
-  sha256,
-  type AdmittedListRef,
-  applyLightDelta,
-  checkAdmittedList,
-  decodeAdmittedList,
-  hydrateState,
-  missingAdmittedRoots,
-  type AdmittedList,
-  applyStateDelta,
   bytesToHex,
   canonicalStateBytes,
-  deltaEndSeq,
+  checkAdmittedList,
   encodeResyncRequest,
+  Follower,
+  heldAdmittedLists,
+  hexToBytes,
+  hydrateState,
+  missingAdmittedLists,
   stateHash,
+  type AdmittedList,
+  type AdmittedListRef,
   type CoordinatorState,
+  type FollowStep,
   type LightDelta,
   type ResyncReason,
   type StateDelta,
@@ -50,10 +46,6 @@ async function hashState(state: CoordinatorState): Promise<Uint8Array> {
   return new Uint8Array(
     await subtle.digest('SHA-256', canonicalStateBytes(state) as Uint8Array<ArrayBuffer>),
   );
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The counters the replica keeps (fields of RelayLink.stats). */
@@ -85,7 +77,7 @@ export interface ReplicaHost {
   closed(): boolean;
   /**
    * Light replicas only: the AdmittedList frame of a closed round from the relay, by its admitted_list (null:
-   * not available). The replica checks it against the address and the root before it uses it.
+   * not available). The replica checks it against the address before it uses it.
    */
   admittedList?(address: string): Promise<Uint8Array | null>;
   /** The peers admitted lists are shared with and fetched from, when this client has a peer network. */
@@ -102,27 +94,34 @@ export const LIST_PEER_RETRY_MS = 200;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+export interface StateReplicaOptions {
+  /** A light replica (the link asked for `?replica=light`). */
+  light?: boolean;
+  /** Default LIST_SEEDS. */
+  listSeeds?: number;
+  /** Default LIST_PEER_WINDOW_MS. */
+  listPeerWindowMs?: number;
+  /** Milliseconds now, for the peer window (default Date.now). */
+  now?: () => number;
+  /** A uniform draw in [0, 1), for whether this replica seeds a list (default Math.random). */
+  random?: () => number;
+}
+
 export class StateReplica {
   /** The latest majority parameter hash (hex) the relay reported, with its epoch. */
   majorityHash: { epoch: number; hash: string } | null = null;
-  private seq = -1;
-  /** The state the deltas apply to (null until the first snapshot). */
-  private state: CoordinatorState | null = null;
-  /** The replica is known wrong: deltas are dropped until a snapshot replaces it. */
-  private diverged = false;
+  private readonly follower = new Follower();
   /** A ResyncRequest is out (or waits to be retried); no second one until it is answered. */
   private resyncing = false;
-  /** Counts snapshots taken: a hash check that finishes after one is about a replica that is gone. */
-  private generation = 0;
 
   private readonly host: ReplicaHost;
   /**
    * A light replica (the link asked for `?replica=light`): it holds the summary of the state, and hands on a
    * view with each closed round's admitted list put back (core's hydrateState), fetched and checked against
-   * the round's admitted_root, so the client's witnessing, verification and apply run on it unchanged.
+   * the round's admitted_list, so the client's witnessing, verification and apply run on it unchanged.
    */
   private readonly light: boolean;
-  /** Checked admitted lists by root: only those of rounds the latest state still holds are kept. */
+  /** Checked admitted lists by address: only those of rounds the latest state still holds are kept. */
   private readonly lists = new Map<string, AdmittedList>();
   /** The newest state not yet handed on (light replicas, while lists are fetched). */
   private latest: CoordinatorState | null = null;
@@ -132,16 +131,16 @@ export class StateReplica {
 
   private readonly listSeeds: number;
   private readonly listPeerWindowMs: number;
+  private readonly now: () => number;
+  private readonly random: () => number;
 
-  /** `listSeeds` and `listPeerWindowMs` default to LIST_SEEDS and LIST_PEER_WINDOW_MS. */
-  constructor(
-    host: ReplicaHost,
-    opts: { light?: boolean; listSeeds?: number; listPeerWindowMs?: number } = {},
-  ) {
+  constructor(host: ReplicaHost, opts: StateReplicaOptions = {}) {
     this.host = host;
     this.light = opts.light === true;
     this.listSeeds = opts.listSeeds ?? LIST_SEEDS;
     this.listPeerWindowMs = opts.listPeerWindowMs ?? LIST_PEER_WINDOW_MS;
+    this.now = opts.now ?? Date.now;
+    this.random = opts.random ?? Math.random;
   }
 
   /** Hands a state on: at once for a full replica; for a light one once every closed round's list is in. */
@@ -167,17 +166,17 @@ export class StateReplica {
       while (this.latest && !this.host.closed()) {
         const state = this.latest;
         let complete = true;
-        for (const ref of missingAdmittedRoots(state, this.lists)) {
+        for (const ref of missingAdmittedLists(state, this.lists)) {
           const list = await this.fetchList(ref, state.epoch.clients.length);
-          if (list) this.lists.set(ref.root, list);
+          if (list) this.lists.set(ref.address, list);
           else complete = false;
         }
         if (!complete) {
           await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
           continue;
         }
-        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_root));
-        for (const root of [...this.lists.keys()]) if (!held.has(root)) this.lists.delete(root);
+        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+        for (const address of [...this.lists.keys()]) if (!held.has(address)) this.lists.delete(address);
         if (this.latest === state) this.latest = null;
         const view = hydrateState(state, this.lists);
         this.host.emit(view);
@@ -211,18 +210,18 @@ export class StateReplica {
    * peers), else from the relay. `clients`: the epoch's size, which sets the chance of seeding.
    */
   private async fetchList(ref: AdmittedListRef, clients: number): Promise<AdmittedList | null> {
-    const { root, address, step } = ref;
+    const { address, step } = ref;
     const stats = this.host.stats;
     try {
       const want = hexToBytes(address, 32);
       const peers = this.host.peers?.();
       let bytes: Uint8Array | null = null;
       let fromPeers = false;
-      if (peers && Math.random() >= this.listSeeds / Math.max(1, clients)) {
-        const until = Date.now() + this.listPeerWindowMs;
+      if (peers && this.random() >= this.listSeeds / Math.max(1, clients)) {
+        const until = this.now() + this.listPeerWindowMs;
         while (!this.host.closed()) {
           bytes = await peers.fetchBlob(want);
-          if (bytes || Date.now() + LIST_PEER_RETRY_MS > until) break;
+          if (bytes || this.now() + LIST_PEER_RETRY_MS > until) break;
           await sleep(LIST_PEER_RETRY_MS);
         }
         fromPeers = bytes !== null;
@@ -231,17 +230,14 @@ export class StateReplica {
       if (!bytes) {
         bytes = (await this.host.admittedList?.(address)) ?? null;
         if (!bytes) {
-          this.host.log(`no admitted list for round ${step} (root ${root.slice(0, 12)}…) yet`);
+          this.host.log(`no admitted list for round ${step} (${address.slice(0, 12)}…) yet`);
           return null;
         }
         stats.listsFromRelay++;
         stats.listBytesFromRelay += bytes.length;
       }
       // Whatever the source: the relay's bytes are checked nowhere else.
-      if (bytesToHex(sha256(bytes)) !== address)
-        throw new Error(`the list does not hash to its address ${address.slice(0, 12)}…`);
-      const list = decodeAdmittedList(bytes);
-      checkAdmittedList(list, this.host.runId, step, root);
+      const list = checkAdmittedList(bytes, this.host.runId, ref);
       // Served on as fetched, not rebuilt from the hydrated state and hashed again by shareLists.
       if (peers && !this.shared.has(address)) this.serve(peers, address, fromPeers ? null : bytes);
       return list;
@@ -258,79 +254,64 @@ export class StateReplica {
 
   onSnapshot(s: StateSnapshot): void {
     if (s.paramHash) this.majorityHash = { epoch: s.paramHash.epoch, hash: bytesToHex(s.paramHash.hash) };
-    // The relay's seq survives its restarts; an older snapshot is stale (unless this replica is known wrong).
-    if (s.seq < this.seq && !this.diverged) return;
+    if (!this.follower.takeSnapshot(s)) return;
     this.host.stats.snapshots++;
-    this.generation++;
-    this.seq = s.seq;
-    this.state = s.state;
-    this.diverged = false;
     this.resyncing = false;
     this.publish(s.state);
   }
 
   onDelta(d: StateDelta): void {
-    this.onFrame(d, deltaEndSeq(d), (state) => applyStateDelta(state, this.seq, d));
+    this.onFrame(d, this.follower.applyDelta(d));
   }
 
-  /** A light replica's frame (the link asked for `?replica=light`): the same bookkeeping, core's applyLightDelta. */
+  /** A light replica's frame (the link asked for `?replica=light`): the same bookkeeping, light events. */
   onLightDelta(d: LightDelta): void {
-    this.onFrame(d, d.toSeq, (state) => applyLightDelta(state, this.seq, d));
+    this.onFrame(d, this.follower.applyLightDelta(d));
   }
 
-  private onFrame(
-    d: StateDelta | LightDelta,
-    endSeq: number,
-    apply: (state: CoordinatorState) => { state: CoordinatorState; seq: number; gap: boolean },
-  ): void {
+  private onFrame(d: StateDelta | LightDelta, step: FollowStep): void {
     if (d.paramHash) this.majorityHash = { epoch: d.paramHash.epoch, hash: bytesToHex(d.paramHash.hash) };
-    const state = this.state;
-    if (!state || this.diverged || endSeq <= this.seq) return;
-    let out;
-    try {
-      out = apply(state);
-    } catch (e) {
-      // A transition that names what this replica does not have: it is not the relay's state.
-      this.host.log(`state delta does not fit this replica at seq ${this.seq}: ${(e as Error).message}`);
-      void this.reportMismatch(state, this.seq);
-      return;
+    switch (step.kind) {
+      case 'ignored':
+        return;
+      case 'unfit':
+        this.host.log(`state delta does not fit this replica at seq ${step.seq}: ${step.reason}`);
+        void this.reportMismatch(step.state, step.seq);
+        return;
+      case 'gap':
+        this.host.log(
+          `state delta starts at seq ${step.fromSeq}, this replica is at ${this.follower.seq}: resync`,
+        );
+        this.requestResync('gap');
+        return;
+      case 'applied':
+        this.host.stats.deltas++;
+        this.resyncing = false;
+        this.publish(step.state);
+        if (step.stateHash) void this.checkHash(step.state, step.seq, step.stateHash);
     }
-    if (out.gap) {
-      this.host.log(`state delta starts at seq ${d.fromSeq}, this replica is at ${this.seq}: resync`);
-      this.requestResync('gap');
-      return;
-    }
-    this.host.stats.deltas++;
-    this.state = out.state;
-    this.seq = out.seq;
-    this.resyncing = false;
-    this.publish(out.state);
-    if (d.stateHash) void this.checkHash(out.state, out.seq, d.stateHash);
   }
 
   private async checkHash(state: CoordinatorState, seq: number, expected: Uint8Array): Promise<void> {
-    const generation = this.generation;
+    const generation = this.follower.generation;
     const mine = await hashState(state);
     this.host.stats.hashChecks++;
-    if (sameBytes(mine, expected)) return;
-    // The replica descends from the wrong state unless a snapshot replaced it meanwhile.
-    if (generation !== this.generation) return;
+    if (this.follower.checkHash(generation, mine, expected) !== 'mismatch') return;
     this.host.log(
       `replayed state at seq ${seq} hashes to ${bytesToHex(mine).slice(0, 16)}…, not the relay's`,
     );
     this.host.stats.hashMismatches++;
-    this.diverged = true;
     this.requestResync('mismatch', mine, seq);
   }
 
   private async reportMismatch(state: CoordinatorState, seq: number): Promise<void> {
     this.host.stats.hashMismatches++;
-    this.diverged = true;
+    this.follower.diverge();
     this.requestResync('mismatch', await hashState(state), seq);
   }
 
   /** Asks the relay for what this replica lacks; a mismatch report also tells the relay (it logs and counts it). */
-  private requestResync(reason: ResyncReason, hash?: Uint8Array, seq = this.seq): void {
+  private requestResync(reason: ResyncReason, hash?: Uint8Array, seq = this.follower.seq): void {
     if (this.resyncing || this.host.closed()) return;
     this.resyncing = true;
     this.host.stats.resyncs++;
@@ -347,7 +328,8 @@ export class StateReplica {
       }
       setTimeout(() => {
         this.resyncing = false;
-        if (this.diverged && this.state) void this.reportMismatch(this.state, this.seq);
+        const { diverged, state, seq: at } = this.follower;
+        if (diverged && state) void this.reportMismatch(state, at);
       }, RESYNC_RETRY_MS);
     });
   }

@@ -1,7 +1,7 @@
 // The light replica of the relay link (relay-link-replica.ts with `light`): every state it applies is handed
 // on — also when two frames arrive in one task — and a closed round's state waits for its admitted list,
-// which is fetched by root, checked, and put back into the round; a list that does not hash to the root is
-// refused and asked for again. Lists travel between replicas as blobs by their address: a full replica
+// which is fetched by its address, checked, and put back into the round; a list that does not hash to the
+// address is refused and asked for again. Lists travel between replicas as blobs by their address: a full replica
 // serves every closed round's list, a light one fetches from peers first and serves what it fetched. The host
 // and the peers around it are stand-ins (the peers a map by SHA-256); the frames are core's real LightDelta
 // transitions of a real coordinator run.
@@ -20,7 +20,7 @@ import {
   type LightDelta,
   type LightTransition,
 } from '@meshtrain/core';
-import { StateReplica, type ReplicaStats } from '../src/relay-link-replica.ts';
+import { StateReplica, type ReplicaStats, type StateReplicaOptions } from '../src/relay-link-replica.ts';
 import { actionArb, drive } from '../../core/test/fixtures/random-run.ts';
 import fc from 'fast-check';
 
@@ -43,11 +43,13 @@ function lightLog(
 class FakePeers {
   readonly blobs = new Map<string, Uint8Array>();
   fetched = 0;
+  asks = 0;
   shareBlob(bytes: Uint8Array): Promise<void> {
     this.blobs.set(bytesToHex(sha256(bytes)), bytes);
     return Promise.resolve();
   }
   fetchBlob(address: Uint8Array): Promise<Uint8Array | null> {
+    this.asks++;
     const got = this.blobs.get(bytesToHex(address)) ?? null;
     if (got) this.fetched++;
     return Promise.resolve(got);
@@ -56,7 +58,7 @@ class FakePeers {
 
 function replica(
   lists: (address: string) => Uint8Array | null,
-  o: { light?: boolean; peers?: FakePeers; listSeeds?: number; listPeerWindowMs?: number } = {},
+  o: StateReplicaOptions & { peers?: FakePeers } = {},
 ) {
   const emitted: CoordinatorState[] = [];
   const asked: string[] = [];
@@ -88,6 +90,8 @@ function replica(
       light: o.light ?? true,
       ...(o.listSeeds !== undefined ? { listSeeds: o.listSeeds } : {}),
       ...(o.listPeerWindowMs !== undefined ? { listPeerWindowMs: o.listPeerWindowMs } : {}),
+      ...(o.now ? { now: o.now } : {}),
+      ...(o.random ? { random: o.random } : {}),
     },
   );
   return { r, emitted, asked, stats };
@@ -101,7 +105,7 @@ describe('a light relay-link replica', () => {
   const host = drive(actions!, 4_000_000);
   const log = lightLog(host.history, host.applied);
   const end = host.applied.length;
-  const closedAt = host.history.findIndex((s) => s.epoch.rounds.some((x) => x?.admitted_root !== undefined));
+  const closedAt = host.history.findIndex((s) => s.epoch.rounds.some((x) => x?.admitted_list !== undefined));
 
   it('hands on every state, also two frames delivered in one task', () => {
     const { r, emitted } = replica(() => null);
@@ -150,7 +154,7 @@ describe('a light relay-link replica', () => {
     expect(emitted.length).toBeGreaterThan(before - 1);
     const last = emitted.at(-1)!;
     const full = host.history[closedAt]!;
-    for (const round of last.epoch.rounds.filter((x) => x?.admitted_root !== undefined)) {
+    for (const round of last.epoch.rounds.filter((x) => x?.admitted_list !== undefined)) {
       const want = full.epoch.rounds.find((x) => x?.height === round.height)!;
       expect(roundAdmitted(round).filter((c) => c !== null)).toEqual(
         roundAdmitted(want).filter((c) => c !== null),
@@ -198,7 +202,7 @@ describe('a light relay-link replica', () => {
     expect(stats.listsFromPeers).toBe(closedLists().length);
     expect(stats.listsFromRelay).toBe(0);
     const last = emitted.at(-1)!;
-    for (const round of last.epoch.rounds.filter((x) => x?.admitted_root !== undefined)) {
+    for (const round of last.epoch.rounds.filter((x) => x?.admitted_list !== undefined)) {
       const want = host.history[closedAt]!.epoch.rounds.find((x) => x?.height === round.height)!;
       expect(roundAdmitted(round).filter((c) => c !== null)).toEqual(
         roundAdmitted(want).filter((c) => c !== null),
@@ -231,5 +235,30 @@ describe('a light relay-link replica', () => {
     expect(asked.length).toBe(closedLists().length);
     expect(peers.fetched).toBe(0);
     expect(stats.listsFromPeers).toBe(0);
+  });
+
+  it('draws whether it seeds, and times the peer window, with the randomness and clock it is given', async () => {
+    // A draw below listSeeds / clients makes a seed: straight to the relay.
+    const seedPeers = new FakePeers();
+    const seed = replica(relayLists(closedAt), { peers: seedPeers, listSeeds: 1, random: () => 0 });
+    toClosed(seed.r, summarizeState(host.history[0]!));
+    await new Promise((res) => setTimeout(res, 100));
+    expect(seed.asked.length).toBe(closedLists().length);
+    expect(seedPeers.asks).toBe(0);
+    // A draw above it asks peers until the window closes, on the given clock: one that leaps past the
+    // window at once sends it to the relay after one ask per list, long before the default 2 s.
+    const peers = new FakePeers();
+    let t = 0;
+    const other = replica(relayLists(closedAt), {
+      peers,
+      listSeeds: 1,
+      random: () => 0.999_999,
+      now: () => (t += 10_000),
+    });
+    toClosed(other.r, summarizeState(host.history[0]!));
+    await new Promise((res) => setTimeout(res, 100));
+    expect(peers.asks).toBe(closedLists().length);
+    expect(other.asked.length).toBe(closedLists().length);
+    expect(other.stats.listsFromRelay).toBe(closedLists().length);
   });
 });

@@ -5,5 +5,6 @@ export * from './coordinator/index.ts';
 export * from './selection/index.ts';
 export * from './witness/index.ts';
 export * from './wire/index.ts';
+export * from './replica/index.ts';
 export * from './crypto/index.ts';
 export * from './protocol/index.ts';

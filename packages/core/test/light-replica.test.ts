@@ -14,7 +14,7 @@ import {
   heldAdmittedLists,
   checkAdmittedList,
   hydrateState,
-  missingAdmittedRoots,
+  missingAdmittedLists,
   roundAssignments,
   decodeAdmittedList,
   encodeAdmittedList,
@@ -25,7 +25,6 @@ import {
   lightTransitionOf,
   WireError,
   aliveFromEvidence,
-  admittedLeaf,
   aliveSlots,
   admittedSlots,
   currentRound,
@@ -34,14 +33,12 @@ import {
   sha256,
   lightEventsFor,
   lightTick,
-  merkleTree,
   roundAdmitted,
   roundAtHeight,
   stateHash,
   summarizeState,
   tick,
   tickIn,
-  verifyMerkleProof,
 } from '../src/index.ts';
 import type {
   CoordinatorEvent,
@@ -96,14 +93,10 @@ function checkOutcomes(s: CoordinatorState): number {
     if (admitted) {
       const record = roundAdmitted(round);
       expect(admitted).toEqual(admitted.map((_, i) => (record[i] ?? null) !== null));
-      const leaves = admitted.flatMap((a, i) => (a ? [admittedLeaf(i, hexToBytes(record[i]!))] : []));
-      const tree = merkleTree(leaves);
-      expect(Buffer.from(tree.root).toString('hex')).toBe(round.admitted_root);
-      leaves.forEach((leaf, j) =>
-        expect(
-          verifyMerkleProof(hexToBytes(round.admitted_root!), leaves.length, j, leaf, tree.proof(j)),
-        ).toBe(true),
+      const entries = admitted.flatMap((a, i) =>
+        a ? [{ slot: i, commitment: hexToBytes(record[i]!) }] : [],
       );
+      expect(admittedListAddress({ runId: s.run_id, step: round.step, entries })).toBe(round.admitted_list);
       checked++;
     }
     const accepted = acceptedSlots(s, round.height);
@@ -173,7 +166,7 @@ describe('light replicas', () => {
     const ended = lightTick(light, ev!, now);
     expect(ended.error).toBeUndefined();
     expect(JSON.stringify(ended.state)).toBe(JSON.stringify(summarizeState(host.state)));
-    // A misshapen outcome is refused: bits for more slots than the round has, a root that is not 32 bytes.
+    // A misshapen outcome is refused: bits for more slots than the round has, an address that is not 32 bytes.
     const good = (ev as { outcome: RoundOutcome }).outcome;
     const long = Buffer.concat([Buffer.from(good.admitted_bits, 'base64'), Buffer.from([1])]).toString(
       'base64',
@@ -182,7 +175,7 @@ describe('light replicas', () => {
       { ...good, admitted_bits: long },
       { ...good, accepted_bits: long },
       { ...good, alive_bits: null },
-      { ...good, admitted_root: 'ab' },
+      { ...good, admitted_list: 'ab' },
       { ...good, admitted_list: 'AB'.repeat(32) },
     ])
       expect(lightTick(light, { type: 'tick', outcome: bad }, now).error?.code).toBe('BadEvent');
@@ -223,9 +216,6 @@ describe('light replicas', () => {
     const refused = tickIn(s, { type: 'tick' }, now, { outcome: forged });
     expect(refused.error?.code).toBe('OutcomeMismatch');
     expect(refused.state).toBe(s);
-    // So is a different root over the same slots.
-    const root = { ...outcome, admitted_root: '00'.repeat(32) };
-    expect(tickIn(s, { type: 'tick' }, now, { outcome: root }).error?.code).toBe('OutcomeMismatch');
     // And a list address that is not the hash of the round's list.
     const address = { ...outcome, admitted_list: '11'.repeat(32) };
     expect(tickIn(s, { type: 'tick' }, now, { outcome: address }).error?.code).toBe('OutcomeMismatch');
@@ -334,7 +324,6 @@ describe('LightDelta frames', () => {
                 outcome: {
                   height: 3,
                   admittedBits,
-                  admittedRoot: new Uint8Array(32).fill(7),
                   admittedList: new Uint8Array(32).fill(9),
                   acceptedBits,
                   aliveBits: acceptedBits,
@@ -414,9 +403,8 @@ describe('LightDelta frames', () => {
 });
 
 describe('AdmittedList', () => {
-  it("is checked against its round's admitted_root, and any change to it is caught", () => {
+  it("is checked against its round's admitted_list, and any change to it is caught", () => {
     let checked = 0;
-    let sharedRoots = 0;
     for (const actions of fc.sample(fc.array(actionArb, { minLength: 150, maxLength: 250 }), {
       seed: 3,
       numRuns: 25,
@@ -424,7 +412,7 @@ describe('AdmittedList', () => {
       const host = drive(actions, 2_000_000);
       const s = host.state;
       for (const round of s.epoch.rounds) {
-        if (!round?.admitted_root) continue;
+        if (!round?.admitted_list) continue;
         const list = admittedListOf(s, round.height)!;
         const frame = encodeAdmittedList(list);
         const back = decodeAdmittedList(frame);
@@ -432,33 +420,28 @@ describe('AdmittedList', () => {
         // The round's address is the SHA-256 of exactly this frame: peers can serve it as a blob.
         expect(admittedListAddress(list)).toBe(round.admitted_list);
         expect(bytesToHex(sha256(frame))).toBe(round.admitted_list);
-        expect(() => checkAdmittedList(back, s.run_id, round.step, round.admitted_root!)).not.toThrow();
-        expect(() => checkAdmittedList(back, s.run_id, round.step + 1, round.admitted_root!)).toThrow(
-          WireError,
-        );
+        const ref = { address: round.admitted_list, step: round.step };
+        expect(checkAdmittedList(frame, s.run_id, ref)).toEqual(list);
+        expect(() => checkAdmittedList(frame, s.run_id, { ...ref, step: round.step + 1 })).toThrow(WireError);
+        expect(() => checkAdmittedList(frame, 'other', ref)).toThrow(WireError);
         if (list.entries.length > 0) {
           const flipped = back.entries.map((e, i) =>
             i === 0 ? { slot: e.slot, commitment: e.commitment.map((b, j) => (j === 0 ? b ^ 1 : b)) } : e,
           );
           const moved = back.entries.map((e, i) => (i === 0 ? { ...e, slot: e.slot + 1000 } : e));
           for (const entries of [back.entries.slice(1), flipped, moved])
-            expect(() =>
-              checkAdmittedList({ ...back, entries }, s.run_id, round.step, round.admitted_root!),
-            ).toThrow(WireError);
+            expect(() => checkAdmittedList(encodeAdmittedList({ ...back, entries }), s.run_id, ref)).toThrow(
+              WireError,
+            );
         }
         checked++;
       }
-      // Two rounds that admitted the same (nothing, say) share a root, never an address: the address is
-      // what names one round's list, to peers and to the relay.
-      for (const a of s.epoch.rounds)
-        for (const b of s.epoch.rounds)
-          if (a && b && a !== b && a.admitted_root !== undefined && a.admitted_root === b.admitted_root) {
-            expect(a.admitted_list).not.toBe(b.admitted_list);
-            sharedRoots++;
-          }
+      // Two rounds that admitted the same (nothing, say) still have two addresses: the address names one
+      // round's list, to peers and to the relay.
+      const addresses = s.epoch.rounds.flatMap((r) => (r?.admitted_list ? [r.admitted_list] : []));
+      expect(new Set(addresses).size).toBe(addresses.length);
     }
     expect(checked).toBeGreaterThan(20);
-    expect(sharedRoots).toBeGreaterThan(0);
   });
 
   it("put back into a light replica's state, gives its client logic the full replica's commitments", () => {
@@ -470,9 +453,9 @@ describe('AdmittedList', () => {
       const host = drive(actions, 3_000_000);
       for (const full of host.history.filter((_, i) => i % 7 === 0)) {
         const light = summarizeState(full);
-        const missing = missingAdmittedRoots(light, new Map());
-        const closed = full.epoch.rounds.filter((r) => r?.admitted_root !== undefined);
-        expect(missing.map((m) => m.root).sort()).toEqual(closed.map((r) => r.admitted_root!).sort());
+        const missing = missingAdmittedLists(light, new Map());
+        const closed = full.epoch.rounds.filter((r) => r?.admitted_list !== undefined);
+        expect(missing.map((m) => m.step).sort()).toEqual(closed.map((r) => r.step).sort());
         expect(missing.map((m) => m.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
         // A light state serves no list but an empty one (which it knows without fetching); the full one
         // serves every closed round's, by address.
@@ -481,9 +464,9 @@ describe('AdmittedList', () => {
         expect(held.map((h) => h.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
         for (const h of held) expect(bytesToHex(sha256(h.frame))).toBe(h.address);
         expect(heldAdmittedLists(full, new Set(held.map((h) => h.address)))).toEqual([]);
-        const lists = new Map(closed.map((r) => [r.admitted_root!, admittedListOf(full, r.height)!]));
+        const lists = new Map(closed.map((r) => [r.admitted_list!, admittedListOf(full, r.height)!]));
         const view = hydrateState(light, lists);
-        expect(missingAdmittedRoots(view, new Map())).toEqual([]);
+        expect(missingAdmittedLists(view, new Map())).toEqual([]);
         // Hydrated, the light replica serves the same lists as the full one.
         expect(heldAdmittedLists(view)).toEqual(held);
         for (const r of closed) {

@@ -123,19 +123,19 @@ export function runsRoutes(relay: Relay): Hono {
     });
   });
 
-  // A closed round's admitted list by its address (the round outcome's admitted_list) or its Merkle root
-  // (admitted_root): what a light replica fetches when no peer served it, and checks against both itself.
-  app.get('/:id/admitted/:key', (c) => {
+  // A closed round's admitted list by its address (the round outcome's admitted_list): what a light replica
+  // fetches when no peer served it, and checks against the address itself.
+  app.get('/:id/admitted/:address', (c) => {
     const host = relay.mustRun(c.req.param('id'));
-    const key = c.req.param('key').toLowerCase();
-    if (!COMMITMENT_HEX.test(key))
-      throw new RelayError(400, 'bad_request', 'the address or root is 64 hex digits');
-    const frame = host.admittedListFrame(key);
+    const address = c.req.param('address').toLowerCase();
+    if (!COMMITMENT_HEX.test(address))
+      throw new RelayError(400, 'bad_request', 'the address is 64 hex digits');
+    const frame = host.admittedListFrame(address);
     if (!frame)
       throw new RelayError(
         404,
         'unknown_round',
-        `no round of this run's last four has admitted list or root ${key.slice(0, 16)}…`,
+        `no round of this run's last four has admitted list ${address.slice(0, 16)}…`,
       );
     return c.body(new Uint8Array(frame), 200, {
       'Content-Type': 'application/octet-stream',

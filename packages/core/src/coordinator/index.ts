@@ -28,7 +28,6 @@ export {
   sameOutcome,
   type RoundOutcome,
 } from './round-outcome.ts';
-export { holdsEvidence, summarizeState } from './summary.ts';
 export {
   anchored,
   hasRecord,
@@ -40,4 +39,3 @@ export {
   TRUST_WINDOW,
   trustWarning,
 } from './trust.ts';
-export { lightEventsFor, lightTick, type EvidenceEvent, type LightEvent } from './light-replica.ts';

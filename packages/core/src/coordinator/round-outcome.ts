@@ -6,11 +6,10 @@
 // verifiers reported during h, and a cheat confirmed later is excluded by replayExclusions, not here). The
 // coordinator judges both from the evidence at that moment — the host's admitted commitments, round h's
 // attestations, the verdicts, the epoch's cheats — and stores the outcome: bitmaps over the rounds' result
-// slots, a Merkle root over the admitted results and the address of the round's admitted list. Everything
+// slots and the address of the round's admitted list. Everything
 // that runs later (the retry queue, apply) reads the outcome, so a replica that holds the outcome but not the
 // evidence takes the same decisions.
-import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
-import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
 import {
@@ -31,8 +30,6 @@ export interface RoundOutcome {
   height: number;
   /** Its slots (in `roundAssignments` order) with an admitted result: base64, attestation bit layout. */
   admitted_bits: string;
-  /** Hex Merkle root over `admittedLeaf(slot, commitment)` of those slots in ascending order (crypto/merkle.ts). */
-  admitted_root: string;
   /**
    * Hex SHA-256 of the round's canonical AdmittedList frame: its blob address, so a light replica can fetch
    * the list from any peer and know the bytes are the ones the coordinator recorded.
@@ -63,7 +60,6 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
     const hex = admitted[i] ?? null;
     if (hex !== null) entries.push({ slot: i, commitment: hexToBytes(hex) });
   }
-  const leaves = entries.map((e) => admittedLeaf(e.slot, e.commitment));
   const judged = roundAtHeight(state, ended.height - 1);
   let accepted_bits: string | null = null;
   let alive_bits: string | null = null;
@@ -98,7 +94,6 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
   return {
     height: ended.height,
     admitted_bits: toBase64(attestationOf(slots, (i) => (admitted[i] ?? null) !== null)),
-    admitted_root: bytesToHex(merkleRoot(leaves)),
     admitted_list: admittedListAddress({ runId: state.run_id, step: ended.step, entries }),
     accepted_bits,
     alive_bits,
@@ -109,7 +104,7 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
 /**
  * Why `outcome` cannot be the outcome of round `ended` in `state` (null when it can): a replica without the
  * evidence still checks that each bitmap covers exactly the slots of its round (no bit past the last), that
- * the root is 32 bytes of hex, and that the round before has bits exactly when the ring holds it.
+ * the list address is 32 bytes of hex, and that the round before has bits exactly when the ring holds it.
  */
 export function outcomeShapeError(
   state: CoordinatorState,
@@ -118,8 +113,6 @@ export function outcomeShapeError(
 ): string | null {
   if (typeof outcome !== 'object' || outcome === null) return 'the round outcome must be an object';
   if (outcome.height !== ended.height) return `the outcome is for round ${String(outcome.height)}`;
-  if (typeof outcome.admitted_root !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_root))
-    return 'admitted_root must be 64 lowercase hex digits';
   if (typeof outcome.admitted_list !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_list))
     return 'admitted_list must be 64 lowercase hex digits';
   // Canonical base64 of exactly the round's slots, no bit set past the last.
@@ -157,7 +150,6 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
   return (
     a.height === b.height &&
     a.admitted_bits === b.admitted_bits &&
-    a.admitted_root === b.admitted_root &&
     a.admitted_list === b.admitted_list &&
     a.accepted_bits === b.accepted_bits &&
     a.alive_bits === b.alive_bits &&
@@ -174,7 +166,6 @@ export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome
     next = withRound(next, {
       ...ended,
       admitted_bits: outcome.admitted_bits,
-      admitted_root: outcome.admitted_root,
       admitted_list: outcome.admitted_list,
     });
   const judged = roundAtHeight(next, outcome.height - 1);

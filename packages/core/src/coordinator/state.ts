@@ -124,14 +124,13 @@ export interface Round {
   verifiers?: number[];
   /**
    * Set when this round ends (coordinator/round-outcome.ts): its slots with an admitted result (base64, the
-   * attestation bit layout) and the Merkle root over those results, so replicas and fetchers can check a
-   * result against the round without its full admitted list. Absent while the round is open.
+   * attestation bit layout). Absent while the round is open.
    */
   admitted_bits?: string;
-  admitted_root?: string;
   /**
-   * Set with admitted_root: hex SHA-256 of the round's canonical AdmittedList frame (wire/admitted-list.ts),
-   * the address under which peers serve that list to each other as a content-addressed blob.
+   * Set with admitted_bits: hex SHA-256 of the round's canonical AdmittedList frame (wire/admitted-list.ts),
+   * the one name of that list: the address under which peers and the relay serve it, and what a replica
+   * checks a fetched list against.
    */
   admitted_list?: string;
   /** Set when the round after this one ends: the slots every peer applies (base64 bitmap). */

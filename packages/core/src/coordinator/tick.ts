@@ -62,7 +62,7 @@ export function tick(state: CoordinatorState, event: CoordinatorEvent, now: numb
 
 /**
  * `tick` for a replica that may lack the evidence: `outcome` is what the host judged for a round this event
- * ends (coordinator/light-replica.ts); with `light`, ending a round without it is an error.
+ * ends (replica/light-replica.ts); with `light`, ending a round without it is an error.
  */
 export function tickIn(
   state: CoordinatorState,

@@ -169,7 +169,7 @@ function recordWitness(
 }
 
 /**
- * A light replica's record of a witness the host accepted (coordinator/light-replica.ts): the witness's roster
+ * A light replica's record of a witness the host accepted (replica/light-replica.ts): the witness's roster
  * index without its attestation, which only the host and full replicas keep. Checked for what the replica
  * can check itself — the open round, a selected witness, not yet recorded.
  */

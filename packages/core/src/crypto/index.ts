@@ -6,4 +6,3 @@ export * from './hash.ts';
 export * from './ed25519.ts';
 export * from './signed-requests.ts';
 export * from './join-pow.ts';
-export * from './merkle.ts';

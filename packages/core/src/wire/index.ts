@@ -18,7 +18,6 @@ export { peerIdOfKey } from './state-interning.ts';
 export * from './state-hash.ts';
 export * from './transition.ts';
 export * from './state-delta.ts';
-export * from './replay.ts';
 export * from './light-delta.ts';
 export * from './admitted-list.ts';
 export * from './param-hash.ts';

@@ -1,9 +1,10 @@
 // LightDelta: how a light replica follows the relay (docs/protocol.md "Round outcomes and light replicas").
 // The relay's log has one transition per seq; a light replica sees only the transitions that change the summary of the state
-// (coordinator/summary.ts), each as the light events of coordinator/light-replica.ts. A round's evidence —
+// (replica/summary.ts), each as the light events of replica/light-replica.ts. A round's evidence —
 // thousands of admitted results, attestations, verdicts — changes nothing a light replica holds and is not
 // sent; what is sent per round is its timers, its witnesses' indices and one round outcome (two or three
-// bitmaps of ⌈slots/8⌉ bytes, a 32-byte root and the admitted list's 32-byte address). The seqs in between are skipped, not listed.
+// bitmaps of ⌈slots/8⌉ bytes and the admitted list's 32-byte address). The seqs in between are skipped, not
+// listed. This file is the codec; replica/light-transitions.ts converts to and from the light events.
 //
 // | field       | encoding                                                                           |
 // |-------------|------------------------------------------------------------------------------------|
@@ -23,24 +24,18 @@
 // |------|-----------------------|-----------------------------------------------------------------------|
 // | 0–14 | the same-numbered     | its payload (transition.ts); only tick, entropy, join, leave, eject,   |
 // |      | event                 | warmup_witness, pause, resume and update_config                        |
-// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ root 32 B ‖ list address 32 B ‖    |
-// |      |                       | u8 0/1/2 ‖ accepted bits                                               |
-// |      |                       | ‖ alive bits (‖ vetted bits ‖ struck bits when 2: an anchored run). Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1 / 2  |
+// | 16   | tick ending a round   | height varint u32 ‖ admitted bits ‖ list address 32 B ‖ u8 0/1/2 ‖     |
+// |      |                       | accepted bits ‖ alive bits (‖ vetted bits ‖ struck bits when 2: an     |
+// |      |                       | anchored run). Bits (≤ ⌈maxClients/8⌉ bytes): u8 0 ‖ bytes, or u8 1/2  |
 // |      |                       | ‖ length varint ‖ count varint ‖ gaps between the positions of its     |
-// |      |                       | zero / one bits; whichever is shortest (see writeBits)                 |
+// |      |                       | zero / one bits; whichever is shortest (bitmap-spelling.ts)            |
 // | 17   | witness_seen          | step varint u32 ‖ roster index varint u32                              |
 // | 19   | round_filled          | step varint u32                                                        |
 // | 18   | retire                | cheats varint ‖ (client varint u32 ‖ height varint u32)… ‖ dropped    |
 // |      |                       | varint ‖ client varint u32… ‖ ejected varint ‖ key 32 B…              |
 // (counts ≤ limits.maxClients)
-import type { RoundOutcome } from '../coordinator/round-outcome.ts';
-import type { LightEvent } from '../coordinator/light-replica.ts';
-import { lightEventsFor, lightTick } from '../coordinator/light-replica.ts';
-import { fromBase64, toBase64 } from '../coordinator/stored-attestation.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
-import type { TickResult } from '../coordinator/events.ts';
-import { tick } from '../coordinator/tick.ts';
-import { bytesToHex, hexToBytes, PUBLIC_KEY_BYTES } from '../crypto/index.ts';
+import { PUBLIC_KEY_BYTES } from '../crypto/index.ts';
+import { readBits, writeBits } from './bitmap-spelling.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
 import { U53_MAX } from './codec.ts';
 import { checkCount, readRunId, writeRunId } from './common.ts';
@@ -56,9 +51,7 @@ import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
-import { compactEvent, expandEvent, type AppliedTransition } from './replay.ts';
 import type { SnapshotParamHash } from './state-snapshot.ts';
-import { stateHash } from './state-hash.ts';
 import type { WireEvent } from './transition.ts';
 import {
   MAX_ENTROPY_BYTES,
@@ -85,18 +78,17 @@ const KIND_WITNESS_SEEN = 17;
 const KIND_RETIRE = 18;
 const KIND_ROUND_FILLED = 19;
 const MAX_EVENTS = 8;
-const ROOT_BYTES = 32;
+const ADDRESS_BYTES = 32;
 
 export interface WireOutcome {
   height: number;
   admittedBits: Uint8Array;
-  admittedRoot: Uint8Array;
   /** SHA-256 of the round's AdmittedList frame. */
   admittedList: Uint8Array;
   /** Both null when the ring held no round before the one that ended. */
   acceptedBits: Uint8Array | null;
   aliveBits: Uint8Array | null;
-  /** An anchored run's judgements of the round before (round-outcome.ts); absent otherwise. */
+  /** An anchored run's judgements of the round before (coordinator/round-outcome.ts); absent otherwise. */
   vettedBits?: Uint8Array;
   struckBits?: Uint8Array;
 }
@@ -134,258 +126,6 @@ export interface LightDelta {
   paramHash?: SnapshotParamHash;
 }
 
-// --- host side: from what tick did to light transitions ---------------------------------------------------
-
-/**
- * The light form of one transition the host applied to `prev` (`t`, with result `r`): null when it changed
- * nothing a light replica holds. A tick that carries entropy is split as compactTransition does.
- */
-export function lightTransitionOf(
-  prev: CoordinatorState,
-  t: AppliedTransition,
-  r: TickResult,
-  seq: number,
-): LightTransition | null {
-  let entropy = t.entropy;
-  let event = t.event;
-  if (event.type === 'tick' && event.entropy !== undefined) {
-    entropy = event.entropy;
-    event = { type: 'tick' };
-  }
-  const base = entropy === undefined ? prev : tick(prev, { type: 'entropy', entropy }, t.now).state;
-  const light = lightEventsFor(base, event, r);
-  const entropyBytes = entropy === undefined || base === prev ? null : hexToBytes(entropy);
-  if (light.length === 0 && entropyBytes === null) return null;
-  let s = base;
-  const events: LightWireEvent[] = [];
-  for (const e of light) {
-    events.push(compactLightEvent(s, e));
-    s = lightTick(s, e, t.now).state;
-  }
-  return { seq, now: t.now, entropy: entropyBytes, events };
-}
-
-function bitsOf(text: string | null, field: string): Uint8Array | null {
-  if (text === null) return null;
-  try {
-    return fromBase64(text);
-  } catch {
-    throw new WireError('inconsistent', field, 'not base64');
-  }
-}
-
-/** The wire form of a light event `state` (a full or light state: their refs agree) is about to take. */
-export function compactLightEvent(state: CoordinatorState, e: LightEvent): LightWireEvent {
-  switch (e.type) {
-    case 'witness_seen':
-      return { type: 'witnessSeen', step: e.step, index: e.index };
-    case 'round_filled':
-      return { type: 'roundFilled', step: e.step };
-    case 'retire':
-      return {
-        type: 'retire',
-        cheats: e.cheats.map((c) => ({ client: c.client_index, height: c.height })),
-        dropped: [...e.dropped],
-        ejected: e.ejected.map((id) => hexToBytes(id, PUBLIC_KEY_BYTES)),
-      };
-    case 'tick':
-      if (e.outcome)
-        return {
-          type: 'outcome',
-          outcome: {
-            height: e.outcome.height,
-            admittedBits: bitsOf(e.outcome.admitted_bits, 'admittedBits')!,
-            admittedRoot: hexToBytes(e.outcome.admitted_root, ROOT_BYTES),
-            admittedList: hexToBytes(e.outcome.admitted_list, ROOT_BYTES),
-            acceptedBits: bitsOf(e.outcome.accepted_bits, 'acceptedBits'),
-            aliveBits: bitsOf(e.outcome.alive_bits, 'aliveBits'),
-            ...(typeof e.outcome.vetted_bits === 'string' && typeof e.outcome.struck_bits === 'string'
-              ? {
-                  vettedBits: bitsOf(e.outcome.vetted_bits, 'vettedBits')!,
-                  struckBits: bitsOf(e.outcome.struck_bits, 'struckBits')!,
-                }
-              : {}),
-          },
-        };
-      return { type: 'plain', event: { type: 'tick' } };
-    default:
-      return { type: 'plain', event: compactEvent(state, e) };
-  }
-}
-
-/** The light event a wire event names in `state`; WireError('inconsistent') if it does not resolve. */
-export function expandLightEvent(state: CoordinatorState, w: LightWireEvent): LightEvent {
-  switch (w.type) {
-    case 'witnessSeen':
-      return { type: 'witness_seen', step: w.step, index: w.index };
-    case 'roundFilled':
-      return { type: 'round_filled', step: w.step };
-    case 'retire':
-      return {
-        type: 'retire',
-        cheats: w.cheats.map((c) => ({ client_index: c.client, height: c.height })),
-        dropped: [...w.dropped],
-        ejected: w.ejected.map(bytesToHex),
-      };
-    case 'outcome': {
-      const o = w.outcome;
-      const outcome: RoundOutcome = {
-        height: o.height,
-        admitted_bits: toBase64(o.admittedBits),
-        admitted_root: bytesToHex(o.admittedRoot),
-        admitted_list: bytesToHex(o.admittedList),
-        accepted_bits: o.acceptedBits === null ? null : toBase64(o.acceptedBits),
-        alive_bits: o.aliveBits === null ? null : toBase64(o.aliveBits),
-        ...(o.vettedBits && o.struckBits
-          ? { vetted_bits: toBase64(o.vettedBits), struck_bits: toBase64(o.struckBits) }
-          : {}),
-      };
-      return { type: 'tick', outcome };
-    }
-    case 'plain': {
-      const e = expandEvent(state, w.event);
-      if (
-        e.type === 'witness' ||
-        e.type === 'result_admitted' ||
-        e.type === 'verdict' ||
-        e.type === 'health_check'
-      )
-        throw new WireError('inconsistent', 'event', `a light replica takes no ${e.type} events`);
-      return e;
-    }
-  }
-}
-
-// --- replica side -----------------------------------------------------------------------------------------
-
-export interface LightDeltaOutcome {
-  state: CoordinatorState;
-  seq: number;
-  /** The delta starts past `seq` (ask for the missing part: ResyncRequest 'gap'). */
-  gap: boolean;
-  applied: number;
-}
-
-/**
- * Applies what `delta` holds past `seq` to the light replica `state` (at `seq`). Throws WireError when an
- * event does not fit the state (a replica that diverged, or a relay that lies: ask for a snapshot).
- */
-export function applyLightDelta(state: CoordinatorState, seq: number, delta: LightDelta): LightDeltaOutcome {
-  if (delta.fromSeq > seq) return { state, seq, gap: true, applied: 0 };
-  let s = state;
-  let applied = 0;
-  for (const t of delta.transitions) {
-    if (t.seq <= seq) continue;
-    if (t.entropy !== null) s = mustApply(s, { type: 'entropy', entropy: bytesToHex(t.entropy) }, t.now);
-    for (const w of t.events) s = mustApply(s, expandLightEvent(s, w), t.now);
-    applied++;
-  }
-  return { state: s, seq: Math.max(seq, delta.toSeq), gap: false, applied };
-}
-
-function mustApply(state: CoordinatorState, e: LightEvent, now: number): CoordinatorState {
-  const r = lightTick(state, e, now);
-  if (r.error) throw new WireError('inconsistent', 'event', `${e.type}: ${r.error.message}`);
-  return r.state;
-}
-
-/** The hash a light replica checks its state against (stateHash of the summary). */
-export function lightStateHash(state: CoordinatorState): Uint8Array {
-  return stateHash(state);
-}
-
-// --- codec ------------------------------------------------------------------------------------------------
-
-/**
- * A round's bitmaps are nearly all ones in a healthy run (every slot admitted, accepted, alive) and nearly
- * all zeros in a failing one, so each is sent in the shortest of three spellings: the raw bytes; its length
- * and the positions of its zero bits; its length and the positions of its one bits (positions ascending, each
- * as the gap after the previous one). Then it costs bytes for the slots that are the exception, not for the
- * run's size. The decoder recomputes the encoder's choice and refuses any other spelling.
- */
-const BITS_RAW = 0;
-const BITS_ZEROS = 1;
-const BITS_ONES = 2;
-
-function positions(bits: Uint8Array, one: boolean): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < bits.length * 8; i++)
-    if (((((bits[i >>> 3] as number) >>> (i & 7)) & 1) === 1) === one) out.push(i);
-  return out;
-}
-
-function varintBytes(v: number): number {
-  let n = 1;
-  while (v >= 0x80) {
-    v = Math.floor(v / 0x80);
-    n++;
-  }
-  return n;
-}
-
-function listBytes(length: number, list: readonly number[]): number {
-  let n = varintBytes(length) + varintBytes(list.length);
-  let prev = -1;
-  for (const p of list) {
-    n += varintBytes(p - prev - 1);
-    prev = p;
-  }
-  return n;
-}
-
-function bitsSpelling(bits: Uint8Array): { tag: number; list: number[] } {
-  const zeros = positions(bits, false);
-  const ones = positions(bits, true);
-  const raw = varintBytes(bits.length) + bits.length;
-  const z = listBytes(bits.length, zeros);
-  const o = listBytes(bits.length, ones);
-  if (raw <= z && raw <= o) return { tag: BITS_RAW, list: [] };
-  return z <= o ? { tag: BITS_ZEROS, list: zeros } : { tag: BITS_ONES, list: ones };
-}
-
-function writeBits(w: ByteWriter, bits: Uint8Array, maxBytes: number, field: string): void {
-  if (!(bits instanceof Uint8Array) || bits.length > maxBytes)
-    throw new WireError('oversized', field, `bitmap of more than ${maxBytes} bytes`);
-  const { tag, list } = bitsSpelling(bits);
-  w.u8(tag, `${field}.spelling`);
-  if (tag === BITS_RAW) {
-    w.bytes(bits, maxBytes, field);
-    return;
-  }
-  w.u32(bits.length, `${field}.length`);
-  w.u32(list.length, `${field}.count`);
-  let prev = -1;
-  for (const p of list) {
-    w.u32(p - prev - 1, `${field}.position`);
-    prev = p;
-  }
-}
-
-function readBits(r: ByteReader, maxBytes: number, field: string): Uint8Array {
-  const tag = r.u8(`${field}.spelling`);
-  let bits: Uint8Array;
-  if (tag === BITS_RAW) bits = r.bytesField(maxBytes, field);
-  else if (tag === BITS_ZEROS || tag === BITS_ONES) {
-    const length = r.u32(`${field}.length`);
-    if (length > maxBytes)
-      throw new WireError('limit', field, `bitmap of ${length} bytes exceeds ${maxBytes}`);
-    const count = r.u32(`${field}.count`);
-    if (count > length * 8 || count > r.remaining)
-      throw new WireError('inconsistent', `${field}.count`, `${count} positions cannot fit`);
-    bits = new Uint8Array(length);
-    if (tag === BITS_ZEROS) bits.fill(0xff);
-    let at = -1;
-    for (let i = 0; i < count; i++) {
-      at += r.u32(`${field}.position`) + 1;
-      if (at >= length * 8) throw new WireError('inconsistent', `${field}.position`, 'past the bitmap');
-      bits[at >>> 3] = (bits[at >>> 3] as number) ^ (1 << (at & 7));
-    }
-  } else throw new WireError('inconsistent', `${field}.spelling`, `unknown bitmap spelling ${tag}`);
-  if (bitsSpelling(bits).tag !== tag)
-    throw new WireError('inconsistent', `${field}.spelling`, 'not the shortest spelling of the bitmap');
-  return bits;
-}
-
 function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void {
   const maxBits = maxAttestationBytes(w.limits);
   switch (e.type) {
@@ -400,8 +140,7 @@ function writeLightEvent(w: ByteWriter, e: LightWireEvent, field: string): void 
       w.u8(KIND_OUTCOME, `${field}.kind`);
       w.u32(o.height, `${field}.height`);
       writeBits(w, o.admittedBits, maxBits, `${field}.admittedBits`);
-      w.fixed(o.admittedRoot, ROOT_BYTES, `${field}.admittedRoot`);
-      w.fixed(o.admittedList, ROOT_BYTES, `${field}.admittedList`);
+      w.fixed(o.admittedList, ADDRESS_BYTES, `${field}.admittedList`);
       if ((o.acceptedBits === null) !== (o.aliveBits === null))
         throw new WireError('inconsistent', field, 'accepted and alive bits come together');
       if ((o.vettedBits === undefined) !== (o.struckBits === undefined) || (o.vettedBits && !o.acceptedBits))
@@ -464,8 +203,7 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
     case KIND_OUTCOME: {
       const height = r.u32(`${field}.height`);
       const admittedBits = readBits(r, maxBits, `${field}.admittedBits`);
-      const admittedRoot = r.fixed(ROOT_BYTES, `${field}.admittedRoot`);
-      const admittedList = r.fixed(ROOT_BYTES, `${field}.admittedList`);
+      const admittedList = r.fixed(ADDRESS_BYTES, `${field}.admittedList`);
       const judged = r.u8(`${field}.judged`);
       if (judged > 2) throw new WireError('inconsistent', `${field}.judged`, 'must be 0, 1 or 2');
       const acceptedBits = judged ? readBits(r, maxBits, `${field}.acceptedBits`) : null;
@@ -473,7 +211,6 @@ function readLightEvent(r: ByteReader, field: string): LightWireEvent {
       const outcome: WireOutcome = {
         height,
         admittedBits,
-        admittedRoot,
         admittedList,
         acceptedBits,
         aliveBits,

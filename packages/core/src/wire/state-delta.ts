@@ -1,6 +1,6 @@
 // StateDelta and ResyncRequest: how clients follow the relay's coordinator state after the one StateSnapshot
 // of their join (apps/relay/PROTOCOL.md). A delta lists the transitions the relay applied, in order, each the
-// event it fed `tick` with its `now` and the entropy mixed in first; replaying them (replay.ts) gives the
+// event it fed `tick` with its `now` and the entropy mixed in first; replaying them (replica/replay.ts) gives the
 // relay's exact state, whose canonical hash the relay sends now and then so a replica can check itself. What
 // one change costs a client is one small event, whatever the size of the run.
 //

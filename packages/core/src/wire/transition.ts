@@ -1,11 +1,11 @@
 // Coordinator transitions in binary: the event the relay fed `tick`, with its `now` and the entropy it mixed
-// in first. Clients replay them (wire/replay.ts) to follow the relay's state from one StateSnapshot on
+// in first. Clients replay them (replica/replay.ts) to follow the relay's state from one StateSnapshot on
 // (StateDelta frame, state-delta.ts), and the relay's SQLite log stores the same bytes.
 //
 // Ids repeat in almost every event, so an event names a client by where the state the event applies to holds
 // it ("client ref"): its index in `epoch.clients`, else in `members`, else its 32-byte key. A result names its
 // slot in the open round's assignments instead of (client, step, batch), a verdict its slot in the round before
-// the open one. Refs only mean something against that state: `expandEvent` (replay.ts) resolves them.
+// the open one. Refs only mean something against that state: `expandEvent` (replica/wire-events.ts) resolves them.
 //
 // | primitive | encoding                                                                           |
 // |-----------|------------------------------------------------------------------------------------|
@@ -55,7 +55,7 @@ import { bytesToHex, PUBLIC_KEY_BYTES } from '../crypto/index.ts';
 import { peerIdOfKey } from './state-interning.ts';
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
 
-/** Where the state an event applies to holds a client; resolved by replay.ts. */
+/** Where the state an event applies to holds a client; resolved by replica/wire-events.ts. */
 export type ClientRef = { client: number } | { member: number } | { key: Uint8Array };
 
 export type WireEvent =

@@ -1,18 +1,15 @@
-// Transitions between their coordinator form (an event for `tick`) and their compact wire form
-// (transition.ts), and replaying them: `replayTransition(state, t)` is what the relay did to `state`, so a
-// replica that starts from a snapshot and replays every delta holds the relay's state exactly (the same
-// object contents, hence the same canonical JSON and stateHash). Pure: the relay, clients and the relay's
-// restart recovery all run this code.
+// Coordinator events and transitions in their wire form (wire/transition.ts) and back. The wire form names
+// clients by their index in a state (refs), so each direction takes the state the event applies to; replay.ts
+// feeds the expanded events to `tick`.
 import { currentRound, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
 import type { CoordinatorConfig } from '../coordinator/config.ts';
 import type { CoordinatorEffect, CoordinatorEvent } from '../coordinator/events.ts';
 import type { CoordinatorState } from '../coordinator/state.ts';
-import { tick } from '../coordinator/tick.ts';
 import { bytesToHex, hexToBytes } from '../crypto/index.ts';
-import { WireError } from './errors.ts';
-import type { StateDelta, WireTransition } from './state-delta.ts';
-import type { ClientRef, WireEvent } from './transition.ts';
-import { ORIGIN_BYTES } from './transition.ts';
+import { WireError } from '../wire/errors.ts';
+import type { WireTransition } from '../wire/state-delta.ts';
+import type { ClientRef, WireEvent } from '../wire/transition.ts';
+import { ORIGIN_BYTES } from '../wire/transition.ts';
 
 /** A transition in the coordinator's terms: `entropy` (hex) fed as an `entropy` event, then `event`, at `now`. */
 export interface AppliedTransition {
@@ -196,18 +193,8 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
       if (w.broadcastMerkle !== null) e.broadcast_merkle = bytesToHex(w.broadcastMerkle);
       return e;
     }
-    case 'admitted': {
-      const cur = currentRound(state);
-      const a = cur ? roundAssignments(state, cur)[w.slot] : undefined;
-      if (!cur || !a) throw new WireError('inconsistent', 'slot', 'no such slot in the open round');
-      return {
-        type: 'result_admitted',
-        id: a.id,
-        step: cur.step,
-        batch: { start: a.batch.start, end: a.batch.end },
-        commitment: bytesToHex(w.commitment),
-      };
-    }
+    case 'admitted':
+      return expandAdmitted(state, w);
     case 'resultAdmitted':
       return {
         type: 'result_admitted',
@@ -216,20 +203,8 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
         batch: { start: w.batch.start, end: w.batch.end },
         commitment: bytesToHex(w.commitment),
       };
-    case 'verdictSlot': {
-      const cur = currentRound(state);
-      const judged = cur ? roundAtHeight(state, cur.height - 1) : null;
-      const a = judged ? roundAssignments(state, judged)[w.slot] : undefined;
-      if (!judged || !a) throw new WireError('inconsistent', 'slot', 'no such slot in the judged round');
-      return {
-        type: 'verdict',
-        id: resolveRef(state, w.who),
-        step: judged.step,
-        batch: { start: a.batch.start, end: a.batch.end },
-        pass: w.pass,
-        ...conclusiveOf(w),
-      };
-    }
+    case 'verdictSlot':
+      return expandVerdictSlot(state, w);
     case 'verdict':
       return {
         type: 'verdict',
@@ -248,18 +223,57 @@ export function expandEvent(state: CoordinatorState, w: WireEvent): CoordinatorE
           proof: c.proof,
         })),
       };
-    case 'updateConfig': {
-      let config: unknown;
-      try {
-        config = JSON.parse(w.config);
-      } catch {
-        throw new WireError('inconsistent', 'config', 'not JSON');
-      }
-      if (typeof config !== 'object' || config === null || Array.isArray(config))
-        throw new WireError('inconsistent', 'config', 'not a config object');
-      return { type: 'update_config', config: config as CoordinatorConfig };
-    }
+    case 'updateConfig':
+      return { type: 'update_config', config: parseConfig(w.config) };
   }
+}
+
+/** A result named by its slot in the open round. */
+function expandAdmitted(
+  state: CoordinatorState,
+  w: Extract<WireEvent, { type: 'admitted' }>,
+): CoordinatorEvent {
+  const cur = currentRound(state);
+  const a = cur ? roundAssignments(state, cur)[w.slot] : undefined;
+  if (!cur || !a) throw new WireError('inconsistent', 'slot', 'no such slot in the open round');
+  return {
+    type: 'result_admitted',
+    id: a.id,
+    step: cur.step,
+    batch: { start: a.batch.start, end: a.batch.end },
+    commitment: bytesToHex(w.commitment),
+  };
+}
+
+/** A verdict named by its slot in the round before the open one. */
+function expandVerdictSlot(
+  state: CoordinatorState,
+  w: Extract<WireEvent, { type: 'verdictSlot' }>,
+): CoordinatorEvent {
+  const cur = currentRound(state);
+  const judged = cur ? roundAtHeight(state, cur.height - 1) : null;
+  const a = judged ? roundAssignments(state, judged)[w.slot] : undefined;
+  if (!judged || !a) throw new WireError('inconsistent', 'slot', 'no such slot in the judged round');
+  return {
+    type: 'verdict',
+    id: resolveRef(state, w.who),
+    step: judged.step,
+    batch: { start: a.batch.start, end: a.batch.end },
+    pass: w.pass,
+    ...conclusiveOf(w),
+  };
+}
+
+function parseConfig(text: string): CoordinatorConfig {
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch {
+    throw new WireError('inconsistent', 'config', 'not JSON');
+  }
+  if (typeof config !== 'object' || config === null || Array.isArray(config))
+    throw new WireError('inconsistent', 'config', 'not a config object');
+  return config as CoordinatorConfig;
 }
 
 /**
@@ -285,40 +299,6 @@ export function expandTransition(state: CoordinatorState, w: WireTransition): Ap
   const t: AppliedTransition = { now: w.now, event: expandEvent(state, w.event) };
   if (w.entropy !== null) t.entropy = bytesToHex(w.entropy);
   return t;
-}
-
-/** The state after one transition (what the relay's `tick`s produced, refusals included). */
-export function replayTransition(state: CoordinatorState, w: WireTransition): CoordinatorState {
-  const t = expandTransition(state, w);
-  let s = state;
-  if (t.entropy !== undefined) s = tick(s, { type: 'entropy', entropy: t.entropy }, t.now).state;
-  return tick(s, t.event, t.now).state;
-}
-
-export interface DeltaOutcome {
-  state: CoordinatorState;
-  seq: number;
-  /** The delta starts past `seq`: transitions are missing (ask for them: ResyncRequest 'gap'). */
-  gap: boolean;
-  /** Transitions applied (those at or below `seq` are skipped: a delta may overlap what a snapshot had). */
-  applied: number;
-}
-
-/**
- * Applies the transitions of `delta` that follow `seq` to the replica `state` (at `seq`). Throws WireError
- * when a transition does not fit the state (a replica that diverged: ask for a snapshot).
- */
-export function applyStateDelta(state: CoordinatorState, seq: number, delta: StateDelta): DeltaOutcome {
-  if (delta.fromSeq > seq) return { state, seq, gap: true, applied: 0 };
-  let s = state;
-  let at = seq;
-  let applied = 0;
-  for (let i = seq - delta.fromSeq; i < delta.transitions.length; i++) {
-    s = replayTransition(s, delta.transitions[i]!);
-    at++;
-    applied++;
-  }
-  return { state: s, seq: at, gap: false, applied };
 }
 
 /**

@@ -1,10 +1,10 @@
 // The coordinator state without per-result evidence: what a light replica holds (docs/protocol.md "Light
 // replicas"). The evidence — the host's admitted commitments, witnesses' attestations, verdicts, accusations,
 // strikes, verification records — grows with the number of clients in every round; the decisions taken from
-// it (who is in, which slots were admitted and accepted, the Merkle root over the admitted results, who was
-// dropped or ejected) are what a trainer needs to follow the run. A full replica's state and the light replica
+// it (who is in, which slots were admitted and accepted, the address of the admitted list, who was dropped
+// or ejected) are what a trainer needs to follow the run. A full replica's state and the light replica
 // that followed the same run print the same JSON once the full one is summarised, so they share one hash.
-import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
+import type { CoordinatorState, Round, WitnessRecord } from '../coordinator/state.ts';
 
 const summarised = new WeakMap<Round, Round>();
 

@@ -6,16 +6,16 @@
 // from; an accepted witness becomes its roster index; what an evidence event decided (a cheat confirmed, a
 // client dropped or ejected) becomes one `retire` event. A full replica that receives the same outcome judges
 // the evidence itself and refuses an outcome that differs from its own (OutcomeMismatch).
-import { CoordinatorError } from './errors.ts';
-import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
-import { eject } from './membership.ts';
-import { currentRound, resultRoundByStep, roundAtHeight, withRound } from './queries.ts';
-import type { RoundOutcome } from './round-outcome.ts';
-import type { CoordinatorState } from './state.ts';
-import { tickIn } from './tick.ts';
-import type { Ctx } from './transitions.ts';
-import { retireClients } from './transitions.ts';
-import { witnessSeen } from './witnessing.ts';
+import { CoordinatorError } from '../coordinator/errors.ts';
+import type { CoordinatorEffect, CoordinatorEvent, TickResult } from '../coordinator/events.ts';
+import { eject } from '../coordinator/membership.ts';
+import { currentRound, resultRoundByStep, roundAtHeight, withRound } from '../coordinator/queries.ts';
+import type { RoundOutcome } from '../coordinator/round-outcome.ts';
+import type { CoordinatorState } from '../coordinator/state.ts';
+import { tickIn } from '../coordinator/tick.ts';
+import type { Ctx } from '../coordinator/transitions.ts';
+import { retireClients } from '../coordinator/transitions.ts';
+import { witnessSeen } from '../coordinator/witnessing.ts';
 
 /** Events that carry evidence: only the host and full replicas apply them. */
 export type EvidenceEvent = Extract<
@@ -86,17 +86,11 @@ export function lightEventsFor(
 /** The outcome endRound recorded for the round at `height` (and the one before it) in `state`. */
 function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome {
   const ended = roundAtHeight(state, height);
-  if (
-    !ended ||
-    ended.admitted_bits === undefined ||
-    ended.admitted_root === undefined ||
-    ended.admitted_list === undefined
-  )
+  if (!ended || ended.admitted_bits === undefined || ended.admitted_list === undefined)
     throw new Error(`round ${height} ended without a recorded outcome`);
   return {
     height,
     admitted_bits: ended.admitted_bits,
-    admitted_root: ended.admitted_root,
     admitted_list: ended.admitted_list,
     accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
     alive_bits: roundAtHeight(state, height - 1)?.alive_bits ?? null,
