@@ -4,7 +4,7 @@
 // Round object but keep the same roster array, so asking every tick costs nothing after the first time.
 import { RoundSelection } from '../selection/committee.ts';
 import { assignBatches, type BatchId } from '../selection/data-assignment.ts';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
 import type { CoordinatorState, Round } from './state.ts';

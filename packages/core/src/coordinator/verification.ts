@@ -2,7 +2,7 @@
 // protocol/verification.ts has the fingerprint and the measurements). A query on rounds like
 // roundAssignments: every peer and the coordinator derive the same tasks from the same state.
 import { sha256 } from '@noble/hashes/sha2.js';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 import { CoordinatorError } from './errors.ts';
 import { eject, strike } from './membership.ts';
 import {
