@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS } from '../src/coordinator/config.ts';
+import { DEFAULT_LIMITS } from '../src/state/coordinator-config.ts';
 import {
   coordinatorConfigOf,
   DEFAULT_RUN_TOML,

@@ -4,7 +4,7 @@
 //
 // The document may hold unknown values (keys that failed the schema, see unknown.ts); a value derived from one
 // is unknown too, and so is a value this step rejects, so the cross-key rules can still run on the rest.
-import { DEFAULT_LIMITS } from '../coordinator/config.ts';
+import { DEFAULT_LIMITS } from '../state/coordinator-config.ts';
 import type { ConfigIssue } from './errors.ts';
 import type { RunConfigDocument } from './schema.ts';
 import { withSparseLoCoDefaults } from './sparseloco.ts';

@@ -3,7 +3,7 @@
 // against configs that would make the machine stall or divide by zero. Unlike Psyche there is no 256-client
 // cap: `max_clients` is the limit.
 import { MAX_INNER_STEPS } from '../config/sparseloco.ts';
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { MAX_TRUSTED_VERIFIERS } from './trust.ts';
 
 const POSITIVE_INTEGERS = [

@@ -11,7 +11,7 @@ import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.t
 import { eject } from './membership.ts';
 import { currentRound, resultRoundByStep, roundAtHeight, withRound } from './queries.ts';
 import type { RoundOutcome } from './round-outcome.ts';
-import type { CoordinatorState } from './state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tickIn } from './tick.ts';
 import type { Ctx } from './transitions.ts';
 import { retireClients } from './transitions.ts';

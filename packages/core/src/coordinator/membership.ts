@@ -3,7 +3,7 @@
 import { CoordinatorError } from './errors.ts';
 import type { Ctx } from './transitions.ts';
 import { currentHeight, retireClients } from './transitions.ts';
-import type { CoordinatorState } from './state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { withoutTrust } from './trust.ts';
 
 /**

@@ -7,7 +7,7 @@ import { assignBatches, type BatchId } from '../selection/data-assignment.ts';
 import { hexToBytes } from '../crypto/bytes.ts';
 import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 import { loadSlotBits, roundAttestations } from './stored-attestation.ts';
 import { isTrusted, onProbationIn, PROBATION_SHARE_DIVISOR, qualifiedIn } from './trust.ts';
 

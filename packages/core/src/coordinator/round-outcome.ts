@@ -24,7 +24,7 @@ import {
   withRound,
 } from './queries.ts';
 import { isTrusted, qualifiedIn, withTrust } from './trust.ts';
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 import { loadSlotBits, roundAttestations, toBase64 } from './stored-attestation.ts';
 
 export interface RoundOutcome {

@@ -32,12 +32,12 @@
 //     earned by verified history (trust.ts).                        (verification.ts, queries.ts)
 // 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
 //     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
 import { eject, isKnown, join, leave, checkId } from './membership.ts';
-import type { CoordinatorState } from './state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { Ctx } from './transitions.ts';
 import {
   abortWarmup,

@@ -17,7 +17,7 @@ import {
 } from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
 import { frozenTrust } from './trust.ts';
-import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
+import type { CoordinatorState, EpochClient, Round, RunState } from '../state/coordinator-state.ts';
 
 export interface Ctx {
   now: number;

@@ -13,7 +13,7 @@ import {
   withRound,
   type RoundAssignment,
 } from './queries.ts';
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 import type { Ctx } from './transitions.ts';
 import { isTrusted, onProbationIn, qualifiedIn, STRUCK_SAMPLING_FACTOR } from './trust.ts';
 

@@ -16,7 +16,7 @@ import {
   type RoundAssignment,
 } from './queries.ts';
 import { aliveFromEvidence, aliveSlots, seenAlive } from './round-outcome.ts';
-import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
+import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinator-state.ts';
 import { roundAttestations, toBase64 } from './stored-attestation.ts';
 import type { Ctx } from './transitions.ts';
 import { changeState, healthyCount, retireClients, startRoundTrain } from './transitions.ts';

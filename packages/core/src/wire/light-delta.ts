@@ -37,7 +37,7 @@ import type { RoundOutcome } from '../coordinator/round-outcome.ts';
 import type { LightEvent } from '../coordinator/light-replica.ts';
 import { lightEventsFor, lightTick } from '../coordinator/light-replica.ts';
 import { fromBase64, toBase64 } from '../coordinator/stored-attestation.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { TickResult } from '../coordinator/events.ts';
 import { tick } from '../coordinator/tick.ts';
 import { bytesToHex, hexToBytes, PUBLIC_KEY_BYTES } from '../crypto/index.ts';

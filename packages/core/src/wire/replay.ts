@@ -4,9 +4,9 @@
 // object contents, hence the same canonical JSON and stateHash). Pure: the relay, clients and the relay's
 // restart recovery all run this code.
 import { currentRound, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
-import type { CoordinatorConfig } from '../coordinator/config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import type { CoordinatorEffect, CoordinatorEvent } from '../coordinator/events.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tick } from '../coordinator/tick.ts';
 import { bytesToHex, hexToBytes } from '../crypto/index.ts';
 import { WireError } from './errors.ts';
