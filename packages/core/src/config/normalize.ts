@@ -147,7 +147,6 @@ export function normalize(doc: RunConfigDocument): Normalized {
         c.waiting_for_members_extra_time ?? PSYCHE_DEFAULTS.waiting_for_members_extra_time,
       max_clients: c.max_clients ?? DEFAULT_LIMITS.max_clients,
       max_witnesses: c.max_witnesses ?? DEFAULT_LIMITS.max_witnesses,
-      bloom_false_positive_rate: c.bloom_false_positive_rate ?? DEFAULT_LIMITS.bloom_false_positive_rate,
       ...(c.trusted_verifiers === undefined ? {} : { trusted_verifiers: c.trusted_verifiers }),
     },
     model: {
