@@ -14,7 +14,8 @@
 // | entries | count × (dSlot varint u32: the slot minus the previous one's minus 1 (the first: the slot) |
 // |         | ‖ commitment 32 B), slots ascending                                                       |
 import type { CoordinatorState } from '../state/coordinator-state.ts';
-import { roundAdmitted, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
+import { roundAssignments } from '../coordinator/queries.ts';
+import { roundAdmitted, roundAtHeight } from '../state/rounds.ts';
 import { admittedLeaf, merkleRoot } from '../crypto/merkle.ts';
 import { bytesEqual, bytesToHex, hexToBytes, sha256 } from '../crypto/index.ts';
 import type { ByteReader, ByteWriter } from './codec.ts';
