@@ -13,8 +13,8 @@ import { currentRound, resultRoundByStep, roundAtHeight, withRound } from './que
 import type { RoundOutcome } from './round-outcome.ts';
 import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tickIn } from './tick.ts';
-import type { Ctx } from './transitions.ts';
-import { retireClients } from './transitions.ts';
+import type { Ctx } from './context.ts';
+import { retireClients } from './membership.ts';
 import { witnessSeen } from './witnessing.ts';
 
 /** Events that carry evidence: only the host and full replicas apply them. */

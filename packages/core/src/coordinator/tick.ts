@@ -36,20 +36,10 @@ import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
-import { eject, isKnown, join, leave, checkId } from './membership.ts';
+import { changeState, timedOut, type Ctx } from './context.ts';
+import { eject, healthyCount, isKnown, join, leave, checkId } from './membership.ts';
 import type { CoordinatorState } from '../state/coordinator-state.ts';
-import type { Ctx } from './transitions.ts';
-import {
-  abortWarmup,
-  changeState,
-  endEpoch,
-  endRound,
-  healthyCount,
-  startEpoch,
-  startRoundTrain,
-  timedOut,
-  withdrawAll,
-} from './transitions.ts';
+import { abortWarmup, endEpoch, endRound, startEpoch, startRoundTrain, withdrawAll } from './transitions.ts';
 import { resultAdmitted } from './results.ts';
 import { verdict } from './verification.ts';
 import { healthCheck, warmupWitness, witness } from './witnessing.ts';

@@ -14,7 +14,7 @@ import {
   type RoundAssignment,
 } from './queries.ts';
 import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
-import type { Ctx } from './transitions.ts';
+import type { Ctx } from './context.ts';
 import { isTrusted, onProbationIn, qualifiedIn, STRUCK_SAMPLING_FACTOR } from './trust.ts';
 
 /** Independent verifiers per sampled result; a confirmed cheat needs all of them to fail it. */

@@ -6,7 +6,7 @@ import { checkAttestation } from '../witness/attestation.ts';
 import { WitnessError } from '../witness/errors.ts';
 import { quorum } from '../witness/quorum.ts';
 import { CoordinatorError } from './errors.ts';
-import { checkId, strike } from './membership.ts';
+import { checkId, healthyCount, retireClients, strike } from './membership.ts';
 import {
   currentRound,
   roundAssignments,
@@ -18,8 +18,8 @@ import {
 import { aliveFromEvidence, aliveSlots, seenAlive } from './round-outcome.ts';
 import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinator-state.ts';
 import { roundAttestations, toBase64 } from './stored-attestation.ts';
-import type { Ctx } from './transitions.ts';
-import { changeState, healthyCount, retireClients, startRoundTrain } from './transitions.ts';
+import { changeState, type Ctx } from './context.ts';
+import { startRoundTrain } from './transitions.ts';
 
 function healthyClient(state: CoordinatorState, id: string): number | CoordinatorError {
   const bad = checkId(id);
