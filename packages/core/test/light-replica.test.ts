@@ -6,9 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  acceptedByEvidence,
   acceptedCommitments,
-  acceptedSlots,
   admittedListAddress,
   admittedListOf,
   heldAdmittedLists,
@@ -24,9 +22,6 @@ import {
   lightStateHash,
   lightTransitionOf,
   WireError,
-  aliveFromEvidence,
-  admittedLeaf,
-  aliveSlots,
   admittedSlots,
   currentRound,
   hexToBytes,
@@ -34,24 +29,23 @@ import {
   sha256,
   lightEventsFor,
   lightTick,
-  merkleTree,
   roundAdmitted,
   roundAtHeight,
   stateHash,
   summarizeState,
   tick,
-  tickIn,
-  verifyMerkleProof,
 } from '../src/index.ts';
-import type {
-  CoordinatorEvent,
-  CoordinatorState,
-  LightEvent,
-  LightTransition,
-  Round,
-  RoundOutcome,
-} from '../src/index.ts';
+import type { CoordinatorEvent, CoordinatorState, LightEvent, LightTransition, Round } from '../src/index.ts';
 import { actionArb, drive, type Host } from './fixtures/random-run.ts';
+import { acceptedByEvidence } from '../src/coordinator/queries.ts';
+import {
+  acceptedSlots,
+  aliveFromEvidence,
+  aliveSlots,
+  type RoundOutcome,
+} from '../src/coordinator/round-outcome.ts';
+import { tickIn } from '../src/coordinator/tick.ts';
+import { admittedLeaf, merkleTree, verifyMerkleProof } from '../src/crypto/merkle.ts';
 
 /** Applies one host event to `full` and its light events to `light`; returns both new states. */
 function step(

@@ -2,17 +2,15 @@
 // malformed proofs.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { bytesToHex, sha256, taggedHash } from '../src/index.ts';
 import {
   admittedLeaf,
-  bytesToHex,
   MAX_MERKLE_LEAVES,
   merkleProofLength,
   merkleRoot,
   merkleTree,
-  sha256,
-  taggedHash,
   verifyMerkleProof,
-} from '../src/index.ts';
+} from '../src/crypto/merkle.ts';
 
 const NODE = 'meshtrain/merkle-node/v1';
 const ROOT = 'meshtrain/merkle-root/v1';
