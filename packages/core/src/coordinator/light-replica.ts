@@ -8,13 +8,12 @@
 // the evidence itself and refuses an outcome that differs from its own (OutcomeMismatch).
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
-import { eject } from './membership.ts';
+import { eject, retireClients } from './membership.ts';
 import { currentRound, resultRoundByStep, roundAtHeight, withRound } from './queries.ts';
 import type { RoundOutcome } from './round-outcome.ts';
 import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tickIn } from './tick.ts';
 import type { Ctx } from './context.ts';
-import { retireClients } from './membership.ts';
 import { witnessSeen } from './witnessing.ts';
 
 /** Events that carry evidence: only the host and full replicas apply them. */
