@@ -79,7 +79,6 @@ const config: CoordinatorConfig = {
   waiting_for_members_extra_time: 1,
   max_clients: N * 2,
   max_witnesses: 32,
-  bloom_false_positive_rate: 0.001,
   max_seq_len: 64,
   cold_start_warmup_steps: 0,
 };

@@ -1,18 +1,10 @@
 // Primitive encodings: varints (minimal, bounded, bigint path), f32, strings, bools, sign packing.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  ByteReader,
-  ByteWriter,
-  indexWidth,
-  packSigns,
-  signAt,
-  unpackSigns,
-  varintSize,
-  WireError,
-  wireLimits,
-} from '../src/index.ts';
+import { indexWidth, packSigns, unpackSigns, WireError, wireLimits } from '../src/index.ts';
 import { wireCode as code } from './fixtures/wire.ts';
+import { ByteReader, ByteWriter } from '../src/wire/codec.ts';
+import { signAt, varintSize } from '../src/wire/distro-result.ts';
 
 const write = (fn: (w: ByteWriter) => void): Uint8Array => {
   const w = new ByteWriter();

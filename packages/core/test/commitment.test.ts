@@ -3,8 +3,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  announceResult,
-  commitTrainingResult,
   decodeAnnounce,
   decodeSignedResult,
   encodeAnnounce,
@@ -18,12 +16,12 @@ import {
   signAnnounce,
   signResult,
   verifyAnnounce,
-  verifyAnnouncedResult,
-  verifyResultEnvelope,
   verifySignedResult,
 } from '../src/index.ts';
 import type { TrainingResult, WireError } from '../src/index.ts';
 import { testIdentity, wireCode as code } from './fixtures/wire.ts';
+import { announceResult, verifyAnnouncedResult } from '../src/wire/announce.ts';
+import { commitTrainingResult, verifyResultEnvelope } from '../src/wire/commitment.ts';
 
 const alice = testIdentity(0xa1);
 const bob = testIdentity(0xb0);

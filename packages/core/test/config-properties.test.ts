@@ -81,8 +81,6 @@ const RULES: [path: string, breakIt: Breaker][] = [
     },
   ],
   ['config.max_witnesses', (r) => void (r.config.max_witnesses = 0)],
-  ['config.bloom_false_positive_rate', (r) => void (r.config.bloom_false_positive_rate = 0)],
-  ['config.bloom_false_positive_rate', (r) => void (r.config.bloom_false_positive_rate = 0.5)],
   ['model.LLM.max_seq_len', (r) => void (r.model.LLM.max_seq_len = 0)],
   [
     'model.LLM.cold_start_warmup_steps',
@@ -154,7 +152,6 @@ const NUMERIC_KEYS = [
   'config.waiting_for_members_extra_time',
   'config.max_clients',
   'config.max_witnesses',
-  'config.bloom_false_positive_rate',
   'model.LLM.max_seq_len',
   'model.LLM.cold_start_warmup_steps',
 ] as const;
@@ -185,11 +182,6 @@ const RANGE_ERRORS: [path: string, reads: string[], breakIt: Breaker][] = [
   ['config.max_clients', ['config.max_clients'], (r) => void (r.config.max_clients = 0)],
   ['config.total_steps', ['config.total_steps'], (r) => void (r.config.total_steps = 0)],
   ['config.max_witnesses', ['config.max_witnesses'], (r) => void (r.config.max_witnesses = 0)],
-  [
-    'config.bloom_false_positive_rate',
-    ['config.bloom_false_positive_rate'],
-    (r) => void (r.config.bloom_false_positive_rate = 0.5),
-  ],
   ['model.LLM.max_seq_len', ['model.LLM.max_seq_len'], (r) => void (r.model.LLM.max_seq_len = 0)],
   [
     'config.init_min_clients',

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS } from '../src/coordinator/config.ts';
+import { DEFAULT_LIMITS } from '../src/state/coordinator-config.ts';
 import {
   coordinatorConfigOf,
   DEFAULT_RUN_TOML,
@@ -68,7 +68,6 @@ describe("Psyche's book example", () => {
     });
     expect(c.max_clients).toBe(DEFAULT_LIMITS.max_clients);
     expect(c.max_witnesses).toBe(DEFAULT_LIMITS.max_witnesses);
-    expect(c.bloom_false_positive_rate).toBe(DEFAULT_LIMITS.bloom_false_positive_rate);
   });
 
   it('keeps its optimizer and schedule values', () => {
@@ -330,19 +329,6 @@ describe('limits come from the config', () => {
       { path: 'config.init_min_clients', message: 'must be <= config.max_clients (20 > 19)' },
       { path: 'config.witness_nodes', message: 'must be <= config.max_witnesses (5 > 4)' },
     ]);
-  });
-
-  it('bloom_false_positive_rate must be in (0, 0.5)', () => {
-    for (const bad of ['0', '0.5', '0.9', '-0.1'])
-      expect(
-        issues(defaultWith('witness_nodes = 0', `witness_nodes = 0\nbloom_false_positive_rate = ${bad}`)),
-      ).toEqual([
-        { path: 'config.bloom_false_positive_rate', message: `must be in (0, 0.5) (got ${Number(bad)})` },
-      ]);
-    const ok = parseRunConfig(
-      defaultWith('witness_nodes = 0', 'witness_nodes = 0\nbloom_false_positive_rate = 0.01'),
-    );
-    expect(ok.config.config.bloom_false_positive_rate).toBe(0.01);
   });
 });
 

@@ -5,14 +5,10 @@ import {
   bytesEqual,
   bytesToHex,
   concatBytes,
-  constantTimeEqual,
-  CryptoError,
   domainTag,
   hexToBytes,
   identityFromSeed,
-  publicKeyFromHex,
   publicKeyOf,
-  publicKeyToHex,
   sha256,
   sha256Concat,
   sha256Hex,
@@ -21,6 +17,9 @@ import {
   utf8Bytes,
   verify,
 } from '../src/index.ts';
+import { constantTimeEqual } from '../src/crypto/bytes.ts';
+import { publicKeyFromHex, publicKeyToHex } from '../src/crypto/ed25519.ts';
+import { CryptoError } from '../src/crypto/errors.ts';
 
 function cryptoCode(fn: () => unknown): string {
   try {

@@ -1,17 +1,9 @@
 // The join puzzle (crypto/join-pow.ts) and its check at admission (protocol/admission.ts joinEvent).
 import { describe, expect, it } from 'vitest';
-import {
-  checkJoinPow,
-  createCoordinator,
-  joinEvent,
-  leadingZeroBits,
-  MAX_JOIN_POW_BITS,
-  ProtocolRefusal,
-  signJoin,
-  solveJoinPow,
-} from '../src/index.ts';
+import { createCoordinator, joinEvent, MAX_JOIN_POW_BITS, ProtocolRefusal, signJoin } from '../src/index.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 import { testIdentity } from './fixtures/wire.ts';
+import { checkJoinPow, leadingZeroBits, solveJoinPow } from '../src/crypto/join-pow.ts';
 
 const challenge = new Uint8Array(32).fill(3);
 const alice = testIdentity(1);

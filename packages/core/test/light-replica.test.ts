@@ -6,9 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  acceptedByEvidence,
   acceptedCommitments,
-  acceptedSlots,
   admittedListAddress,
   admittedListOf,
   heldAdmittedLists,
@@ -24,8 +22,6 @@ import {
   lightStateHash,
   lightTransitionOf,
   WireError,
-  aliveFromEvidence,
-  aliveSlots,
   admittedSlots,
   currentRound,
   hexToBytes,
@@ -38,7 +34,6 @@ import {
   stateHash,
   summarizeState,
   tick,
-  tickIn,
 } from '../src/index.ts';
 import type {
   CoordinatorEvent,
@@ -46,8 +41,10 @@ import type {
   LightEvent,
   LightTransition,
   Round,
-  RoundOutcome,
 } from '../src/index.ts';
+import { acceptedByEvidence } from '../src/coordinator/queries.ts';
+import { acceptedSlots, aliveFromEvidence, aliveSlots, type RoundOutcome } from '../src/coordinator/round-outcome.ts';
+import { tickIn } from '../src/coordinator/tick.ts';
 import { actionArb, drive, type Host } from './fixtures/random-run.ts';
 
 /** Applies one host event to `full` and its light events to `light`; returns both new states. */

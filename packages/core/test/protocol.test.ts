@@ -11,7 +11,6 @@ import {
   checkResultShape,
   createCoordinator,
   currentRound,
-  encodedShape,
   maxSignedResultBytes,
   encodeTrainingResult,
   epochEndOf,
@@ -20,7 +19,6 @@ import {
   paramHashVerdict,
   ProtocolRefusal,
   refusalCode,
-  resultSpecOf,
   roundAssignments,
   signAnnounce,
   signResult,
@@ -37,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 import { testIdentity } from './fixtures/wire.ts';
+import { encodedShape, resultSpecOf } from '../src/protocol/result-shape.ts';
 
 const ids = [1, 2, 3, 4].map(testIdentity);
 const hex = (i: number) => bytesToHex(ids[i]!.publicKey);

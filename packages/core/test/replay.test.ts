@@ -10,7 +10,6 @@ import {
   applyStateDelta,
   compactEvent,
   currentRound,
-  decodeStateDelta,
   encodeStateDelta,
   expandEvent,
   replayTransition,
@@ -20,6 +19,7 @@ import {
 import type { CoordinatorEvent, CoordinatorState, WireTransition } from '../src/index.ts';
 import { clientId } from '../../../bench/lib/honest-client.ts';
 import { actionArb, drive } from './fixtures/random-run.ts';
+import { decodeStateDelta } from '../src/wire/state-delta.ts';
 
 function expectSame(replica: CoordinatorState, host: CoordinatorState): void {
   expect(JSON.stringify(replica)).toBe(JSON.stringify(host));

@@ -1,9 +1,10 @@
 // Join signatures: bound to the relay's challenge, the run, the identity and everything claimed.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeJoin, encodeJoin, signJoin, verifyJoin } from '../src/index.ts';
+import { encodeJoin, signJoin } from '../src/index.ts';
 import type { Join } from '../src/index.ts';
 import { testIdentity, wireCode as code } from './fixtures/wire.ts';
+import { decodeJoin, verifyJoin } from '../src/wire/membership.ts';
 
 const alice = testIdentity(0x11);
 const mallory = testIdentity(0x22);

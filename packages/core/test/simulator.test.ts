@@ -109,7 +109,6 @@ const configArb: fc.Arbitrary<CoordinatorConfig> = fc
     waiting_for_members_extra_time: 2,
     max_clients: 6,
     max_witnesses: r.max_witnesses,
-    bloom_false_positive_rate: 1e-9,
     max_seq_len: 4,
     cold_start_warmup_steps: 0,
   }));

@@ -4,15 +4,12 @@
 // host admits (n-bit values of exactly the run's width).
 import { describe, expect, it } from 'vitest';
 import {
-  checkCoordinatorConfig,
   checkResultShape,
   coordinatorConfigOf,
   createCoordinator,
   currentRound,
-  dataIndexForStep,
   DISTRO_RUN_TOML,
   encodeSignedResult,
-  globalBatchSize,
   innerBatches,
   innerScheduleStep,
   innerStepsOf,
@@ -39,6 +36,8 @@ import {
 import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 import { testIdentity } from './fixtures/wire.ts';
+import { checkCoordinatorConfig } from '../src/coordinator/config-check.ts';
+import { dataIndexForStep, globalBatchSize } from '../src/selection/batch-size.ts';
 
 const DISTRO_TABLE = /\[model\.LLM\.optimizer\.Distro\][^[]*/;
 

@@ -7,7 +7,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   createCoordinator,
-  decodeStateSnapshot,
   encodeStateSnapshot,
   stateHash,
   tick,
@@ -17,6 +16,7 @@ import {
 import { externState, internState } from '../src/wire/state-interning.ts';
 import { bytesToHex } from '../src/crypto/bytes.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
+import { decodeStateSnapshot } from '../src/wire/state-snapshot.ts';
 
 const SEED = 'ab'.repeat(32);
 

@@ -7,22 +7,17 @@
 // results and fails everyone else's conclusively.
 import { describe, expect, it } from 'vitest';
 import {
-  acceptedSlots,
   applyLightDelta,
-  checkCoordinatorConfig,
   compactEvent,
   decodeWireEvent,
   encodeWireEvent,
   expandEvent,
   lightTransitionOf,
-  originNetwork,
   originTag,
   createCoordinator,
   currentRound,
   decodeLightDelta,
   encodeLightDelta,
-  hasRecord,
-  MAX_STRIKES,
   roundAssignments,
   roundAtHeight,
   stateHash,
@@ -36,6 +31,11 @@ import {
 } from '../src/index.ts';
 import { clientId, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
+import { checkCoordinatorConfig } from '../src/coordinator/config-check.ts';
+import { MAX_STRIKES } from '../src/coordinator/membership.ts';
+import { acceptedSlots } from '../src/coordinator/round-outcome.ts';
+import { hasRecord } from '../src/coordinator/trust.ts';
+import { originNetwork } from '../src/protocol/origin.ts';
 
 /** `verifier`: a trusted verify-only client (`node-trainer verify`). */
 type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat';

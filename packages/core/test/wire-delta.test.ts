@@ -4,20 +4,19 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   decodeFrame,
-  decodeResyncRequest,
-  decodeStateDelta,
   decodeWireEvent,
-  encodeMessage,
   encodeStateDelta,
   encodeWireEvent,
-  MAX_DELTA_TRANSITIONS,
-  MESSAGE_TYPE,
   peerIdOfKey,
   WireError,
   wireLimits,
 } from '../src/index.ts';
-import type { ClientRef, StateDelta, WireEvent, WireMessage, WireTransition } from '../src/index.ts';
+import type { StateDelta, WireEvent, WireMessage, WireTransition } from '../src/index.ts';
 import { bytes, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
+import { MESSAGE_TYPE } from '../src/wire/frame.ts';
+import { encodeMessage } from '../src/wire/messages.ts';
+import { decodeResyncRequest, decodeStateDelta, MAX_DELTA_TRANSITIONS } from '../src/wire/state-delta.ts';
+import type { ClientRef } from '../src/wire/transition.ts';
 
 const refArb: fc.Arbitrary<ClientRef> = fc.oneof(
   fc.integer({ min: 0, max: 200_000 }).map((client) => ({ client })),

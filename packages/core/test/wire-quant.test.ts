@@ -11,11 +11,11 @@ import {
   MAX_QUANT_BITS,
   packSigns,
   quantLevels,
-  VALUE_KIND_QUANT,
   WireError,
 } from '../src/index.ts';
-import type { DistroResult, QuantValues, TrainingResult } from '../src/index.ts';
+import type { DistroResult, TrainingResult } from '../src/index.ts';
 import { emptyResult, wireCode } from './fixtures/wire.ts';
+import { VALUE_KIND_QUANT, type QuantValues } from '../src/wire/distro-result.ts';
 
 const xshapeArb: fc.Arbitrary<number[]> = fc.oneof<fc.Arbitrary<number[]>[]>(
   fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 40 })).map(([a, b]) => [a, b]),

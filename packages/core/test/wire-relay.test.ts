@@ -5,16 +5,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   createCoordinator,
-  decodeChallenge,
   decodeFrame,
-  decodeParamHash,
-  decodeStateSnapshot,
-  decodeWarmupWitness,
   DEFAULT_RUN_TOML,
-  encodeMessage,
   encodeStateSnapshot,
   coordinatorConfigOf,
-  MESSAGE_TYPE,
   parseRunConfig,
   tick,
   WireError,
@@ -23,6 +17,12 @@ import {
 import type { CoordinatorState, WireMessage } from '../src/index.ts';
 import { bytes, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
 import { internState } from '../src/wire/state-interning.ts';
+import { decodeChallenge } from '../src/wire/challenge.ts';
+import { MESSAGE_TYPE } from '../src/wire/frame.ts';
+import { encodeMessage } from '../src/wire/messages.ts';
+import { decodeParamHash } from '../src/wire/param-hash.ts';
+import { decodeStateSnapshot } from '../src/wire/state-snapshot.ts';
+import { decodeWarmupWitness } from '../src/wire/warmup-witness.ts';
 
 const config = coordinatorConfigOf(parseRunConfig(DEFAULT_RUN_TOML).config);
 

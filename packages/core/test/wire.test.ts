@@ -3,15 +3,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  announceResult,
-  ByteWriter,
   chunkSizeOf,
-  decodeCoordinatorState,
   decodeFrame,
   decodeTrainingResult,
-  encodeCoordinatorState,
   encodedDistroResultSize,
-  encodeMessage,
   encodeTrainingResult,
   identityFromSeed,
   indexWidth,
@@ -20,22 +15,25 @@ import {
   signResult,
   unpackSigns,
   verifyAnnounce,
-  verifyJoin,
   verifySignedResult,
   WireError,
   wireLimits,
-  WIRE_VERSION,
 } from '../src/index.ts';
-import type {
-  CommitteeProof,
-  CoordinatorStateBroadcast,
-  DistroResult,
-  SparseIndices,
-  TrainingResult,
-  WireErrorCode,
-  WireMessage,
-} from '../src/index.ts';
+import type { DistroResult, TrainingResult, WireMessage } from '../src/index.ts';
 import { bytes, emptyResult, runIdArb, u32, u53, wireCode } from './fixtures/wire.ts';
+import type { CommitteeProof } from '../src/selection/committee.ts';
+import { announceResult } from '../src/wire/announce.ts';
+import { ByteWriter } from '../src/wire/codec.ts';
+import {
+  decodeCoordinatorState,
+  encodeCoordinatorState,
+  type CoordinatorStateBroadcast,
+} from '../src/wire/coordinator-state.ts';
+import type { SparseIndices } from '../src/wire/distro-result.ts';
+import type { WireErrorCode } from '../src/wire/errors.ts';
+import { WIRE_VERSION } from '../src/wire/frame.ts';
+import { verifyJoin } from '../src/wire/membership.ts';
+import { encodeMessage } from '../src/wire/messages.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Arbitraries

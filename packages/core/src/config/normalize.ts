@@ -4,7 +4,7 @@
 //
 // The document may hold unknown values (keys that failed the schema, see unknown.ts); a value derived from one
 // is unknown too, and so is a value this step rejects, so the cross-key rules can still run on the rest.
-import { DEFAULT_LIMITS } from '../coordinator/config.ts';
+import { DEFAULT_LIMITS } from '../state/coordinator-config.ts';
 import type { ConfigIssue } from './errors.ts';
 import type { RunConfigDocument } from './schema.ts';
 import { withSparseLoCoDefaults } from './sparseloco.ts';
@@ -147,7 +147,6 @@ export function normalize(doc: RunConfigDocument): Normalized {
         c.waiting_for_members_extra_time ?? PSYCHE_DEFAULTS.waiting_for_members_extra_time,
       max_clients: c.max_clients ?? DEFAULT_LIMITS.max_clients,
       max_witnesses: c.max_witnesses ?? DEFAULT_LIMITS.max_witnesses,
-      bloom_false_positive_rate: c.bloom_false_positive_rate ?? DEFAULT_LIMITS.bloom_false_positive_rate,
       ...(c.trusted_verifiers === undefined ? {} : { trusted_verifiers: c.trusted_verifiers }),
     },
     model: {

@@ -1,5 +1,5 @@
 // Views of a RunConfig for the parts of core that consume it.
-import type { CoordinatorConfig } from '../coordinator/config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import type { LrSchedule } from '../schedule/lr.ts';
 import type { LrScheduleTable, RunConfig } from './types.ts';
 

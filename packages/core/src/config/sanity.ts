@@ -1,10 +1,11 @@
-// Rules that relate keys to each other: Psyche's CoordinatorConfig::check_error
-// (docs/protocol.md "Run configuration") with its hard-coded limits (256 clients, 32 witnesses) replaced by
-// the run's own max_clients / max_witnesses, plus the runtime asserts of Psyche's LR schedules and our own
-// keys. Messages name the key to change and both values.
+// Rules that relate keys to each other (docs/protocol.md "Run configuration"): the coordinator's table
+// (state/config-rules.ts), plus the runtime asserts of Psyche's LR schedules and our own keys. Messages name
+// the key to change and both values.
 //
 // `run` may hold unknown values (keys that failed their own check, see unknown.ts): each rule is a thunk so
 // that one needing such a value is skipped while the others still report.
+import { CONFIG_RULES, ruleMessage } from '../state/config-rules.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import type { ConfigIssue } from './errors.ts';
 import type { LlmModel, MeshtrainTable, RunConfig } from './types.ts';
 import { whenKnown } from './unknown.ts';
@@ -22,102 +23,40 @@ function rule(
   });
 }
 
-function configRules(run: RunConfig): Check {
-  const c = run.config;
+/** Where a coordinator key lives in the run file. */
+function filePath(key: keyof CoordinatorConfig): string {
+  if (key === 'max_seq_len' || key === 'cold_start_warmup_steps') return `model.LLM.${key}`;
+  if (key === 'inner_steps') return 'model.LLM.optimizer.SparseLoCo.inner_steps';
+  return `config.${key}`;
+}
+
+/**
+ * The coordinator's config as the rules read it, one key at a time (coordinatorConfigOf reads them all at
+ * once), so that a rule needing an unknown key is the only one skipped.
+ */
+function coordinatorView(run: RunConfig): CoordinatorConfig {
   const llm = run.model.LLM;
+  return new Proxy({} as CoordinatorConfig, {
+    get: (_target, key) => {
+      if (key === 'max_seq_len' || key === 'cold_start_warmup_steps') return llm[key];
+      if (key === 'inner_steps')
+        return 'SparseLoCo' in llm.optimizer ? llm.optimizer.SparseLoCo.inner_steps : undefined;
+      return (run.config as unknown as Record<PropertyKey, unknown>)[key];
+    },
+  });
+}
+
+/** The coordinator's rules (state/config-rules.ts), all of them: a run file is held to the sensible ones too. */
+function configRules(run: RunConfig): Check {
+  const c = coordinatorView(run);
   return (issues) => {
-    rule(issues, 'config.epoch_time', () => c.epoch_time > 0, 'must be > 0');
-    rule(
-      issues,
-      'config.warmup_time',
-      () => c.warmup_time < c.epoch_time,
-      () => `must be < config.epoch_time (${c.warmup_time} >= ${c.epoch_time})`,
-    );
-    rule(issues, 'config.max_round_train_time', () => c.max_round_train_time > 0, 'must be > 0');
-    rule(
-      issues,
-      'config.max_round_train_time',
-      () => c.max_round_train_time < c.epoch_time,
-      () => `must be < config.epoch_time (${c.max_round_train_time} >= ${c.epoch_time})`,
-    );
-    rule(issues, 'config.round_witness_time', () => c.round_witness_time > 0, 'must be > 0');
-    rule(issues, 'config.cooldown_time', () => c.cooldown_time > 0, 'must be > 0');
-    rule(
-      issues,
-      'config.waiting_for_members_extra_time',
-      () => c.waiting_for_members_extra_time > 0,
-      'must be > 0',
-    );
-    rule(issues, 'config.min_clients', () => c.min_clients > 0, 'must be > 0');
-    rule(
-      issues,
-      'config.init_min_clients',
-      () => c.init_min_clients >= c.min_clients,
-      () => `must be >= config.min_clients (${c.init_min_clients} < ${c.min_clients})`,
-    );
-    rule(issues, 'config.max_clients', () => c.max_clients >= 1, 'must be >= 1');
-    rule(
-      issues,
-      'config.init_min_clients',
-      () => c.init_min_clients <= c.max_clients,
-      () => `must be <= config.max_clients (${c.init_min_clients} > ${c.max_clients})`,
-    );
-    rule(issues, 'config.global_batch_size_start', () => c.global_batch_size_start >= 1, 'must be >= 1');
-    rule(issues, 'config.global_batch_size_end', () => c.global_batch_size_end >= 1, 'must be >= 1');
-    rule(
-      issues,
-      'config.global_batch_size_start',
-      () => c.global_batch_size_start <= c.global_batch_size_end,
-      () =>
-        `must be <= config.global_batch_size_end (${c.global_batch_size_start} > ${c.global_batch_size_end})`,
-    );
-    rule(issues, 'config.total_steps', () => c.total_steps > 0, 'must be > 0');
-    rule(issues, 'config.max_witnesses', () => c.max_witnesses >= 1, 'must be >= 1');
-    const trusted = c.trusted_verifiers ?? [];
-    rule(
-      issues,
-      'config.trusted_verifiers',
-      () => new Set(trusted).size === trusted.length,
-      'lists a key twice',
-    );
-    rule(
-      issues,
-      'config.trusted_verifiers',
-      () => trusted.length === 0 || c.verification_percent > 0,
-      'needs config.verification_percent > 0: without verification no result carries a fingerprint to check',
-    );
-    rule(
-      issues,
-      'config.witness_nodes',
-      () => c.witness_nodes <= c.min_clients,
-      () => `must be <= config.min_clients (${c.witness_nodes} > ${c.min_clients})`,
-    );
-    rule(
-      issues,
-      'config.witness_nodes',
-      () => c.witness_nodes <= c.max_witnesses,
-      () => `must be <= config.max_witnesses (${c.witness_nodes} > ${c.max_witnesses})`,
-    );
-    rule(
-      issues,
-      'config.bloom_false_positive_rate',
-      () => c.bloom_false_positive_rate > 0 && c.bloom_false_positive_rate < 0.5,
-      () => `must be in (0, 0.5) (got ${c.bloom_false_positive_rate})`,
-    );
-    rule(issues, 'model.LLM.max_seq_len', () => llm.max_seq_len > 0, 'must be > 0');
-    whenKnown(() => {
-      if (!(c.max_round_train_time > 0 && c.warmup_time < c.epoch_time)) return;
-      // Rounds that fit in an epoch after warmup: the cold-start ramp must end inside the first epoch.
-      const rounds = Math.floor((c.epoch_time - c.warmup_time) / c.max_round_train_time);
+    for (const r of CONFIG_RULES)
       rule(
         issues,
-        'model.LLM.cold_start_warmup_steps',
-        () => llm.cold_start_warmup_steps <= rounds,
-        () =>
-          `must be <= (config.epoch_time − config.warmup_time) / config.max_round_train_time ` +
-          `(${llm.cold_start_warmup_steps} > ${rounds})`,
+        filePath(r.key),
+        () => r.ok(c),
+        () => ruleMessage(r, c),
       );
-    });
   };
 }
 

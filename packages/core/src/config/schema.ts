@@ -192,7 +192,6 @@ const config = z.strictObject({
   waiting_for_members_extra_time: u8.optional(),
   max_clients: u32.optional(),
   max_witnesses: u32.optional(),
-  bloom_false_positive_rate: z.number().optional(),
   // Ours: Ed25519 public keys (64 lowercase hex digits) of the verifiers the run creator trusts.
   trusted_verifiers: z
     .array(z.string().regex(/^[0-9a-f]{64}$/, 'must be an Ed25519 public key as 64 lowercase hex digits'))

@@ -6,8 +6,7 @@ import type { Optimizer, SparseLoCoOptimizer } from './types.ts';
 /** Where top-k selects: the chunk's entries themselves, or its DCT-II coefficients. */
 export const SPARSE_DOMAINS = ['raw', 'dct'] as const;
 
-/** A round carries at most this many inner steps (H × global_batch_size sequences each). */
-export const MAX_INNER_STEPS = 1024;
+export { MAX_INNER_STEPS } from '../state/coordinator-config.ts';
 /** The backends' largest chunk side (it keeps the exact decode's integer bounds provable). */
 export const MAX_COMPRESSION_CHUNK = 256;
 /** A code is 1 sign bit and up to 7 level bits (core's wire, valueKind 2). */

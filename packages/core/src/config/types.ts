@@ -1,7 +1,7 @@
 // The typed form of a run config file. It mirrors the TOML document key for key (Psyche's snake_case names
 // and serde's externally tagged enums: a unit variant is a string, a variant with data is a one-key table),
 // so `stringifyRunConfig` can write it back and a Psyche user recognises every path.
-import type { CoordinatorConfig } from '../coordinator/config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 
 export type Architecture = 'HfLlama' | 'HfDeepseek' | 'HfAuto' | 'Torchtitan';
 export type DataType = 'Pretraining' | 'Finetuning';

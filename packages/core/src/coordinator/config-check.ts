@@ -1,9 +1,10 @@
 // The invariants the state machine itself relies on. The config module does the full, user-facing validation
 // of a TOML file (docs/protocol.md "Run configuration"); this guards `createCoordinator` and `update_config`
-// against configs that would make the machine stall or divide by zero. Unlike Psyche there is no 256-client
+// against configs that would make the machine stall or divide by zero: each key's type and sign here, then
+// the machine's rules of the table the config module applies too (state/config-rules.ts). Unlike Psyche there is no 256-client
 // cap: `max_clients` is the limit.
-import { MAX_INNER_STEPS } from '../config/sparseloco.ts';
-import type { CoordinatorConfig } from './config.ts';
+import { CONFIG_RULES, ruleMessage } from '../state/config-rules.ts';
+import { MAX_INNER_STEPS, type CoordinatorConfig } from '../state/coordinator-config.ts';
 import { MAX_TRUSTED_VERIFIERS } from './trust.ts';
 
 const POSITIVE_INTEGERS = [
@@ -54,44 +55,10 @@ export function checkCoordinatorConfig(config: CoordinatorConfig): string[] {
       errors.push(
         'config.trusted_verifiers: each key must be 64 lowercase hex digits (an Ed25519 public key)',
       );
-    else if (new Set(tv).size !== tv.length) errors.push('config.trusted_verifiers: a key is listed twice');
-    else if (tv.length > 0 && config.verification_percent === 0)
-      errors.push('config.trusted_verifiers: needs verification_percent > 0 (results carry no fingerprint)');
   }
   if (errors.length > 0) return errors;
-  const c = config;
-  if (c.global_batch_size_end * (c.inner_steps ?? 1) > 0xffff_ffff)
-    errors.push(
-      `config.global_batch_size_end × inner_steps must fit in u32 (${c.global_batch_size_end} × ${c.inner_steps})`,
-    );
-  if (c.verification_percent > 100)
-    errors.push(`config.verification_percent: must be <= 100 (got ${c.verification_percent})`);
-  if (c.min_clients > c.init_min_clients)
-    errors.push(
-      `config.min_clients: must be <= config.init_min_clients (${c.min_clients} > ${c.init_min_clients})`,
-    );
-  if (c.init_min_clients > c.max_clients)
-    errors.push(
-      `config.init_min_clients: must be <= config.max_clients (${c.init_min_clients} > ${c.max_clients})`,
-    );
-  if (c.global_batch_size_start > c.global_batch_size_end) {
-    errors.push(
-      `config.global_batch_size_start: must be <= config.global_batch_size_end (${c.global_batch_size_start} > ${c.global_batch_size_end})`,
-    );
-  }
-  if (c.witness_nodes > c.max_witnesses)
-    errors.push(
-      `config.witness_nodes: must be <= config.max_witnesses (${c.witness_nodes} > ${c.max_witnesses})`,
-    );
-  if (c.warmup_time >= c.epoch_time)
-    errors.push(`config.warmup_time: must be < config.epoch_time (${c.warmup_time} >= ${c.epoch_time})`);
-  if (c.max_round_train_time >= c.epoch_time) {
-    errors.push(
-      `config.max_round_train_time: must be < config.epoch_time (${c.max_round_train_time} >= ${c.epoch_time})`,
-    );
-  }
-  if (!(c.bloom_false_positive_rate > 0 && c.bloom_false_positive_rate < 1)) {
-    errors.push(`config.bloom_false_positive_rate: must be in (0, 1) (got ${c.bloom_false_positive_rate})`);
-  }
+  // The keys are integers of the right sign: the rules relating them to each other apply.
+  for (const rule of CONFIG_RULES)
+    if (rule.machine && !rule.ok(config)) errors.push(`config.${rule.key}: ${ruleMessage(rule, config)}`);
   return errors;
 }

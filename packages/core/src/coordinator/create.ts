@@ -1,7 +1,7 @@
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';
-import type { CoordinatorState, RunState } from './state.ts';
+import type { CoordinatorState, RunState } from '../state/coordinator-state.ts';
 
 export interface CreateCoordinatorOptions {
   run_id: string;

@@ -1,14 +1,14 @@
 import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import type { CoordinatorError } from './errors.ts';
-import type { ClientState, CoordinatorState, RunState } from './state.ts';
+import type { ClientState, CoordinatorState, RunState } from '../state/coordinator-state.ts';
 
 /** What the shell feeds `tick`. Events are not stored, so they may carry bytes. */
 export type CoordinatorEvent =
   /** Timer (the relay sends one every ~500 ms); `entropy` (hex) is mixed into later round seeds. */
   | { type: 'tick'; entropy?: string }
   | { type: 'entropy'; entropy: string }
-  /** `origin`: the host's tag of where the join came from (16 hex digits; state.ts Member.origin). */
+  /** `origin`: the host's tag of where the join came from (16 hex digits; state/coordinator-state.ts Member.origin). */
   | { type: 'join'; id: string; p2p_id: string; origin?: string; verifier_only?: true }
   /** Voluntary leave or disconnect: Healthy → Withdrawn. */
   | { type: 'leave'; id: string }

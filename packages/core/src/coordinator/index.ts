@@ -1,6 +1,6 @@
-export * from './config.ts';
+export * from '../state/coordinator-config.ts';
 export * from './config-check.ts';
-export * from './state.ts';
+export * from '../state/coordinator-state.ts';
 export * from './events.ts';
 export * from './errors.ts';
 export * from './seed.ts';
@@ -10,7 +10,7 @@ export * from './queries.ts';
 export * from './create.ts';
 export * from './tick.ts';
 export { retryQueueBound, unattestedBatches } from './retries.ts';
-export { aliveFromEvidence, unhealthyTrainers } from './witnessing.ts';
+export { unhealthyTrainers } from './witnessing.ts';
 export {
   CONFIRMING_STRIKES,
   STRIKE_WINDOW,
@@ -21,6 +21,7 @@ export {
 export type { AdmittedResult } from './results.ts';
 export {
   acceptedSlots,
+  aliveFromEvidence,
   aliveSlots,
   admittedSlots,
   applyRoundOutcome,

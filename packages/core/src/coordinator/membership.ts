@@ -1,9 +1,9 @@
 // Joining, leaving and ejection. Ids are Ed25519 public keys in hex; a client is a member (registered for
 // the next epoch) and, while an epoch runs, possibly an epoch client with a health state.
 import { CoordinatorError } from './errors.ts';
-import type { Ctx } from './transitions.ts';
-import { currentHeight, retireClients } from './transitions.ts';
-import type { CoordinatorState } from './state.ts';
+import type { Ctx } from './context.ts';
+import { currentRound } from '../state/rounds.ts';
+import type { CoordinatorState, EpochClient } from '../state/coordinator-state.ts';
 import { withoutTrust } from './trust.ts';
 
 /**
@@ -118,4 +118,35 @@ export function strike(state: CoordinatorState, id: string, reason: string, ctx:
   const count = (Object.hasOwn(state.strikes, id) ? (state.strikes[id] as number) : 0) + 1;
   if (count >= MAX_STRIKES) return eject(state, id, `${MAX_STRIKES} strikes; last: ${reason}`, ctx);
   return { ...state, strikes: { ...state.strikes, [id]: count } };
+}
+
+/** Healthy clients that take part in rounds (verify-only clients count in no quorum or min_clients). */
+export function healthyCount(state: CoordinatorState): number {
+  let n = 0;
+  for (const c of state.epoch.clients) if (c.state === 'Healthy' && c.verifier_only !== true) n++;
+  return n;
+}
+
+export function currentHeight(state: CoordinatorState): number {
+  return currentRound(state)?.height ?? 0;
+}
+
+/** Sets the state of the given epoch clients (only Healthy ones change) and unregisters them as members. */
+export function retireClients(
+  state: CoordinatorState,
+  clientIndices: readonly number[],
+  to: Exclude<EpochClient['state'], 'Healthy'>,
+): CoordinatorState {
+  if (clientIndices.length === 0) return state;
+  const clients = state.epoch.clients.slice();
+  const ids = new Set<string>();
+  const height = currentHeight(state);
+  for (const i of clientIndices) {
+    const c = clients[i];
+    if (!c || c.state !== 'Healthy') continue;
+    clients[i] = { ...c, state: to, exited_height: height };
+    ids.add(c.id);
+  }
+  const members = ids.size > 0 ? state.members.filter((m) => !ids.has(m.id)) : state.members;
+  return { ...state, members, epoch: { ...state.epoch, clients } };
 }

@@ -4,26 +4,18 @@
 // Round object but keep the same roster array, so asking every tick costs nothing after the first time.
 import { RoundSelection } from '../selection/committee.ts';
 import { assignBatches, type BatchId } from '../selection/data-assignment.ts';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 import { attests } from '../witness/attestation.ts';
 import { quorum } from '../witness/quorum.ts';
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 import { loadSlotBits, roundAttestations } from './stored-attestation.ts';
 import { isTrusted, onProbationIn, PROBATION_SHARE_DIVISOR, qualifiedIn } from './trust.ts';
+import { currentRound, roundAdmitted, roundAtHeight } from '../state/rounds.ts';
+
+export { currentRound, roundAdmitted, roundAtHeight, withRound } from '../state/rounds.ts';
 
 const selections = new WeakMap<readonly number[], RoundSelection>();
 const assignments = new WeakMap<readonly number[], RoundAssignment[]>();
-
-export function currentRound(state: CoordinatorState): Round | null {
-  return state.epoch.rounds[state.epoch.rounds_head] ?? null;
-}
-
-/** The round of this epoch with the given height, if the 4-round ring still holds it. */
-export function roundAtHeight(state: CoordinatorState, height: number): Round | null {
-  if (height < 0) return null;
-  const round = state.epoch.rounds[height % 4];
-  return round && round.height === height ? round : null;
-}
 
 export function roundSelection(round: Round): RoundSelection {
   let sel = selections.get(round.roster);
@@ -114,11 +106,6 @@ export interface AcceptedCommitment {
   votes: number;
 }
 
-/** The host's admitted commitments of a round, aligned with `roundAssignments` ([] for older snapshots). */
-export function roundAdmitted(round: Round): readonly (string | null)[] {
-  return round.admitted ?? [];
-}
-
 /**
  * The round a result, witness or accusation for `step` may still change: the open round or the one before it
  * (whose results the open round's witnesses attest). Older rounds are closed: nothing done for them now could
@@ -142,13 +129,6 @@ export function resultRoundByStep(state: CoordinatorState, step: number): Round 
   if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') return null;
   const cur = currentRound(state);
   return cur && cur.step === step ? cur : null;
-}
-
-/** The state with `round` stored in its ring slot (same roster array, so memoised selection survives). */
-export function withRound(state: CoordinatorState, round: Round): CoordinatorState {
-  const rounds = state.epoch.rounds.slice();
-  rounds[round.height % 4] = round;
-  return { ...state, epoch: { ...state.epoch, rounds } };
 }
 
 /**

@@ -6,8 +6,8 @@
 import { CoordinatorError } from './errors.ts';
 import { eject } from './membership.ts';
 import { resultRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
-import type { CoordinatorState } from './state.ts';
-import type { Ctx } from './transitions.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
+import type { Ctx } from './context.ts';
 
 const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
 

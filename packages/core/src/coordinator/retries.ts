@@ -22,7 +22,7 @@
 import type { BatchId } from '../selection/data-assignment.ts';
 import { acceptedCommitments, retryQueue, roundAssignments, roundAtHeight, roundRetries } from './queries.ts';
 import { acceptedSlots } from './round-outcome.ts';
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 
 /** The most intervals the queue can hold (see "Bound" above); for tests and monitoring, never enforced. */
 export function retryQueueBound(state: CoordinatorState): number {

@@ -12,6 +12,8 @@
 import { hexToBytes } from '../crypto/bytes.ts';
 import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
+import { healthScore } from '../witness/health.ts';
+import { quorum } from '../witness/quorum.ts';
 import {
   acceptedByEvidence,
   roundAdmitted,
@@ -21,9 +23,8 @@ import {
   withRound,
 } from './queries.ts';
 import { isTrusted, qualifiedIn, withTrust } from './trust.ts';
-import { aliveFromEvidence } from './witnessing.ts';
-import type { CoordinatorState, Round } from './state.ts';
-import { loadSlotBits, toBase64 } from './stored-attestation.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
+import { loadSlotBits, roundAttestations, toBase64 } from './stored-attestation.ts';
 
 export interface RoundOutcome {
   /** Height of the round that ended. */
@@ -231,4 +232,24 @@ function slotBits(state: CoordinatorState, round: Round, text: string): boolean[
   const slots = roundAssignments(state, round).length;
   const bits = loadSlotBits(text, slots);
   return bits && Array.from({ length: slots }, (_, i) => attests(bits, i));
+}
+
+/** For each slot of `judged`, whether its trainer got through by the evidence (admitted, or seen by a quorum). */
+export function aliveFromEvidence(state: CoordinatorState, judged: Round, attesting: Round): boolean[] {
+  const attestations = roundAttestations(attesting);
+  return roundAssignments(state, judged).map((_, slot) => seenAlive(judged, attesting, attestations, slot));
+}
+
+/**
+ * Whether the trainer of `judged`'s result slot got through: admitted by the host, or attested by a quorum of
+ * `attesting`'s witnesses (`attestations`, over `judged`'s slots).
+ */
+export function seenAlive(
+  judged: Round,
+  attesting: Round,
+  attestations: readonly Uint8Array[],
+  slot: number,
+): boolean {
+  if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
+  return healthScore(slot, attestations) >= quorum(attesting.witness_count);
 }

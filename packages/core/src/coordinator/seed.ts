@@ -6,7 +6,7 @@
 // unpredictable committees feeds fresh randomness there; replaying the same events replays the same seeds.
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bigIntToSeed, leBytesToBigInt } from '../selection/hex.ts';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 
 const DOMAIN = new TextEncoder().encode('meshtrain/round-seed/v1');
 

@@ -1,6 +1,6 @@
 // Attestations in state are JSON: base64 bits. Decoding is memoised per witness record (records are never
 // mutated, only replaced), since the same record is read by every consensus and health query of its round.
-import type { Round, WitnessRecord } from './state.ts';
+import type { Round, WitnessRecord } from '../state/coordinator-state.ts';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const LOOKUP = (() => {

@@ -32,24 +32,14 @@
 //     earned by verified history (trust.ts).                        (verification.ts, queries.ts)
 // 11. A batch whose trainer no witness quorum attested is queued and retried, whole, by another trainer in a
 //     later round (Psyche never trains it again); the queue survives epoch ends.           (retries.ts)
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from './events.ts';
-import { eject, isKnown, join, leave, checkId } from './membership.ts';
-import type { CoordinatorState } from './state.ts';
-import type { Ctx } from './transitions.ts';
-import {
-  abortWarmup,
-  changeState,
-  endEpoch,
-  endRound,
-  healthyCount,
-  startEpoch,
-  startRoundTrain,
-  timedOut,
-  withdrawAll,
-} from './transitions.ts';
+import { changeState, timedOut, type Ctx } from './context.ts';
+import { eject, healthyCount, isKnown, join, leave, checkId } from './membership.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
+import { abortWarmup, endEpoch, endRound, startEpoch, startRoundTrain, withdrawAll } from './transitions.ts';
 import { resultAdmitted } from './results.ts';
 import { verdict } from './verification.ts';
 import { healthCheck, warmupWitness, witness } from './witnessing.ts';

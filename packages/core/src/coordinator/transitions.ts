@@ -4,70 +4,15 @@
 import { effectiveWitnessCount } from '../selection/committee.ts';
 import { roundBatchSize } from '../selection/batch-size.ts';
 import { quorum } from '../witness/quorum.ts';
-import type { CoordinatorEffect } from './events.ts';
+import { changeState, type Ctx } from './context.ts';
+import { currentHeight, healthyCount, retireClients } from './membership.ts';
 import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
 import { queueUnattested, requeueUnapplied, takeRetries } from './retries.ts';
 import { CoordinatorError } from './errors.ts';
-import {
-  applyRoundOutcome,
-  judgeRound,
-  outcomeShapeError,
-  sameOutcome,
-  type RoundOutcome,
-} from './round-outcome.ts';
+import { applyRoundOutcome, judgeRound, outcomeShapeError, sameOutcome } from './round-outcome.ts';
 import { deriveRoundSeed } from './seed.ts';
 import { frozenTrust } from './trust.ts';
-import type { CoordinatorState, EpochClient, Round, RunState } from './state.ts';
-
-export interface Ctx {
-  now: number;
-  effects: CoordinatorEffect[];
-  /** The host's judgement of the round this event ends, for a replica without the evidence (round-outcome.ts). */
-  outcome?: RoundOutcome;
-  /** The state holds no evidence (a light replica): a round can only end with `outcome`. */
-  light?: boolean;
-}
-
-/** Psyche's check_timeout: at least one new second must have passed, and `duration` of them. */
-export function timedOut(state: CoordinatorState, now: number, duration: number): boolean {
-  return now !== state.run_state_start && now >= state.run_state_start + duration;
-}
-
-export function changeState(state: CoordinatorState, to: RunState, ctx: Ctx): CoordinatorState {
-  ctx.effects.push({ type: 'RunStateChanged', from: state.run_state, to });
-  return { ...state, run_state: to, run_state_start: ctx.now };
-}
-
-/** Healthy clients that take part in rounds (verify-only clients count in no quorum or min_clients). */
-export function healthyCount(state: CoordinatorState): number {
-  let n = 0;
-  for (const c of state.epoch.clients) if (c.state === 'Healthy' && c.verifier_only !== true) n++;
-  return n;
-}
-
-export function currentHeight(state: CoordinatorState): number {
-  return currentRound(state)?.height ?? 0;
-}
-
-/** Sets the state of the given epoch clients (only Healthy ones change) and unregisters them as members. */
-export function retireClients(
-  state: CoordinatorState,
-  clientIndices: readonly number[],
-  to: Exclude<EpochClient['state'], 'Healthy'>,
-): CoordinatorState {
-  if (clientIndices.length === 0) return state;
-  const clients = state.epoch.clients.slice();
-  const ids = new Set<string>();
-  const height = currentHeight(state);
-  for (const i of clientIndices) {
-    const c = clients[i];
-    if (!c || c.state !== 'Healthy') continue;
-    clients[i] = { ...c, state: to, exited_height: height };
-    ids.add(c.id);
-  }
-  const members = ids.size > 0 ? state.members.filter((m) => !ids.has(m.id)) : state.members;
-  return { ...state, members, epoch: { ...state.epoch, clients } };
-}
+import type { CoordinatorState, EpochClient, Round } from '../state/coordinator-state.ts';
 
 /** WaitingForMembers → Warmup: the first `max_clients` members form the epoch (FIX (Psyche): no 256 cap). */
 export function startEpoch(state: CoordinatorState, ctx: Ctx): CoordinatorState {

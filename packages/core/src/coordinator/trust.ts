@@ -9,7 +9,7 @@
 // live record, so every replica derives the same verification tasks and acceptance whenever it asks. The
 // record changes only when a round ends, from the round outcome's vetted/struck bits, which a light replica
 // receives with the outcome (coordinator/round-outcome.ts).
-import type { CoordinatorState, Round } from './state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 
 /** Qualified judgements per identity that `state.trust` remembers (1 passed, 0 failed), oldest first. */
 export const TRUST_WINDOW = 8;

@@ -2,7 +2,7 @@
 // protocol/verification.ts has the fingerprint and the measurements). A query on rounds like
 // roundAssignments: every peer and the coordinator derive the same tasks from the same state.
 import { sha256 } from '@noble/hashes/sha2.js';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 import { CoordinatorError } from './errors.ts';
 import { eject, strike } from './membership.ts';
 import {
@@ -13,8 +13,8 @@ import {
   withRound,
   type RoundAssignment,
 } from './queries.ts';
-import type { CoordinatorState, Round } from './state.ts';
-import type { Ctx } from './transitions.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
+import type { Ctx } from './context.ts';
 import { isTrusted, onProbationIn, qualifiedIn, STRUCK_SAMPLING_FACTOR } from './trust.ts';
 
 /** Independent verifiers per sampled result; a confirmed cheat needs all of them to fail it. */
@@ -182,11 +182,18 @@ function checkEvidence(e: unknown): e is [number, number] {
   );
 }
 
-export function verdict(
-  state: CoordinatorState,
-  v: VerdictSubmission,
-  ctx: Ctx,
-): CoordinatorState | CoordinatorError {
+type Verdict = NonNullable<Round['verdicts']>[number];
+
+/** What a taken verdict is about: the open round, the judged one, its task and the verifier's epoch index. */
+interface VerdictTarget {
+  cur: Round;
+  judged: Round;
+  task: VerificationTask;
+  by: number;
+}
+
+/** Why `v` is not taken in `state` (a CoordinatorError), or what it is about. */
+function verdictTarget(state: CoordinatorState, v: VerdictSubmission): VerdictTarget | CoordinatorError {
   if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness')
     return new CoordinatorError(
       'WrongPhase',
@@ -222,12 +229,94 @@ export function verdict(
       'NotHealthy',
       `${v.id.slice(0, 12)}… is no longer a member of the epoch; its verdicts are not taken`,
     );
-  const verdicts = judged.verdicts ?? [];
-  if (verdicts.some((x) => x.slot === task.slot && x.by === by))
+  if ((judged.verdicts ?? []).some((x) => x.slot === task.slot && x.by === by))
     return new CoordinatorError('DuplicateVerdict', 'this verifier already reported on that result');
+  return { cur, judged, task, by };
+}
+
+/** How the verdicts on one result come out once every verifier reported. */
+interface Ruling {
+  next: CoordinatorState;
+  /** The result failed (a strike in the trainer's verified record). */
+  failed: boolean;
+  /** Set when the verdicts confirm a cheat on their own: why. */
+  cheat?: string;
+}
+
+/**
+ * The ruling of an anchored round (`cur.qualified` frozen): trusted verifiers, else qualified ones, decide;
+ * accusers they refute take a strike.
+ */
+function anchoredRuling(
+  state: CoordinatorState,
+  cur: Round,
+  mine: readonly Verdict[],
+  verifiers: number,
+  v: VerdictSubmission,
+  trainerId: string,
+  ctx: Ctx,
+): Ruling {
+  let next = state;
+  const clients = next.epoch.clients;
+  const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
+  const trusted = mine.filter((x) => isTrusted(next, clients[x.by]?.id ?? ''));
+  const qualified = trusted.length > 0 ? trusted : mine.filter((x) => qualifiedIn(cur, x.by));
+  const qPass = qualified.some((x) => x.pass);
+  const qFail = qualified.some((x) => !x.pass);
+  if (qPass && !qFail)
+    for (const x of accusers) {
+      if (qualified.includes(x)) continue;
+      const liar = clients[x.by]?.id ?? '';
+      ctx.effects.push({ type: 'AccusationRefuted', step: v.step, trainer: trainerId, verifier: liar });
+      next = strike(
+        next,
+        liar,
+        `its conclusive failure of step ${v.step} was refuted by a qualified verifier`,
+        ctx,
+      );
+    }
+  const confirmer = accusers.find((x) => qualifiedIn(cur, x.by));
+  const cheat =
+    allConclusive(mine, accusers, verifiers) && confirmer && originsOf(clients, accusers).size >= 2
+      ? `failed conclusively by ${mine.length} verifiers, confirmed by one with a verified history`
+      : undefined;
+  return { next, failed: qFail && !qPass, ...(cheat !== undefined ? { cheat } : {}) };
+}
+
+/** The ruling of an unanchored round: the verifiers' agreement alone. */
+function unanchoredRuling(state: CoordinatorState, mine: readonly Verdict[], verifiers: number): Ruling {
+  const clients = state.epoch.clients;
+  const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
+  // Failures from one origin are one voice: they keep the result out but count against nobody.
+  const failOrigins = originsOf(clients, mine);
+  const failed = verifiers >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass) && failOrigins.size >= 2;
+  const cheat =
+    allConclusive(mine, accusers, verifiers) &&
+    originsOf(clients, accusers).size >= Math.min(2, accusers.length)
+      ? `failed conclusively by ${mine.length} verifiers`
+      : undefined;
+  return { next: state, failed, ...(cheat !== undefined ? { cheat } : {}) };
+}
+
+function allConclusive(mine: readonly Verdict[], accusers: readonly Verdict[], verifiers: number): boolean {
+  return verifiers >= VERIFIERS_PER_RESULT && accusers.length === mine.length;
+}
+
+function originsOf(clients: CoordinatorState['epoch']['clients'], verdicts: readonly Verdict[]): Set<string> {
+  return new Set(verdicts.map((x) => clients[x.by]?.origin ?? `#${x.by}`));
+}
+
+export function verdict(
+  state: CoordinatorState,
+  v: VerdictSubmission,
+  ctx: Ctx,
+): CoordinatorState | CoordinatorError {
+  const target = verdictTarget(state, v);
+  if (target instanceof CoordinatorError) return target;
+  const { cur, judged, task, by } = target;
   const conclusive = !v.pass && v.conclusive === true;
   const recorded = [
-    ...verdicts,
+    ...(judged.verdicts ?? []),
     {
       slot: task.slot,
       by,
@@ -236,7 +325,7 @@ export function verdict(
       ...(conclusive && v.evidence ? { evidence: [v.evidence[0], v.evidence[1]] as [number, number] } : {}),
     },
   ];
-  let next = withRound(state, { ...judged, verdicts: recorded });
+  const next = withRound(state, { ...judged, verdicts: recorded });
   const trainerId = task.trainer.id;
   ctx.effects.push({
     type: 'VerdictRecorded',
@@ -251,62 +340,33 @@ export function verdict(
   const mine = recorded.filter((x) => x.slot === task.slot);
   // A result counts once every verifier reported; one that was never fully judged proves nothing either way.
   if (mine.length < task.verifiers.length) return next;
-  const clients = next.epoch.clients;
-  const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
-  const allConclusive = task.verifiers.length >= VERIFIERS_PER_RESULT && accusers.length === mine.length;
-  const origins = new Set(accusers.map((x) => clients[x.by]?.origin ?? `#${x.by}`));
-  let failed: boolean;
-  if (cur.qualified !== undefined) {
-    const trusted = mine.filter((x) => isTrusted(next, clients[x.by]?.id ?? ''));
-    const qualified = trusted.length > 0 ? trusted : mine.filter((x) => qualifiedIn(cur, x.by));
-    const qPass = qualified.some((x) => x.pass);
-    const qFail = qualified.some((x) => !x.pass);
-    failed = qFail && !qPass;
-    if (qPass && !qFail)
-      for (const x of accusers) {
-        if (qualified.includes(x)) continue;
-        const liar = clients[x.by]?.id ?? '';
-        ctx.effects.push({ type: 'AccusationRefuted', step: v.step, trainer: trainerId, verifier: liar });
-        next = strike(
-          next,
-          liar,
-          `its conclusive failure of step ${v.step} was refuted by a qualified verifier`,
-          ctx,
-        );
-      }
-    const confirmer = accusers.find((x) => qualifiedIn(cur, x.by));
-    if (allConclusive && confirmer && origins.size >= 2)
-      return confirmCheat(
-        next,
-        task,
-        cur.height,
-        v.step,
-        `failed conclusively by ${mine.length} verifiers, confirmed by one with a verified history`,
-        ctx,
-      );
-  } else {
-    // Failures from one origin are one voice: they keep the result out but count against nobody.
-    const failOrigins = new Set(mine.map((x) => clients[x.by]?.origin ?? `#${x.by}`));
-    failed =
-      task.verifiers.length >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass) && failOrigins.size >= 2;
-    if (allConclusive && origins.size >= Math.min(2, accusers.length))
-      return confirmCheat(
-        next,
-        task,
-        cur.height,
-        v.step,
-        `failed conclusively by ${mine.length} verifiers`,
-        ctx,
-      );
-  }
-  next = withVerified(next, trainerId, failed ? 1 : 0);
+  const ruling =
+    cur.qualified !== undefined
+      ? anchoredRuling(next, cur, mine, task.verifiers.length, v, trainerId, ctx)
+      : unanchoredRuling(next, mine, task.verifiers.length);
+  if (ruling.cheat !== undefined)
+    return confirmCheat(ruling.next, task, cur.height, v.step, ruling.cheat, ctx);
+  return countStrike(ruling.next, task, cur.height, v.step, ruling.failed, ctx);
+}
+
+/** Records a fully judged result in the trainer's verified record; too many failures confirm a cheat. */
+function countStrike(
+  state: CoordinatorState,
+  task: VerificationTask,
+  height: number,
+  step: number,
+  failed: boolean,
+  ctx: Ctx,
+): CoordinatorState {
+  const trainerId = task.trainer.id;
+  const next = withVerified(state, trainerId, failed ? 1 : 0);
   const strikes = (next.verified?.[trainerId] ?? []).reduce((a, b) => a + b, 0);
   if (failed && strikes >= CONFIRMING_STRIKES)
     return confirmCheat(
       next,
       task,
-      cur.height,
-      v.step,
+      height,
+      step,
       `${strikes} of its last ${STRIKE_WINDOW} verified results failed`,
       ctx,
     );

@@ -4,24 +4,22 @@ import type { CommitteeProof, WitnessProof } from '../selection/committee.ts';
 import { effectiveWitnessCount } from '../selection/committee.ts';
 import { checkAttestation } from '../witness/attestation.ts';
 import { WitnessError } from '../witness/errors.ts';
-import { healthScore } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
 import { CoordinatorError } from './errors.ts';
-import { checkId, strike } from './membership.ts';
+import { checkId, healthyCount, retireClients, strike } from './membership.ts';
 import {
   currentRound,
-  roundAdmitted,
   roundAssignments,
   roundAtHeight,
   roundSelection,
   withRound,
   type RoundAssignment,
 } from './queries.ts';
-import { aliveSlots } from './round-outcome.ts';
-import type { CoordinatorState, Round, WitnessRecord } from './state.ts';
+import { aliveFromEvidence, aliveSlots, seenAlive } from './round-outcome.ts';
+import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinator-state.ts';
 import { roundAttestations, toBase64 } from './stored-attestation.ts';
-import type { Ctx } from './transitions.ts';
-import { changeState, healthyCount, retireClients, startRoundTrain } from './transitions.ts';
+import { changeState, type Ctx } from './context.ts';
+import { startRoundTrain } from './transitions.ts';
 
 function healthyClient(state: CoordinatorState, id: string): number | CoordinatorError {
   const bad = checkId(id);
@@ -228,26 +226,6 @@ export function unhealthyTrainers(state: CoordinatorState): RoundAssignment[] {
   return roundAssignments(state, judged).filter(
     (a, slot) => state.epoch.clients[a.client_index]?.state === 'Healthy' && !alive[slot],
   );
-}
-
-/** For each slot of `judged`, whether its trainer got through by the evidence (admitted, or seen by a quorum). */
-export function aliveFromEvidence(state: CoordinatorState, judged: Round, attesting: Round): boolean[] {
-  const attestations = roundAttestations(attesting);
-  return roundAssignments(state, judged).map((_, slot) => seenAlive(judged, attesting, attestations, slot));
-}
-
-/**
- * Whether the trainer of `judged`'s result slot got through: admitted by the host, or attested by a quorum of
- * `attesting`'s witnesses (`attestations`, over `judged`'s slots).
- */
-function seenAlive(
-  judged: Round,
-  attesting: Round,
-  attestations: readonly Uint8Array[],
-  slot: number,
-): boolean {
-  if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
-  return healthScore(slot, attestations) >= quorum(attesting.witness_count);
 }
 
 /**

@@ -10,7 +10,7 @@ import {
   roundAdmitted,
   roundAssignments,
 } from '../coordinator/queries.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { BatchId } from '../selection/data-assignment.ts';
 import { bytesToHex } from '../crypto/bytes.ts';
 import { checkJoinPow } from '../crypto/join-pow.ts';

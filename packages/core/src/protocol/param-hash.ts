@@ -9,7 +9,7 @@
 //  - more than half of the voters reported it. One reporter, or any minority of the epoch's clients, can
 //    never choose the run's hash, and neither can anyone outside the epoch.
 // The host stores a checkpoint only for an epoch end with an agreed hash, and only with that hash.
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { ParamHash } from '../wire/param-hash.ts';
 import { ProtocolRefusal } from './refusal.ts';
 

@@ -27,9 +27,9 @@
 //    rounds every honest result scores low (docs/protocol.md "Verification of work" has the measurements).
 //    How much a verdict weighs depends on its sender: a run that names trusted verifiers takes their word and that
 //    of verifiers with a verified history over the others' (coordinator/trust.ts, docs/protocol.md "Trust").
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { below, hashOf, u32le } from '../coordinator/verification.ts';
-import { hexToBytes } from '../selection/hex.ts';
+import { hexToBytes } from '../crypto/bytes.ts';
 
 /** Gradient sign bits a result carries when its run verifies: 256 bytes. */
 export const FINGERPRINT_BITS = 2048;

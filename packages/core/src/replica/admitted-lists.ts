@@ -2,7 +2,7 @@
 // a state that holds the commitments, checked against the round's `admitted_list` when fetched, and put back
 // into a light replica's rounds (docs/protocol.md "Round outcomes and light replicas").
 import { roundAdmitted, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { bytesToHex, hexToBytes, sha256 } from '../crypto/index.ts';
 import { COMMITMENT_BYTES } from '../wire/commitment.ts';
 import {

@@ -4,7 +4,7 @@
 // frame that does not fit, or a hash that differs, means the replica is not the relay's state: it is marked
 // diverged and ignores deltas until a snapshot replaces it. Pure bookkeeping: the shell (the client's
 // StateReplica) sends the requests, hashes the states and hands them on.
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { LightDelta } from '../wire/light-delta.ts';
 import { deltaEndSeq, type StateDelta } from '../wire/state-delta.ts';
 import type { StateSnapshot } from '../wire/state-snapshot.ts';

@@ -1,5 +1,5 @@
 // Following the relay as a light replica: applying LightDelta frames (wire/light-delta.ts) with `lightTick`.
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { bytesToHex } from '../crypto/index.ts';
 import { WireError } from '../wire/errors.ts';
 import type { LightDelta } from '../wire/light-delta.ts';

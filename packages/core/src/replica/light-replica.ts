@@ -8,13 +8,12 @@
 // the evidence itself and refuses an outcome that differs from its own (OutcomeMismatch).
 import { CoordinatorError } from '../coordinator/errors.ts';
 import type { CoordinatorEffect, CoordinatorEvent, TickResult } from '../coordinator/events.ts';
-import { eject } from '../coordinator/membership.ts';
+import { eject, retireClients } from '../coordinator/membership.ts';
 import { currentRound, resultRoundByStep, roundAtHeight, withRound } from '../coordinator/queries.ts';
 import type { RoundOutcome } from '../coordinator/round-outcome.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tickIn } from '../coordinator/tick.ts';
-import type { Ctx } from '../coordinator/transitions.ts';
-import { retireClients } from '../coordinator/transitions.ts';
+import type { Ctx } from '../coordinator/context.ts';
 import { witnessSeen } from '../coordinator/witnessing.ts';
 
 /** Events that carry evidence: only the host and full replicas apply them. */

@@ -3,7 +3,7 @@
 // receives against its own state (docs/protocol.md "Round outcomes and light replicas").
 import type { TickResult } from '../coordinator/events.ts';
 import type { RoundOutcome } from '../coordinator/round-outcome.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { fromBase64, toBase64 } from '../coordinator/stored-attestation.ts';
 import { tick } from '../coordinator/tick.ts';
 import { bytesToHex, hexToBytes, PUBLIC_KEY_BYTES } from '../crypto/index.ts';

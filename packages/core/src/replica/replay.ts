@@ -2,7 +2,7 @@
 // starts from a snapshot and replays every delta holds the relay's state exactly (the same object contents,
 // hence the same canonical JSON and stateHash). Pure: the relay, clients and the relay's restart recovery all
 // run this code.
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tick } from '../coordinator/tick.ts';
 import type { StateDelta, WireTransition } from '../wire/state-delta.ts';
 import { expandTransition } from './wire-events.ts';

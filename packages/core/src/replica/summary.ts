@@ -4,7 +4,7 @@
 // it (who is in, which slots were admitted and accepted, the address of the admitted list, who was dropped
 // or ejected) are what a trainer needs to follow the run. A full replica's state and the light replica
 // that followed the same run print the same JSON once the full one is summarised, so they share one hash.
-import type { CoordinatorState, Round, WitnessRecord } from '../coordinator/state.ts';
+import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinator-state.ts';
 
 const summarised = new WeakMap<Round, Round>();
 

@@ -2,9 +2,9 @@
 // clients by their index in a state (refs), so each direction takes the state the event applies to; replay.ts
 // feeds the expanded events to `tick`.
 import { currentRound, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
-import type { CoordinatorConfig } from '../coordinator/config.ts';
+import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import type { CoordinatorEffect, CoordinatorEvent } from '../coordinator/events.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { bytesToHex, hexToBytes } from '../crypto/index.ts';
 import { WireError } from '../wire/errors.ts';
 import type { WireTransition } from '../wire/state-delta.ts';

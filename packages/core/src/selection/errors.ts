@@ -1,4 +1,4 @@
-export type SelectionErrorCode = 'BadHex' | 'BadSeed' | 'BadArgument';
+export type SelectionErrorCode = 'BadSeed' | 'BadArgument';
 
 /** Thrown for malformed inputs to selection (bad seeds, out-of-range indices): a caller bug, not a protocol event. */
 export class SelectionError extends Error {

@@ -1,22 +1,5 @@
-// Hex <-> bytes for seeds and ids. Kept local so selection does not depend on the crypto module's evolving API.
+// u64 seeds as hex and as little-endian bytes (docs/protocol.md "Committee and witness selection").
 import { SelectionError } from './errors.ts';
-
-const HEX = /^(?:[0-9a-f]{2})*$/;
-
-export function hexToBytes(hex: string): Uint8Array {
-  const lower = hex.toLowerCase();
-  if (!HEX.test(lower))
-    throw new SelectionError('BadHex', `not an even-length hex string: ${hex.slice(0, 80)}`);
-  const out = new Uint8Array(lower.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(lower.slice(2 * i, 2 * i + 2), 16);
-  return out;
-}
-
-export function bytesToHex(bytes: Uint8Array): string {
-  let s = '';
-  for (const b of bytes) s += b.toString(16).padStart(2, '0');
-  return s;
-}
 
 /** A u64 seed travels as 16 hex digits (most significant first) so state stays JSON-safe without BigInt. */
 export function seedToBigInt(seedHex: string): bigint {

@@ -3,7 +3,7 @@
 // same way (a snapshot's JSON.parse, then core's `tick` on the same events), so equal states print equal text
 // — the replay test in packages/core/test holds that. A client that replays deltas to another hash has
 // diverged from the relay (or the relay from itself) and asks for a snapshot (ResyncRequest).
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { sha256, utf8Bytes } from '../crypto/index.ts';
 
 export const STATE_HASH_BYTES = 32;

@@ -15,7 +15,7 @@
 // | state      | string ≤ limits.maxFrameBytes: JSON of the CoordinatorState with its ids   |
 // |            | interned (state-interning.ts)                                              |
 //
-// The state is JSON because CoordinatorState is defined as JSON-safe data (coordinator/state.ts), and one
+// The state is JSON because CoordinatorState is defined as JSON-safe data (state/coordinator-state.ts), and one
 // encoding of it keeps relay, clients and the SQLite snapshots in agreement; its 64-hex-digit ids and the
 // PeerIds derived from them are interned into the table (about a third of the bytes at 1,000 clients), and
 // decoding restores the exact JSON text, so the state hash is that of the uninterned state. Canonical like
@@ -29,7 +29,7 @@ import { WireError } from './errors.ts';
 import { frameWriter, openFrameOf } from './frame.ts';
 import type { WireLimits } from './limits.ts';
 import { DEFAULT_WIRE_LIMITS } from './limits.ts';
-import type { CoordinatorState } from '../coordinator/state.ts';
+import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { PARAM_HASH_BYTES } from './param-hash.ts';
 import { externState, internState, INTERNED_VALUE_BYTES, type InternedState } from './state-interning.ts';
 

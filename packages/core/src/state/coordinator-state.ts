@@ -2,7 +2,7 @@
 // it with JSON.stringify after every transition and resume from it byte-for-byte. u64 seeds are 16 hex
 // digits; witness attestations are base64.
 import type { BatchId } from '../selection/data-assignment.ts';
-import type { CoordinatorConfig } from './config.ts';
+import type { CoordinatorConfig } from './coordinator-config.ts';
 
 export type RunState =
   | 'Uninitialized'

@@ -26,11 +26,6 @@ export interface CoordinatorConfig {
   max_clients: number;
   max_witnesses: number;
   /**
-   * Was the target false-positive rate of witness bloom filters; still parsed and range-checked so existing run
-   * files load, unused since witnesses send exact attestations (witness/attestation.ts).
-   */
-  bloom_false_positive_rate: number;
-  /**
    * Sequence length in tokens: the batch-size ramp counts tokens
    * (docs/protocol.md "Batch size and data index").
    */
@@ -49,9 +44,11 @@ export interface CoordinatorConfig {
   trusted_verifiers?: string[];
 }
 
+/** A round carries at most this many inner steps (H × global_batch_size sequences each). */
+export const MAX_INNER_STEPS = 1024;
+
 export const DEFAULT_LIMITS = {
   // A run sets its own; unset, a run still has a finite member list (snapshots grow with it).
   max_clients: 10_000,
   max_witnesses: 32,
-  bloom_false_positive_rate: 0.001,
 } as const;
