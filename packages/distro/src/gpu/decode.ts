@@ -7,7 +7,8 @@ import { DistroShapeError, sameShape } from '../layout.ts';
 import { checkResult, type TensorResult } from '../result.ts';
 import type { GpuContext } from './context.ts';
 import { bitsOf } from './op.ts';
-import { asGpu, bind, whole } from './tensor.ts';
+import { perSegmentWith } from './dispatch.ts';
+import { asGpu } from './tensor.ts';
 import * as W from './wgsl.ts';
 
 export function subtractResidual(ctx: GpuContext, delta: DistroTensor, own: TensorResult): void {
@@ -17,16 +18,13 @@ export function subtractResidual(ctx: GpuContext, delta: DistroTensor, own: Tens
   const idx = ctx.input('residual-idx', own.indices);
   const val = ctx.input('residual-val', own.values);
   const basis = ctx.basisPair(l.n1, l.n2, 'float');
-  const o = ctx.op();
-  for (const p of t.parts)
-    ctx.elementwise(
-      o,
-      W.RESIDUAL,
-      p.seg.elements,
-      [l.cols, l.n1, l.n2, l.blocksX, own.k, p.seg.firstRow, 0, basis.off2],
-      [bind(p), whole(idx), whole(val), whole(basis.buffer)],
-    );
-  o.submit();
+  perSegmentWith(
+    ctx,
+    W.RESIDUAL,
+    t,
+    (p) => [l.cols, l.n1, l.n2, l.blocksX, own.k, p.seg.firstRow, 0, basis.off2],
+    [idx, val, basis.buffer],
+  );
 }
 
 export function applyAggregated(
@@ -43,14 +41,11 @@ export function applyAggregated(
   const coef = ctx.input('apply-coef', agg.coef);
   const mean = ctx.input('apply-mean', agg.mean);
   const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  const o = ctx.op();
-  for (const p of t.parts)
-    ctx.elementwise(
-      o,
-      W.APPLY,
-      p.seg.elements,
-      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
-      [bind(p), whole(starts), whole(coef), whole(mean), whole(basis.buffer)],
-    );
-  o.submit();
+  perSegmentWith(
+    ctx,
+    W.APPLY,
+    t,
+    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
+    [starts, coef, mean, basis.buffer],
+  );
 }

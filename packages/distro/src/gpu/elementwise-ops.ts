@@ -4,7 +4,8 @@ import type { DistroTensor } from '../backend.ts';
 import { checkSameShapes } from '../layout.ts';
 import { COPY_SRC, grid, STORAGE, type GpuContext } from './context.ts';
 import { bitsOf } from './op.ts';
-import { asGpu, bind, whole, type Part } from './tensor.ts';
+import { perSegment } from './dispatch.ts';
+import { asGpu, bind, whole } from './tensor.ts';
 import * as W from './wgsl.ts';
 
 export function momentum(
@@ -15,24 +16,11 @@ export function momentum(
   lr: number,
 ): void {
   checkSameShapes(delta, grad);
-  const gp = asGpu(grad).parts;
-  const o = ctx.op();
-  asGpu(delta).parts.forEach((p, i) =>
-    ctx.elementwise(
-      o,
-      W.MOMENTUM,
-      p.seg.elements,
-      [bitsOf(decay), bitsOf(lr)],
-      [bind(p), bind(gp[i] as Part)],
-    ),
-  );
-  o.submit();
+  perSegment(ctx, W.MOMENTUM, [bitsOf(decay), bitsOf(lr)], [delta, grad]);
 }
 
 export function scale(ctx: GpuContext, t: DistroTensor, factor: number): void {
-  const o = ctx.op();
-  for (const p of asGpu(t).parts) ctx.elementwise(o, W.SCALE, p.seg.elements, [bitsOf(factor)], [bind(p)]);
-  o.submit();
+  perSegment(ctx, W.SCALE, [bitsOf(factor)], [t]);
 }
 
 export function signStep(
@@ -44,19 +32,7 @@ export function signStep(
 ): void {
   checkSameShapes(out, params);
   checkSameShapes(params, delta);
-  const pp = asGpu(params).parts;
-  const dp = asGpu(delta).parts;
-  const o = ctx.op();
-  asGpu(out).parts.forEach((p, i) =>
-    ctx.elementwise(
-      o,
-      W.SIGN_STEP,
-      p.seg.elements,
-      [bitsOf(lr)],
-      [bind(p), bind(pp[i] as Part), bind(dp[i] as Part)],
-    ),
-  );
-  o.submit();
+  perSegment(ctx, W.SIGN_STEP, [bitsOf(lr)], [out, params, delta]);
 }
 
 export async function sumOfSquares(ctx: GpuContext, t: DistroTensor): Promise<number> {

@@ -10,7 +10,8 @@ import type { DctOuterAggregate, OuterAggregate, RawOuterAggregate } from '../sp
 import type { GpuContext } from './context.ts';
 import { bitsOf } from './op.ts';
 import * as S from './sparseloco-wgsl.ts';
-import { asGpu, bind, blocksOf, whole, type GpuTensor, type Part } from './tensor.ts';
+import { perSegment, perSegmentWith } from './dispatch.ts';
+import { asGpu, bind, blocksOf, whole, type GpuTensor } from './tensor.ts';
 
 function applyRaw(ctx: GpuContext, t: GpuTensor, agg: RawOuterAggregate, step: number): void {
   const element = ctx.input('outer-element', agg.element);
@@ -38,16 +39,13 @@ function applyDct(ctx: GpuContext, t: GpuTensor, outer: DctOuterAggregate, step:
   const mean = ctx.input('outer-mean', agg.mean);
   const shift = ctx.input('outer-shift', agg.shift);
   const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  const o = ctx.op();
-  for (const p of t.parts)
-    ctx.elementwise(
-      o,
-      S.OUTER_DCT,
-      p.seg.elements,
-      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
-      [bind(p), whole(starts), whole(coef), whole(mean), whole(basis.buffer), whole(shift)],
-    );
-  o.submit();
+  perSegmentWith(
+    ctx,
+    S.OUTER_DCT,
+    t,
+    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
+    [starts, coef, mean, basis.buffer, shift],
+  );
 }
 
 function applyOuter(ctx: GpuContext, param: DistroTensor, agg: OuterAggregate, step: number): void {
@@ -88,18 +86,8 @@ function adamw(
   s: AdamWScalars,
 ): void {
   checkSameShapes(param, grad, m, v);
-  const [gp, mp, vp] = [grad, m, v].map((t) => asGpu(t).parts);
   const words = [s.decay, s.gradWeight, s.beta2, s.sqWeight, s.stepSize, s.bc2Sqrt, s.eps].map(bitsOf);
-  const o = ctx.op();
-  asGpu(param).parts.forEach((p, i) =>
-    ctx.elementwise(o, S.ADAMW, p.seg.elements, words, [
-      bind(p),
-      bind(gp![i] as Part),
-      bind(mp![i] as Part),
-      bind(vp![i] as Part),
-    ]),
-  );
-  o.submit();
+  perSegment(ctx, S.ADAMW, words, [param, grad, m, v]);
 }
 
 function errorFeedback(
@@ -110,19 +98,7 @@ function errorFeedback(
   beta: number,
 ): void {
   checkSameShapes(ef, start, local);
-  const sp = asGpu(start).parts;
-  const lp = asGpu(local).parts;
-  const o = ctx.op();
-  asGpu(ef).parts.forEach((p, i) =>
-    ctx.elementwise(
-      o,
-      S.ERROR_FEEDBACK,
-      p.seg.elements,
-      [bitsOf(beta)],
-      [bind(p), bind(sp[i] as Part), bind(lp[i] as Part)],
-    ),
-  );
-  o.submit();
+  perSegment(ctx, S.ERROR_FEEDBACK, [bitsOf(beta)], [ef, start, local]);
 }
 
 function subtractSparse(ctx: GpuContext, x: DistroTensor, r: TensorResult): void {
