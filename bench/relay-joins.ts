@@ -8,10 +8,8 @@
 // Usage: npm run -s bench:relay-joins -- [--clients 800] [--processes 4] [--relay-priority P]
 // --relay-priority P sets the scheduling priority of the relay and of this process (which probes /healthz),
 // so that on a shared machine the probe measures the relay rather than the OS's queue (as bench:relay).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, setPriority, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { spawnRelay } from '../apps/relay/test/helpers/relay-process.ts';
+import { rmSync } from 'node:fs';
+import { cpus, setPriority } from 'node:os';
 import {
   benchRunToml,
   ClientFleet,
@@ -22,6 +20,7 @@ import {
   RUN_ID,
   scrape,
   sleep,
+  startBenchRelay,
 } from './lib/relay-bench.ts';
 import type { Scrape } from './lib/relay-bench.ts';
 
@@ -34,21 +33,9 @@ const PROCESSES = flag('processes', 4);
 const PRIORITY = flag('relay-priority', 0);
 const log = (m: string): void => void process.stderr.write(`bench:relay-joins: ${m}\n`);
 
-const dir = mkdtempSync(join(tmpdir(), 'meshtrain-bench-joins-'));
 const toml = benchRunToml({ clients: N, rounds: 2, verificationPercent: 10, initMinClients: N + 100 });
-writeFileSync(join(dir, 'run.toml'), toml);
 const loadBefore = loadAverage();
-const relay = await spawnRelay([
-  '--config',
-  join(dir, 'run.toml'),
-  '--data-dir',
-  join(dir, 'data'),
-  '--no-p2p',
-  '--join-pow-bits',
-  '0',
-  '--max-identities-per-address',
-  String(N + 100),
-]);
+const { dir, relay } = await startBenchRelay('meshtrain-bench-joins-', toml, N + 100);
 if (PRIORITY !== 0) {
   setPriority(relay.child.pid!, PRIORITY);
   setPriority(PRIORITY);

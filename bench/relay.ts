@@ -22,10 +22,9 @@
 // --relay-priority sets the relay process's scheduling priority (os.setPriority; negative needs root): on a
 // machine shared with other work it keeps the OS from handing the relay's core to others, so the lag
 // measures the relay (the JSON says which priority it ran at).
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, setPriority, tmpdir } from 'node:os';
+import { rmSync, statSync } from 'node:fs';
+import { cpus, setPriority } from 'node:os';
 import { join } from 'node:path';
-import { spawnRelay } from '../apps/relay/test/helpers/relay-process.ts';
 import { fetchRunInfo } from '../packages/client/src/relay-api/index.ts';
 import {
   benchRunToml,
@@ -38,6 +37,7 @@ import {
   RUN_ID,
   scrape,
   sleep,
+  startBenchRelay,
   sumRecords,
   writeBytes,
 } from './lib/relay-bench.ts';
@@ -61,21 +61,9 @@ const PRIORITY = (() => {
 })();
 const log = (m: string): void => void process.stderr.write(`bench:relay: ${m}\n`);
 
-const dir = mkdtempSync(join(tmpdir(), 'meshtrain-bench-relay-'));
 const toml = benchRunToml({ clients: CLIENTS, rounds: ROUNDS, verificationPercent: VERIFY });
-writeFileSync(join(dir, 'run.toml'), toml);
 const loadBefore = loadAverage();
-const relay = await spawnRelay([
-  '--config',
-  join(dir, 'run.toml'),
-  '--data-dir',
-  join(dir, 'data'),
-  '--no-p2p',
-  '--join-pow-bits',
-  '0',
-  '--max-identities-per-address',
-  String(CLIENTS + 100),
-]);
+const { dir, relay } = await startBenchRelay('meshtrain-bench-relay-', toml, CLIENTS + 100);
 const pid = relay.child.pid!;
 if (PRIORITY !== 0) setPriority(pid, PRIORITY);
 const health = new HealthzProbe(relay.url, 200);

@@ -1,8 +1,9 @@
 // bench:integrity's settings: its flags, and the run configs its three parts train — each the default run's
 // DisTrO variant (DISTRO_RUN_TOML) with only the keys a part needs changed, validated by core's parser.
 import { parseArgs } from 'node:util';
-import { PRESET_NAMES, type ModelPreset, type RunConfig } from '@meshtrain/core';
+import type { ModelPreset, RunConfig } from '@meshtrain/core';
 import type { AdversaryKind } from '@meshtrain/client/testing';
+import { int, num, presetFlag, UsageError } from './flags.ts';
 import { defaultRun, validated } from './quality-config.ts';
 
 /** The fabricated results bench:integrity measures (adversary kinds of @meshtrain/client/testing). */
@@ -73,16 +74,8 @@ Verification of work on real models, with the real client, coordinator and optim
              SwiftShader without a GPU) verifying each other for --mixed-steps steps of --mixed-preset.
 --json prints only the JSON result on stdout; progress goes to stderr.`;
 
-export class UsageError extends Error {}
+export { UsageError };
 
-function num(name: string, v: string | undefined, fallback: number, ok: (x: number) => boolean): number {
-  if (v === undefined) return fallback;
-  const x = Number(v);
-  if (!Number.isFinite(x) || !ok(x)) throw new UsageError(`--${name}: bad value '${v}'`);
-  return x;
-}
-
-const int = (min: number) => (x: number) => Number.isInteger(x) && x >= min;
 const percent = (x: number) => x >= 0 && x <= 100;
 
 function names<T extends string>(flag: string, v: string, allowed: readonly T[]): T[] {
@@ -128,14 +121,9 @@ export function parseIntegrityFlags(argv: string[], base: RunConfig = defaultRun
     },
   });
   if (values.help) throw new UsageError('');
-  const preset = (values.preset ?? base.meshtrain.preset ?? 'tiny') as ModelPreset;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--preset: one of ${PRESET_NAMES.join(', ')}`);
-  const trialPreset = (values['trial-preset'] ?? 'micro') as ModelPreset;
-  if (!PRESET_NAMES.includes(trialPreset))
-    throw new UsageError(`--trial-preset: one of ${PRESET_NAMES.join(', ')}`);
-  const mixedPreset = (values['mixed-preset'] ?? 'micro') as ModelPreset;
-  if (!PRESET_NAMES.includes(mixedPreset))
-    throw new UsageError(`--mixed-preset: one of ${PRESET_NAMES.join(', ')}`);
+  const preset = presetFlag('preset', values.preset, base.meshtrain.preset ?? 'tiny');
+  const trialPreset = presetFlag('trial-preset', values['trial-preset'], 'micro');
+  const mixedPreset = presetFlag('mixed-preset', values['mixed-preset'], 'micro');
   const flagPercent = values['verification-percent'];
   const f: IntegrityFlags = {
     json: Boolean(values.json),

@@ -8,11 +8,11 @@ import {
   DEFAULT_RUN_TOML,
   DISTRO_RUN_TOML,
   parseRunConfig,
-  PRESET_NAMES,
   stringifyRunConfig,
   type ModelPreset,
   type RunConfig,
 } from '@meshtrain/core';
+import { int, num, presetFlag, UsageError } from './flags.ts';
 
 export interface QualityFlags {
   json: boolean;
@@ -74,21 +74,12 @@ first network method's order (--adamw-order shuffled: on baseline's own shuffled
 \`node-trainer baseline\` trains). --data-order sets the run's sample order (default: the default run's,
 seeded). --lr and --topk take comma lists (one run per value). --json prints only the JSON result on stdout.`;
 
-export class UsageError extends Error {}
-
-function num(name: string, v: string | undefined, fallback: number, ok: (x: number) => boolean): number {
-  if (v === undefined) return fallback;
-  const x = Number(v);
-  if (!Number.isFinite(x) || !ok(x)) throw new UsageError(`--${name}: bad value '${v}'`);
-  return x;
-}
+export { UsageError };
 
 function list(name: string, v: string | undefined, ok: (x: number) => boolean): number[] {
   if (v === undefined) return [];
   return v.split(',').map((s) => num(name, s.trim(), NaN, ok));
 }
-
-const int = (min: number) => (x: number) => Number.isInteger(x) && x >= min;
 
 export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()): QualityFlags {
   const { values } = parseArgs({
@@ -120,8 +111,7 @@ export function parseQualityFlags(argv: string[], base: RunConfig = defaultRun()
     },
   });
   if (values.help) throw new UsageError('');
-  const preset = (values.preset ?? base.meshtrain.preset ?? 'tiny') as ModelPreset;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--preset: one of ${PRESET_NAMES.join(', ')}`);
+  const preset = presetFlag('preset', values.preset, base.meshtrain.preset ?? 'tiny');
   const methods = (values.method ?? 'adamw,distro').split(',').map((s) => s.trim());
   const bits = values.bits === undefined ? null : num('bits', values.bits, 0, int(1));
   const adamwOrders = (values['adamw-order'] ?? 'run').split(',').map((x) => x.trim());

@@ -2,9 +2,12 @@
 // /metrics as numbers, /proc accounting of the relay process, /healthz timing, and the client processes.
 import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fastRunToml } from '../../apps/relay/test/helpers/relay-fixtures.ts';
+import { spawnRelay, type RelayProcess } from '../../apps/relay/test/helpers/relay-process.ts';
 import type { BenchClientConfig, BenchClientStats } from './relay-bench-client.ts';
 
 export const RUN_ID = 'bench';
@@ -38,6 +41,31 @@ export function benchRunToml(o: {
 }
 
 /** Parsed Prometheus text: `name{labels}` → value (label sets as written). */
+/**
+ * The relay bin on `toml`, in a fresh temporary directory (`prefix`…, with run.toml and the data dir): no p2p,
+ * the join puzzle off, and `identities` sessions allowed from loopback, where every bench client runs.
+ */
+export async function startBenchRelay(
+  prefix: string,
+  toml: string,
+  identities: number,
+): Promise<{ dir: string; relay: RelayProcess }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  writeFileSync(join(dir, 'run.toml'), toml);
+  const relay = await spawnRelay([
+    '--config',
+    join(dir, 'run.toml'),
+    '--data-dir',
+    join(dir, 'data'),
+    '--no-p2p',
+    '--join-pow-bits',
+    '0',
+    '--max-identities-per-address',
+    String(identities),
+  ]);
+  return { dir, relay };
+}
+
 export type Scrape = Map<string, number>;
 
 export async function scrape(url: string): Promise<Scrape> {

@@ -8,5 +8,6 @@ export * from './relay-http.ts';
 export * from './relay-api/index.ts';
 export * from './data-fold.ts';
 export * from './mesh-network.ts';
+export * from './mesh-stats.ts';
 // The meter witnesses report from, for shells that show the same figures (the browser tab's page).
 export { ThroughputMeter } from './client/throughput.ts';

@@ -30,33 +30,11 @@ import {
 } from '@meshtrain/core';
 import type { MeshNode, PeerLink, PeerServices, PeerTarget } from '@meshtrain/p2p/browser';
 import type { Checkpoint, CheckpointSource, PeerNetwork } from './interfaces.ts';
+import { zeroTransferCounters, type MeshNetworkStats } from './mesh-stats.ts';
 import { fetchCheckpointSummary, type RelayCheckpoints } from './relay-http.ts';
 
 /** What MeshNetwork runs on: the node either factory returns (NodePeer and BrowserPeer are both this type). */
 export type MeshPeer = MeshNode<PeerServices>;
-
-/** Counters of the peer path (JSON-serialisable; the `peers…` counts are computed when read). */
-export interface MeshNetworkStats {
-  /** Peers other than the relays this node holds an open connection to, now. */
-  readonly peersConnected: number;
-  /** Of those, peers with a direct WebRTC connection, and peers reached only through the relay's circuit. */
-  readonly peersWebRTC: number;
-  readonly peersRelayed: number;
-  /** Round results fetched from peers instead of the relay, and their bytes. */
-  resultsFromPeers: number;
-  bytesFromPeers: number;
-  /** Of those, the ones that came over a direct connection (WebRTC), and over the relay's circuit. */
-  resultsDirect: number;
-  bytesDirect: number;
-  resultsRelayed: number;
-  bytesRelayed: number;
-  /** End-of-epoch parameter downloads from peers. */
-  paramsFromPeers: number;
-  /** Peers that delivered pieces of the last parameter download from peers. */
-  lastParamsPeers: number;
-  /** Bytes of parameters downloaded from peers, over all downloads. */
-  paramBytesFromPeers: number;
-}
 
 const COMMITMENT_TAG = domainTag('meshtrain/v1/result-commitment');
 
@@ -120,15 +98,7 @@ export class MeshNetwork implements PeerNetwork, PeerParams {
       get peersRelayed() {
         return count('relayed');
       },
-      resultsFromPeers: 0,
-      bytesFromPeers: 0,
-      resultsDirect: 0,
-      bytesDirect: 0,
-      resultsRelayed: 0,
-      bytesRelayed: 0,
-      paramsFromPeers: 0,
-      lastParamsPeers: 0,
-      paramBytesFromPeers: 0,
+      ...zeroTransferCounters(),
     };
     node.directLinks.onEvent((e) =>
       log(

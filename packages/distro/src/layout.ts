@@ -115,3 +115,10 @@ export function coefficientOffset(l: BlockLayout, block: number, e: number): num
 export function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
+
+/** Throws unless every tensor has the first one's shape. */
+export function checkSameShapes(...ts: readonly { readonly shape: readonly number[] }[]): void {
+  for (const t of ts.slice(1))
+    if (!sameShape(ts[0]!.shape, t.shape))
+      throw new DistroShapeError(`shape mismatch [${ts[0]!.shape}] vs [${t.shape}]`);
+}

@@ -5,6 +5,7 @@ import type { PeerFailure } from './errors.ts';
 import { ADDRESS_BYTES, assertAddress, blobAddress, sameBytes, toHex } from './hash.ts';
 import { describeTarget } from './host.ts';
 import type { PeerTarget, ProtocolHost } from './host.ts';
+import { ProtocolService } from './protocol-service.ts';
 import {
   STATUS_BAD_REQUEST,
   STATUS_NOT_FOUND,
@@ -66,39 +67,18 @@ export interface FetchedBlob {
   failures: PeerFailure[];
 }
 
-export class BlobExchange {
+export class BlobExchange extends ProtocolService {
   readonly store: BlobStore;
-  private readonly host: ProtocolHost;
   private readonly maxBlobBytes: number;
   private readonly timeoutMs: number;
   private readonly requestTimeoutMs: number;
-  private readonly allowLimited: boolean;
-  private readonly maxInboundStreams: number;
-  private started = false;
 
   constructor(host: ProtocolHost, options: BlobExchangeOptions) {
-    this.host = host;
+    super(host, BLOB_PROTOCOL, options, 32);
     this.store = options.store;
     this.maxBlobBytes = options.maxBlobBytes ?? 64 * 1024 * 1024;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
-    this.allowLimited = options.allowLimitedConnections ?? true;
-    this.maxInboundStreams = options.maxInboundStreams ?? 32;
-  }
-
-  async start(): Promise<void> {
-    if (this.started) return;
-    await this.host.handle(BLOB_PROTOCOL, (stream) => this.serve(stream), {
-      maxInboundStreams: this.maxInboundStreams,
-      runOnLimitedConnection: this.allowLimited,
-    });
-    this.started = true;
-  }
-
-  async stop(): Promise<void> {
-    if (!this.started) return;
-    this.started = false;
-    await this.host.unhandle(BLOB_PROTOCOL);
   }
 
   /** Stores `bytes` so peers can fetch them; returns the address (SHA-256 of the bytes). */
@@ -175,7 +155,7 @@ export class BlobExchange {
     };
   }
 
-  private async serve(stream: Stream): Promise<void> {
+  protected async serve(stream: Stream): Promise<void> {
     await serveRequest(stream, {
       what: 'blob request',
       requestTimeoutMs: this.requestTimeoutMs,

@@ -3,7 +3,6 @@ import {
   CheckpointDownloadError,
   HashMismatchError,
   InvalidArgumentError,
-  NotFoundError,
   TooLargeError,
   toError,
 } from './errors.ts';
@@ -20,7 +19,11 @@ import {
 } from './checkpoint-manifest.ts';
 import type { CheckpointManifest } from './checkpoint-manifest.ts';
 import { BAD_REQUEST, requestResponse, serveRequest } from './request-response.ts';
+import { PieceDownload, type PieceDownloadOptions } from './checkpoint-pieces.ts';
+import { ProtocolService } from './protocol-service.ts';
 import { concatBytes, readU32, u32 } from './stream-io.ts';
+
+export type { CheckpointProgress } from './checkpoint-pieces.ts';
 
 /**
  * `/meshtrain/checkpoint/1.0.0`: a joiner downloads a checkpoint from several peers at once.
@@ -56,28 +59,11 @@ export interface CheckpointExchangeOptions {
   maxInboundStreams?: number;
 }
 
-export interface CheckpointProgress {
-  piecesDone: number;
-  piecesTotal: number;
-  bytesDone: number;
-  totalBytes: number;
-  /** Peer the last piece came from. */
-  peer: string;
-}
-
-export interface DownloadCheckpointOptions {
+export interface DownloadCheckpointOptions extends PieceDownloadOptions {
   /** Largest checkpoint accepted (default 4 GiB). */
   maxBytes?: number;
-  /** In-flight piece requests per peer (default 2). */
-  concurrencyPerPeer?: number;
   /** Deadline for one piece request (default: the exchange's timeoutMs). */
   pieceTimeoutMs?: number;
-  /** Failures after which a peer is dropped from the download (default 3; a wrong hash drops it at once). */
-  maxPeerFailures?: number;
-  /** Also require SHA-256 of the assembled bytes to equal this (e.g. a whole-file hash the coordinator holds). */
-  expectedContentHash?: Uint8Array;
-  onProgress?: (progress: CheckpointProgress) => void;
-  signal?: AbortSignal;
   allowLimited?: boolean;
 }
 
@@ -96,36 +82,15 @@ interface Shared {
   bytes: Uint8Array;
 }
 
-export class CheckpointExchange {
-  private readonly host: ProtocolHost;
+export class CheckpointExchange extends ProtocolService {
   private readonly timeoutMs: number;
-  private readonly allowLimited: boolean;
-  private readonly maxInboundStreams: number;
   private readonly shared = new Map<string, Shared>();
   /** contentHash hex -> root hex of the newest share of that content (kind 2 lookups). */
   private readonly byContent = new Map<string, string>();
-  private started = false;
 
   constructor(host: ProtocolHost, options: CheckpointExchangeOptions = {}) {
-    this.host = host;
+    super(host, CHECKPOINT_PROTOCOL, options, 64);
     this.timeoutMs = options.timeoutMs ?? 30_000;
-    this.allowLimited = options.allowLimitedConnections ?? true;
-    this.maxInboundStreams = options.maxInboundStreams ?? 64;
-  }
-
-  async start(): Promise<void> {
-    if (this.started) return;
-    await this.host.handle(CHECKPOINT_PROTOCOL, (stream) => this.serve(stream), {
-      maxInboundStreams: this.maxInboundStreams,
-      runOnLimitedConnection: this.allowLimited,
-    });
-    this.started = true;
-  }
-
-  async stop(): Promise<void> {
-    if (!this.started) return;
-    this.started = false;
-    await this.host.unhandle(CHECKPOINT_PROTOCOL);
   }
 
   /**
@@ -295,130 +260,11 @@ export class CheckpointExchange {
     const maxBytes = options.maxBytes ?? 4 * 1024 * 1024 * 1024;
     const pieceTimeoutMs = options.pieceTimeoutMs ?? this.timeoutMs;
     if (m.totalBytes > maxBytes) throw new TooLargeError(`checkpoint ${rootHex}`, m.totalBytes, maxBytes);
-
-    const total = m.pieceHashes.length;
-    const out = new Uint8Array(m.totalBytes);
-    const queue: number[] = Array.from({ length: total }, (_, i) => i);
-    const piecesByPeer = new Map<string, number>();
-    const attempts = new Array<number>(total).fill(0);
-    const maxPeerFailures = options.maxPeerFailures ?? 3;
-    let piecesDone = 0;
-    let bytesDone = 0;
-    let inFlight = 0;
-    let fatal: Error | undefined;
-    // Idle workers wait here until a piece is re-queued or the download ends.
-    let wake: (() => void) | undefined;
-    let wakePromise = new Promise<void>((r) => (wake = r));
-    const notify = (): void => {
-      const w = wake;
-      wakePromise = new Promise<void>((r) => (wake = r));
-      w?.();
-    };
-    const finished = (): boolean =>
-      piecesDone === total || fatal !== undefined || options.signal?.aborted === true;
-
-    const peerStates = peers.map((target) => ({
-      target,
-      label: describeTarget(target),
-      failures: 0,
-      dropped: false,
-    }));
-    const livePeers = (): number => peerStates.filter((p) => !p.dropped).length;
-
-    const worker = async (peer: (typeof peerStates)[number]): Promise<void> => {
-      while (!finished() && !peer.dropped) {
-        const index = queue.shift();
-        if (index === undefined) {
-          if (inFlight === 0) return; // nothing queued and nothing that could come back
-          await wakePromise;
-          continue;
-        }
-        inFlight++;
-        attempts[index] = (attempts[index] ?? 0) + 1;
-        try {
-          const len = pieceLength(m, index);
-          const bytes = await this.request(peer.target, KIND_PIECE, root, index, len, len, {
-            ...options,
-            timeoutMs: pieceTimeoutMs,
-          });
-          const actual = sha256Bytes(bytes);
-          const expected = m.pieceHashes[index] ?? new Uint8Array(ADDRESS_BYTES);
-          if (!sameBytes(actual, expected)) {
-            throw new HashMismatchError(`checkpoint piece ${index}`, toHex(expected), toHex(actual));
-          }
-          out.set(bytes, index * m.pieceSize);
-          piecesDone++;
-          bytesDone += bytes.length;
-          peer.failures = 0;
-          piecesByPeer.set(peer.label, (piecesByPeer.get(peer.label) ?? 0) + 1);
-          options.onProgress?.({
-            piecesDone,
-            piecesTotal: total,
-            bytesDone,
-            totalBytes: m.totalBytes,
-            peer: peer.label,
-          });
-        } catch (err) {
-          const error = toError(err);
-          failures.push({ peer: peer.label, error });
-          queue.unshift(index);
-          peer.failures++;
-          // A wrong hash or a missing checkpoint will not get better with retries from the same peer.
-          if (
-            error instanceof HashMismatchError ||
-            error instanceof NotFoundError ||
-            peer.failures >= maxPeerFailures
-          ) {
-            peer.dropped = true;
-          }
-          // Bound the total work: a piece nobody can deliver after every peer tried it twice is fatal.
-          if ((attempts[index] ?? 0) > 2 * peerStates.length) {
-            fatal = new Error(`piece ${index} failed ${attempts[index]} times`);
-          }
-        } finally {
-          inFlight--;
-          notify();
-        }
-      }
-    };
-
-    const perPeer = Math.max(1, options.concurrencyPerPeer ?? 2);
-    const workers: Promise<void>[] = [];
-    // Start workers round-robin over the peers: each takes its first piece synchronously, so this spreads the
-    // first pieces over all peers (a checkpoint of fewer pieces than workers still comes from several peers).
-    for (let i = 0; i < perPeer; i++) for (const peer of peerStates) workers.push(worker(peer));
-    // A worker whose peer is dropped exits; wake the others so they re-check the queue.
-    await Promise.all(workers);
-
-    if (piecesDone !== total) {
-      const reason =
-        options.signal?.aborted === true
-          ? 'aborted'
-          : (fatal?.message ??
-            (livePeers() === 0 ? 'every peer failed or was dropped' : 'no peer could serve the rest'));
-      throw new CheckpointDownloadError(
-        `checkpoint ${rootHex}: ${total - piecesDone} of ${total} pieces missing (${reason}); ` +
-          `last errors: ${failures
-            .slice(-3)
-            .map((f) => `${f.peer}: ${f.error.message}`)
-            .join('; ')}`,
-        failures,
-        total - piecesDone,
-      );
-    }
-    const content = sha256Bytes(out);
-    if (!sameBytes(content, m.contentHash)) {
-      // Every piece matched the verified manifest, so this means the manifest itself was built wrongly.
-      throw new HashMismatchError(`checkpoint ${rootHex} content`, toHex(m.contentHash), toHex(content));
-    }
-    if (options.expectedContentHash !== undefined && !sameBytes(content, options.expectedContentHash)) {
-      throw new HashMismatchError(
-        `checkpoint ${rootHex} content`,
-        toHex(options.expectedContentHash),
-        toHex(content),
-      );
-    }
-    return { bytes: out, manifest: m, piecesByPeer, failures };
+    const pieces = new PieceDownload(rootHex, m, peers, failures, options, (target, index, len) =>
+      this.request(target, KIND_PIECE, root, index, len, len, { ...options, timeoutMs: pieceTimeoutMs }),
+    );
+    const bytes = await pieces.run();
+    return { bytes, manifest: m, piecesByPeer: pieces.piecesByPeer, failures };
   }
 
   /** One request/response. `exact` pins the response length (pieces); `max` bounds it (manifest). */
@@ -454,7 +300,7 @@ export class CheckpointExchange {
     return body;
   }
 
-  private async serve(stream: Stream): Promise<void> {
+  protected async serve(stream: Stream): Promise<void> {
     await serveRequest(stream, {
       what: 'checkpoint request',
       requestTimeoutMs: 10_000,

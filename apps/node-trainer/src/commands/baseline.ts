@@ -16,10 +16,16 @@ import {
 } from '@meshtrain/model';
 import type * as ort from 'onnxruntime-node';
 import { CliError, type Command } from '../command.ts';
-import { ensureBrownDataset } from '../dataset/brown.ts';
-import { DatasetError, loadDataset, type LoadedSplit } from '@meshtrain/model/node';
+import { loadDataset, type LoadedSplit } from '@meshtrain/model/node';
 import { writeCheckpoint } from '../fsio/checkpoint.ts';
-import { floatFlag, intFlag, parseFlags, presetFlag } from '../options/index.ts';
+import {
+  dataFlag,
+  datasetErrorsAsCli,
+  floatFlag,
+  intFlag,
+  parseFlags,
+  presetFlag,
+} from '../options/index.ts';
 import { createSession, type Device, type SessionOptions } from '../ort/session.ts';
 import {
   describeFootprint,
@@ -479,6 +485,62 @@ async function microBatchFlag(
   return rows;
 }
 
+const FLAGS = {
+  preset: { type: 'string' },
+  steps: { type: 'string' },
+  device: { type: 'string' },
+  'batch-size': { type: 'string' },
+  'seq-len': { type: 'string' },
+  'micro-batch': { type: 'string' },
+  memory: { type: 'string' },
+  lr: { type: 'string' },
+  warmup: { type: 'string' },
+  seed: { type: 'string' },
+  'eval-every': { type: 'string' },
+  'eval-batches': { type: 'string' },
+  data: { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+type Values = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
+
+/** The run the flags describe; `say` reports the micro-batch picked when none is given. */
+async function baselineOptions(values: Values, say: (line: string) => void): Promise<BaselineOptions> {
+  const { name, config } = presetFlag(values.preset, 'tiny');
+  const device = values.device ?? 'cpu';
+  if (device !== 'cpu' && device !== 'webgpu') throw new CliError(`--device: cpu or webgpu, got '${device}'`);
+  const steps = intFlag('steps', values.steps, 300, 1);
+  const seqLen = intFlag('seq-len', values['seq-len'], Math.min(128, config.max_position_embeddings), 1);
+  if (seqLen > config.max_position_embeddings)
+    throw new CliError(
+      `--seq-len ${seqLen} exceeds the preset's max_position_embeddings (${config.max_position_embeddings})`,
+    );
+  const batchSize = intFlag('batch-size', values['batch-size'], 64, 1);
+  const microBatch = await microBatchFlag(
+    values['micro-batch'],
+    values.memory,
+    { config, device, batchSize, seqLen },
+    say,
+  );
+  return {
+    ...TRAIN_DEFAULTS,
+    preset: name,
+    config,
+    device,
+    steps,
+    batchSize,
+    microBatch,
+    seqLen,
+    lr: floatFlag('lr', values.lr, TRAIN_DEFAULTS.lr, (x) => x > 0),
+    warmupSteps: intFlag('warmup', values.warmup, Math.min(TRAIN_DEFAULTS.warmupSteps, steps), 0),
+    gradClip: 1.0,
+    seed: intFlag('seed', values.seed, 0),
+    evalEvery: intFlag('eval-every', values['eval-every'], 25, 1),
+    evalBatches: intFlag('eval-batches', values['eval-batches'], 8, 1),
+  };
+}
+
 const command: Command = {
   summary: 'single-process AdamW on the Brown corpus: the loss curve DisTrO runs are measured against',
   usage:
@@ -501,75 +563,15 @@ const command: Command = {
     '  --json            print only the JSON result on stdout (progress and summary go to stderr)\n\n' +
     'AdamW: betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices (not RMSNorm gains), grad clip 1.0.',
   async run(argv) {
-    const { values } = parseFlags(argv, {
-      preset: { type: 'string' },
-      steps: { type: 'string' },
-      device: { type: 'string' },
-      'batch-size': { type: 'string' },
-      'seq-len': { type: 'string' },
-      'micro-batch': { type: 'string' },
-      memory: { type: 'string' },
-      lr: { type: 'string' },
-      warmup: { type: 'string' },
-      seed: { type: 'string' },
-      'eval-every': { type: 'string' },
-      'eval-batches': { type: 'string' },
-      data: { type: 'string' },
-      out: { type: 'string' },
-      json: { type: 'boolean' },
-    });
-    const { name, config } = presetFlag(values.preset, 'tiny');
-    const device = values.device ?? 'cpu';
-    if (device !== 'cpu' && device !== 'webgpu')
-      throw new CliError(`--device: cpu or webgpu, got '${device}'`);
-    const steps = intFlag('steps', values.steps, 300, 1);
-    const seqLen = intFlag('seq-len', values['seq-len'], Math.min(128, config.max_position_embeddings), 1);
-    if (seqLen > config.max_position_embeddings)
-      throw new CliError(
-        `--seq-len ${seqLen} exceeds the preset's max_position_embeddings (${config.max_position_embeddings})`,
-      );
-    const batchSize = intFlag('batch-size', values['batch-size'], 64, 1);
+    const { values } = parseFlags(argv, FLAGS);
     const json = Boolean(values.json);
     // Human-readable output goes to stderr in --json mode so stdout parses as one JSON document.
     const say = (line: string) => (json ? console.error(line) : console.log(line));
-    const microBatch = await microBatchFlag(
-      values['micro-batch'],
-      values.memory,
-      { config, device, batchSize, seqLen },
-      say,
-    );
-    const o: BaselineOptions = {
-      ...TRAIN_DEFAULTS,
-      preset: name,
-      config,
-      device,
-      steps,
-      batchSize,
-      microBatch,
-      seqLen,
-      lr: floatFlag('lr', values.lr, TRAIN_DEFAULTS.lr, (x) => x > 0),
-      warmupSteps: intFlag('warmup', values.warmup, Math.min(TRAIN_DEFAULTS.warmupSteps, steps), 0),
-      gradClip: 1.0,
-      seed: intFlag('seed', values.seed, 0),
-      evalEvery: intFlag('eval-every', values['eval-every'], 25, 1),
-      evalBatches: intFlag('eval-batches', values['eval-batches'], 8, 1),
-    };
-    let dataDir: string;
-    try {
-      dataDir = values.data ?? (await ensureBrownDataset());
-    } catch (err) {
-      if (err instanceof DatasetError) throw new CliError(err.message);
-      throw err;
-    }
+    const o = await baselineOptions(values, say);
+    const { preset: name, config, device, steps } = o;
+    const dataDir = await dataFlag(values.data);
     const progress = new Progress('train', steps, { intervalMs: 10_000 });
-    let run;
-    try {
-      run = await runBaseline(o, dataDir, say, progress);
-    } catch (err) {
-      if (err instanceof DatasetError) throw new CliError(err.message);
-      throw err;
-    }
-    const { result, params } = run;
+    const { result, params } = await datasetErrorsAsCli(() => runBaseline(o, dataDir, say, progress));
     if (values.out)
       await writeCheckpoint(values.out, config, params, { metadata: { meshtrain_source: 'baseline' } });
     console.log(JSON.stringify(result));

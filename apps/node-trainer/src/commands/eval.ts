@@ -6,11 +6,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetchCheckpointSummary } from '@meshtrain/client/relay-api';
-import { DatasetError } from '@meshtrain/model/node';
 import { CliError, type Command } from '../command.ts';
-import { ensureBrownDataset } from '../dataset/brown.ts';
 import { readCheckpoint } from '../fsio/checkpoint.ts';
-import { intFlag, parseFlags } from '../options/index.ts';
+import { dataFlag, intFlag, parseFlags } from '../options/index.ts';
 import { heldOutLossOf } from './baseline.ts';
 
 /** Downloads the run's newest checkpoint into a temporary directory; returns it and its step. */
@@ -63,13 +61,7 @@ const command: Command = {
         throw new CliError(
           `--seq-len ${seqLen} exceeds the model's ${config.max_position_embeddings} positions`,
         );
-      let dataDir: string;
-      try {
-        dataDir = values.data ?? (await ensureBrownDataset());
-      } catch (err) {
-        if (err instanceof DatasetError) throw new CliError(err.message);
-        throw err;
-      }
+      const dataDir = await dataFlag(values.data);
       const r = await heldOutLossOf(
         {
           preset: 'checkpoint',

@@ -87,85 +87,93 @@ function oneLine(r: TestnetResult, numClients: number): string {
   );
 }
 
+const FLAGS = {
+  'num-clients': { type: 'string' },
+  steps: { type: 'string' },
+  'random-kill-num': { type: 'string' },
+  'random-kill-interval': { type: 'string' },
+  preset: { type: 'string' },
+  adversary: { type: 'string', multiple: true },
+  'late-joiners': { type: 'string' },
+  replica: { type: 'string' },
+  'epoch-time': { type: 'string' },
+  'round-witness-time': { type: 'string' },
+  'verification-percent': { type: 'string' },
+  'inner-steps': { type: 'string' },
+  'join-pow-bits': { type: 'string' },
+  'p2p-host': { type: 'string' },
+  'max-identities-per-address': { type: 'string' },
+  'compare-honest': { type: 'boolean' },
+  'trusted-verifiers': { type: 'string' },
+  timeout: { type: 'string' },
+  seed: { type: 'string' },
+  keep: { type: 'boolean' },
+  json: { type: 'boolean' },
+} as const;
+
+type Values = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
+
+/** The run the flags describe; flags that contradict each other are refused before anything starts. */
+function testnetOptions(values: Values): TestnetOptions {
+  if (values['num-clients'] === undefined) throw new CliError('--num-clients N is required');
+  const numClients = intFlag('num-clients', values['num-clients'], 1, 1);
+  const preset = values.preset ?? 'micro';
+  if (preset !== 'micro' && preset !== 'tiny') throw new CliError(`--preset: micro or tiny, got '${preset}'`);
+  const randomKillNum = intFlag('random-kill-num', values['random-kill-num'], 0, 0);
+  if (randomKillNum >= numClients && randomKillNum > 0)
+    throw new CliError('--random-kill-num must leave at least one trainer alive');
+  const replica = values.replica ?? 'light';
+  if (replica !== 'full' && replica !== 'light')
+    throw new CliError(`--replica: full or light, got '${replica}'`);
+  const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
+  if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
+  const options: TestnetOptions = {
+    numClients,
+    steps: intFlag('steps', values.steps, 40, 1),
+    preset,
+    randomKillNum,
+    randomKillInterval: intFlag('random-kill-interval', values['random-kill-interval'], 20, 1),
+    timeoutSeconds: intFlag('timeout', values.timeout, 1800, 10),
+    seed: intFlag('seed', values.seed, 1, 0),
+    keep: Boolean(values.keep),
+    adversaries: adversaries(values.adversary),
+    lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
+    replica,
+    ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
+    ...(values['round-witness-time']
+      ? { roundWitnessTime: intFlag('round-witness-time', values['round-witness-time'], 1, 1) }
+      : {}),
+    verificationPercent,
+    ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
+    joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
+    ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
+    ...(values['max-identities-per-address']
+      ? {
+          maxIdentitiesPerAddress: intFlag(
+            'max-identities-per-address',
+            values['max-identities-per-address'],
+            16,
+            1,
+          ),
+        }
+      : {}),
+    trustedVerifiers: intFlag('trusted-verifiers', values['trusted-verifiers'], 0, 0),
+    log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
+  };
+  if ((options.trustedVerifiers ?? 0) > 0 && verificationPercent === 0)
+    throw new CliError('--trusted-verifiers: a run with trusted verifiers needs --verification-percent > 0');
+  if (values['compare-honest'] && options.adversaries?.length === 0)
+    throw new CliError('--compare-honest compares against an attacked run: add --adversary');
+  return options;
+}
+
 const command: Command = {
   summary: 'run a relay and N trainers on loopback (optionally killing some) and summarise the run as JSON',
   usage: USAGE,
   async run(argv) {
-    const { values } = parseFlags(argv, {
-      'num-clients': { type: 'string' },
-      steps: { type: 'string' },
-      'random-kill-num': { type: 'string' },
-      'random-kill-interval': { type: 'string' },
-      preset: { type: 'string' },
-      adversary: { type: 'string', multiple: true },
-      'late-joiners': { type: 'string' },
-      replica: { type: 'string' },
-      'epoch-time': { type: 'string' },
-      'round-witness-time': { type: 'string' },
-      'verification-percent': { type: 'string' },
-      'inner-steps': { type: 'string' },
-      'join-pow-bits': { type: 'string' },
-      'p2p-host': { type: 'string' },
-      'max-identities-per-address': { type: 'string' },
-      'compare-honest': { type: 'boolean' },
-      'trusted-verifiers': { type: 'string' },
-      timeout: { type: 'string' },
-      seed: { type: 'string' },
-      keep: { type: 'boolean' },
-      json: { type: 'boolean' },
-    });
-    if (values['num-clients'] === undefined) throw new CliError('--num-clients N is required');
-    const numClients = intFlag('num-clients', values['num-clients'], 1, 1);
-    const preset = values.preset ?? 'micro';
-    if (preset !== 'micro' && preset !== 'tiny')
-      throw new CliError(`--preset: micro or tiny, got '${preset}'`);
-    const randomKillNum = intFlag('random-kill-num', values['random-kill-num'], 0, 0);
-    if (randomKillNum >= numClients && randomKillNum > 0)
-      throw new CliError('--random-kill-num must leave at least one trainer alive');
-    const replica = values.replica ?? 'light';
-    if (replica !== 'full' && replica !== 'light')
-      throw new CliError(`--replica: full or light, got '${replica}'`);
-    const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
-    if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
-    const options: TestnetOptions = {
-      numClients,
-      steps: intFlag('steps', values.steps, 40, 1),
-      preset,
-      randomKillNum,
-      randomKillInterval: intFlag('random-kill-interval', values['random-kill-interval'], 20, 1),
-      timeoutSeconds: intFlag('timeout', values.timeout, 1800, 10),
-      seed: intFlag('seed', values.seed, 1, 0),
-      keep: Boolean(values.keep),
-      adversaries: adversaries(values.adversary),
-      lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
-      replica,
-      ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
-      ...(values['round-witness-time']
-        ? { roundWitnessTime: intFlag('round-witness-time', values['round-witness-time'], 1, 1) }
-        : {}),
-      verificationPercent,
-      ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
-      joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
-      ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
-      ...(values['max-identities-per-address']
-        ? {
-            maxIdentitiesPerAddress: intFlag(
-              'max-identities-per-address',
-              values['max-identities-per-address'],
-              16,
-              1,
-            ),
-          }
-        : {}),
-      trustedVerifiers: intFlag('trusted-verifiers', values['trusted-verifiers'], 0, 0),
-      log: (line) => process.stderr.write(`local-testnet: ${line}\n`),
-    };
-    if ((options.trustedVerifiers ?? 0) > 0 && verificationPercent === 0)
-      throw new CliError(
-        '--trusted-verifiers: a run with trusted verifiers needs --verification-percent > 0',
-      );
-    if (values['compare-honest'] && options.adversaries?.length === 0)
-      throw new CliError('--compare-honest compares against an attacked run: add --adversary');
+    const { values } = parseFlags(argv, FLAGS);
+    const options = testnetOptions(values);
+    const numClients = options.numClients;
     const run = values['compare-honest'] ? runWithHonestBaseline(options) : runTestnet(options);
     const result = await run.catch((e: unknown) => {
       throw new CliError(`local-testnet: ${(e as Error).message}`, 1);

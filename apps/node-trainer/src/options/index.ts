@@ -2,7 +2,9 @@
 // (printed without a stack) that names the flag and what it accepts.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { PRESETS, type LlamaConfig, type PresetName } from '@meshtrain/model';
+import { DatasetError } from '@meshtrain/model/node';
 import { CliError } from '../command.ts';
+import { ensureBrownDataset } from '../dataset/brown.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -44,4 +46,19 @@ export function presetFlag(
   if (!(name in PRESETS))
     throw new CliError(`--preset: unknown preset '${name}' (one of ${Object.keys(PRESETS).join(', ')})`);
   return { name: name as PresetName, config: PRESETS[name as PresetName] };
+}
+
+/** `work()`, with the dataset's own errors (a missing or malformed corpus) reported as a usage error. */
+export async function datasetErrorsAsCli<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof DatasetError) throw new CliError(err.message);
+    throw err;
+  }
+}
+
+/** --data DIR (a prepare-data directory), or else the cached Brown corpus, fetched on first use. */
+export function dataFlag(value: string | undefined): Promise<string> {
+  return datasetErrorsAsCli(async () => value ?? (await ensureBrownDataset()));
 }

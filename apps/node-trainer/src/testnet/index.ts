@@ -14,7 +14,7 @@ import type { PresetName } from '@meshtrain/model';
 import type { AdversarySpec } from './adversaries.ts';
 import { startChaos } from './chaos.ts';
 import { extraClients, launchAll, plan, trustedVerifierIds } from './launch.ts';
-import { launchRelay, relayBin, TrainerPool } from './processes.ts';
+import { launchRelay, relayBin, TrainerPool, type RelayProcess } from './processes.ts';
 import { testnetToml } from './run-toml.ts';
 import {
   EXIT_GRACE_S,
@@ -131,6 +131,63 @@ async function checkCheckpoints(
   return { stored, dishonest };
 }
 
+/** The relay and every planned process, launched; the first epoch starts once they all joined. */
+async function launchNetwork(
+  o: TestnetOptions,
+  planned: ReturnType<typeof plan>,
+  dir: string,
+  configPath: string,
+  children: Set<ChildProcess>,
+  deadline: number,
+): Promise<{ relay: RelayProcess; pool: TrainerPool; watcher: RunWatcher }> {
+  const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
+  o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
+  const pool = new TrainerPool({
+    dir,
+    url: relay.url,
+    children,
+    log: o.log,
+    ...(o.p2pHost ? { p2pHost: o.p2pHost } : {}),
+  });
+  const watcher = new RunWatcher(relay.url, 'testnet');
+  // Paused until every process of the first epoch joined: core starts an epoch once init_min_clients
+  // members are there, and that counts only the honest trainers (see testnetToml).
+  await relay.admin('pause');
+  await launchAll(planned, {
+    dir,
+    pool,
+    watcher,
+    deadline,
+    log: o.log,
+    opened: () => relay.admin('resume'),
+  });
+  return { relay, pool, watcher };
+}
+
+/** What the watcher saw of the run, as summarize takes it. */
+function watched(watcher: RunWatcher) {
+  return {
+    rows: watcher.history(),
+    cheats: watcher.cheats,
+    dropped: watcher.dropped,
+    ejected: watcher.ejected,
+    seen: watcher.seen,
+    uploaders: watcher.uploaders,
+    verdicts: watcher.verdicts.values(),
+    trustWarnings: watcher.trustWarnings,
+    droppedIn: watcher.droppedIn,
+    ejectedIn: watcher.ejectedIn,
+  };
+}
+
+/** Asks every process to end, gives chaos a moment to stop, then kills what is left. */
+async function endProcesses(children: Set<ChildProcess>, chaosDone: Promise<unknown>): Promise<void> {
+  for (const c of children) c.kill('SIGTERM');
+  await Promise.race([chaosDone, sleep(100)]);
+  await sleep(500);
+  for (const c of children) c.kill('SIGKILL');
+}
+
 export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const started = Date.now();
   const deadline = started + o.timeoutSeconds * 1000;
@@ -145,27 +202,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
   const { dir, configPath } = await prepare(o, trustedVerifierIds(planned));
   const children = new Set<ChildProcess>();
   try {
-    const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
-    o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
-    const pool = new TrainerPool({
-      dir,
-      url: relay.url,
-      children,
-      log: o.log,
-      ...(o.p2pHost ? { p2pHost: o.p2pHost } : {}),
-    });
-    const watcher = new RunWatcher(relay.url, 'testnet');
-    // Paused until every process of the first epoch joined: core starts an epoch once init_min_clients
-    // members are there, and that counts only the honest trainers (see testnetToml).
-    await relay.admin('pause');
-    await launchAll(planned, {
-      dir,
-      pool,
-      watcher,
-      deadline,
-      log: o.log,
-      opened: () => relay.admin('resume'),
-    });
+    const { relay, pool, watcher } = await launchNetwork(o, planned, dir, configPath, children, deadline);
     const chaos = startChaos(o, pool);
     await watchRun(o, watcher, pool, deadline);
     const end = { runState: watcher.runState, progressStep: watcher.progressStep };
@@ -179,10 +216,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
     const detail: RunDetail = watcher.latest ?? {};
     const hashes = honestHashes(pool.events.filter((x) => honest.some((t) => t.index === x.trainer)));
     const checkpoints = await checkCheckpoints(relay.url, detail, hashes.byStep);
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.race([chaosDone, sleep(100)]);
-    await sleep(500);
-    for (const c of children) c.kill('SIGKILL');
+    await endProcesses(children, chaosDone);
     relay.log.end();
     const result = summarize({
       o: { ...o, adversaries: o.adversaries ?? [], lateJoiners: o.lateJoiners ?? 0 },
@@ -190,16 +224,7 @@ export async function runTestnet(o: TestnetOptions): Promise<TestnetResult> {
       trainers: pool.trainers,
       events: pool.events,
       detail,
-      rows: watcher.history(),
-      cheats: watcher.cheats,
-      dropped: watcher.dropped,
-      ejected: watcher.ejected,
-      seen: watcher.seen,
-      uploaders: watcher.uploaders,
-      verdicts: watcher.verdicts.values(),
-      trustWarnings: watcher.trustWarnings,
-      droppedIn: watcher.droppedIn,
-      ejectedIn: watcher.ejectedIn,
+      ...watched(watcher),
       killed: chaos.killed,
       exits,
       checkpoints,

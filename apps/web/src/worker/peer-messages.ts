@@ -2,6 +2,7 @@
 // app's code, but a message is still only data of some shape: a bug or a stale build on one side must give a
 // dropped message and a log line on the other, never a thrown TypeError deep in libp2p or an unbounded
 // allocation. Pure (no libp2p, no DOM), unit-tested in Node.
+import { MESH_STAT_KEYS } from '@meshtrain/client/mesh-stats';
 import { MAX_DIRECTORY_CLIENTS, MAX_LISTED_PEERS } from './protocol.ts';
 import type { PeerDirectoryMessage, PeerHostReply, PeerHostRequest, PeerStatsMessage } from './protocol.ts';
 
@@ -131,20 +132,7 @@ function paramSizes(x: unknown): [string, number][] | null {
 
 function stats(x: unknown): PeerStatsMessage | null {
   if (!isObj(x)) return null;
-  const keys = [
-    'peersConnected',
-    'peersWebRTC',
-    'peersRelayed',
-    'resultsFromPeers',
-    'bytesFromPeers',
-    'resultsDirect',
-    'bytesDirect',
-    'resultsRelayed',
-    'bytesRelayed',
-    'paramsFromPeers',
-    'lastParamsPeers',
-    'paramBytesFromPeers',
-  ] as const;
+  const keys = MESH_STAT_KEYS;
   const webrtcPeers = stringList(x.webrtcPeers, MAX_LISTED_PEERS, (s) => PEER_ID.test(s));
   if (!webrtcPeers || !keys.every((k) => isAmount(x[k]))) return null;
   const out = { webrtcPeers } as Partial<PeerStatsMessage>;

@@ -1,5 +1,6 @@
 // The typed messages between the page and the training worker. The page never touches the GPU, the model or
 // the coordinator session directly: everything goes through these messages, in both directions.
+import type { MeshStatsSnapshot } from '@meshtrain/client/mesh-stats';
 
 /** What the page tells the worker about the run it should contribute to. */
 export interface RunTarget {
@@ -245,20 +246,8 @@ export type PeerHostRequest =
   | { type: 'close' };
 
 /** What the page's peer reports about itself (MeshNetworkStats plus how each peer is reached). */
-export interface PeerStatsMessage {
-  peersConnected: number;
-  peersWebRTC: number;
-  peersRelayed: number;
+export interface PeerStatsMessage extends MeshStatsSnapshot {
   webrtcPeers: string[];
-  resultsFromPeers: number;
-  bytesFromPeers: number;
-  resultsDirect: number;
-  bytesDirect: number;
-  resultsRelayed: number;
-  bytesRelayed: number;
-  paramsFromPeers: number;
-  lastParamsPeers: number;
-  paramBytesFromPeers: number;
 }
 
 /** Page → worker. */

@@ -3,6 +3,7 @@
 // (circuit-only: a dedicated worker has no RTCPeerConnection). Types and a small wrapper only, so the worker
 // loads libp2p only when it hosts the peer itself.
 import type { BlobPeers, MeshNetwork, PeerNetwork, PeerParams } from '@meshtrain/client';
+import { emptyMeshStats, meshStatsSnapshot } from '@meshtrain/client/mesh-stats';
 import type { CoordinatorState } from '@meshtrain/core';
 import { MAX_LISTED_PEERS } from './protocol.ts';
 import type { PeerStatsMessage } from './protocol.ts';
@@ -20,43 +21,17 @@ export interface TabNetwork extends Omit<PeerNetwork, keyof BlobPeers>, BlobPeer
 
 /** MeshNetwork's counters and how its peers are reached, as the peer channel and the page show them. */
 export function statsOf(mesh: Pick<MeshNetwork, 'stats' | 'peerLinks'>): PeerStatsMessage {
-  const s = mesh.stats;
   const links = mesh.peerLinks();
   return {
-    peersConnected: s.peersConnected,
-    peersWebRTC: s.peersWebRTC,
-    peersRelayed: s.peersRelayed,
+    ...meshStatsSnapshot(mesh.stats),
     webrtcPeers: Object.keys(links)
       .filter((p) => links[p] === 'webrtc')
       .slice(0, MAX_LISTED_PEERS),
-    resultsFromPeers: s.resultsFromPeers,
-    bytesFromPeers: s.bytesFromPeers,
-    resultsDirect: s.resultsDirect,
-    bytesDirect: s.bytesDirect,
-    resultsRelayed: s.resultsRelayed,
-    bytesRelayed: s.bytesRelayed,
-    paramsFromPeers: s.paramsFromPeers,
-    lastParamsPeers: s.lastParamsPeers,
-    paramBytesFromPeers: s.paramBytesFromPeers,
   };
 }
 
 export function emptyPeerStats(): PeerStatsMessage {
-  return {
-    peersConnected: 0,
-    peersWebRTC: 0,
-    peersRelayed: 0,
-    webrtcPeers: [],
-    resultsFromPeers: 0,
-    bytesFromPeers: 0,
-    resultsDirect: 0,
-    bytesDirect: 0,
-    resultsRelayed: 0,
-    bytesRelayed: 0,
-    paramsFromPeers: 0,
-    lastParamsPeers: 0,
-    paramBytesFromPeers: 0,
-  };
+  return { ...emptyMeshStats(), webrtcPeers: [] };
 }
 
 /** A MeshNetwork running in this worker, as a TabNetwork. */

@@ -3,13 +3,27 @@
 // lives on the DisTrO backend's device beside the replica's parameters and persists across rounds and
 // epochs, like DisTrO's momentum. New parameters (a checkpoint installed) start it afresh at zero, as a
 // joiner gets no optimizer state; so does a cold-start epoch.
+import type { SparseLoCoOptimizer } from '@meshtrain/core';
 import {
   createAdamWState,
   releaseAdamWState,
   type AdamWState,
   type DistroBackend,
   type DistroTensor,
+  type InnerStepOptions,
 } from '@meshtrain/distro';
+
+/** The run's inner AdamW settings at learning rate `lr`: what a trainer and its verifiers step with alike. */
+export function innerStepOptions(config: SparseLoCoOptimizer, lr: number): InnerStepOptions {
+  return {
+    lr,
+    beta1: config.betas[0],
+    beta2: config.betas[1],
+    eps: config.eps,
+    weightDecay: config.weight_decay,
+    clipGradNorm: config.clip_grad_norm,
+  };
+}
 
 export interface SparseLoCoTensors {
   readonly local: readonly DistroTensor[];

@@ -23,7 +23,7 @@ import { quantToWire } from '../convert.ts';
 import { innerLearningRateAt, type ClientContext } from './context.ts';
 import { fingerprintValues } from './fingerprint.ts';
 import { gradientsAt } from './gradients.ts';
-import type { SparseLoCoState, SparseLoCoTensors } from './sparseloco-state.ts';
+import { innerStepOptions, type SparseLoCoState, type SparseLoCoTensors } from './sparseloco-state.ts';
 
 export interface SparseLoCoRound {
   /** Mean loss over the inner steps' rows. */
@@ -117,14 +117,7 @@ async function innerStep(
           await fingerprintValues(d, grads, fingerprintFor.round.random_seed, fingerprintFor.slot),
         )
       : undefined;
-    await innerAdamWStep(d, t.local, grads, t.adam, {
-      lr,
-      beta1: config.betas[0],
-      beta2: config.betas[1],
-      eps: config.eps,
-      weightDecay: config.weight_decay,
-      clipGradNorm: config.clip_grad_norm,
-    });
+    await innerAdamWStep(d, t.local, grads, t.adam, innerStepOptions(config, lr));
     // Each row is seqLen + 1 ids: seqLen inputs, each predicting the next id.
     ctx.meter.recordTrainStep(tokens.length - rows, ctx.now() - started);
     return fingerprint ? { loss, fingerprint } : { loss };

@@ -36,7 +36,7 @@ import { innerLearningRateAt, type ClientContext } from './context.ts';
 import { fingerprintValues } from './fingerprint.ts';
 import { gradientsAt } from './gradients.ts';
 import type { HeldResult } from './results-store.ts';
-import type { SparseLoCoState } from './sparseloco-state.ts';
+import { innerStepOptions, type SparseLoCoState } from './sparseloco-state.ts';
 
 /**
  * Reruns the verified trainer's inner steps from θ (the replica's parameters, which round `judged` trained
@@ -108,14 +108,7 @@ async function rerunStep(
   );
   try {
     const values = seed === null ? null : await fingerprintValues(d, grads, seed, slot);
-    await innerAdamWStep(d, local, grads, adam, {
-      lr,
-      beta1: config.betas[0],
-      beta2: config.betas[1],
-      eps: config.eps,
-      weightDecay: config.weight_decay,
-      clipGradNorm: config.clip_grad_norm,
-    });
+    await innerAdamWStep(d, local, grads, adam, innerStepOptions(config, lr));
     return values;
   } finally {
     release();

@@ -171,6 +171,152 @@ export interface AdversaryOptions {
   onFabricated?: (commitment: Uint8Array) => void;
 }
 
+/** What one adversary remembers between the calls of its wrapped link. */
+interface AdversaryState {
+  readonly kind: AdversaryKind;
+  readonly secretKey: Uint8Array;
+  readonly options: AdversaryOptions;
+  readonly link: CoordinatorLink;
+  readonly random: () => number;
+  readonly honestRounds: number;
+  /** Results submitted so far, honest ones included. */
+  sent: number;
+  previous: TrainingResult | null;
+  latest: CoordinatorState | null;
+}
+
+/** The result `kind` sends instead of `r`, or null when it sends `r` itself. */
+function tamper(st: AdversaryState, r: TrainingResult): TrainingResult | null {
+  switch (st.kind) {
+    case 'random-signs':
+      return { ...r, tensors: r.tensors.map((t) => randomSigns(t, st.random)) };
+    case 'every-third':
+      // `sent` already counts this result: its own results 3, 6, 9, … are fabricated.
+      return (st.sent - st.honestRounds) % 3 === 0
+        ? { ...r, tensors: r.tensors.map((t) => randomSigns(t, st.random)) }
+        : null;
+    case 'sign-flip':
+      return { ...r, tensors: r.tensors.map((t) => mapSigns(t, (neg) => !neg)) };
+    case 'stale-replay':
+      return st.previous
+        ? { ...st.previous, step: r.step, batch: r.batch, trainerNonce: r.trainerNonce }
+        : null;
+    case 'dense':
+      return { ...r, tensors: r.tensors.map(densify) };
+    case 'wrong-shape':
+      return { ...r, tensors: r.tensors.slice(1) };
+    default:
+      return null;
+  }
+}
+
+/** Accuses every trainer of round h−2 (what a lying witness of round h would do). */
+async function accuseAll(st: AdversaryState): Promise<void> {
+  const state = st.latest;
+  const cur = state ? currentRound(state) : null;
+  const judged = state && cur ? roundAtHeight(state, cur.height - 2) : null;
+  if (!state || !cur || !judged) return;
+  const reports = roundAssignments(state, judged)
+    .filter((a) => a.id !== st.link.clientId)
+    .map((a) => ({
+      clientIndex: a.client_index,
+      committeeProof: roundSelection(judged).committeeProof(a.index),
+    }));
+  if (reports.length > 0) await st.link.submitHealthCheck({ step: cur.step, reports }).catch(() => {});
+}
+
+async function submitResult(st: AdversaryState, frame: Uint8Array, announce: Announce): Promise<void> {
+  const { link, options } = st;
+  const honest = decodeSignedResult(frame).result;
+  const mine = st.sent++ >= st.honestRounds;
+  const bad = mine ? tamper(st, honest) : null;
+  st.previous = honest;
+  if (!bad) {
+    // Honest work, but on other samples than the batch it names.
+    if (mine && st.kind === 'other-batch') options.onFabricated?.(announce.commitment);
+    await link.submitResult(frame, announce);
+    if (mine && st.kind === 'equivocate') {
+      const twin = sealed(st.secretKey, { ...honest, trainerNonce: honest.trainerNonce + 1_000_000 });
+      await link.submitResult(twin.frame, twin.announce);
+    }
+    return;
+  }
+  const s = sealed(st.secretKey, bad);
+  options.onFabricated?.(s.announce.commitment);
+  await link.submitResult(s.frame, s.announce);
+}
+
+async function submitVerdict(st: AdversaryState, v: Verdict): Promise<void> {
+  if (st.kind !== 'lying-verifier') return st.link.submitVerdict(v);
+  const trainer = st.latest ? trainerOf(st.latest, v.step, v.batch) : null;
+  const fellow = trainer !== null && (st.options.colluders?.has(trainer) ?? false);
+  await st.link.submitVerdict(fellow ? perfectPass(v) : conclusiveFail(v));
+}
+
+async function submitWitness(st: AdversaryState, w: WitnessMessage): Promise<void> {
+  if (st.kind !== 'lying-witness') return st.link.submitWitness(w);
+  // Claims nothing: every slot of the attested round left out (an attempt to veto every result).
+  await st.link.submitWitness({ ...w, attested: new Uint8Array(w.attested.length) });
+  await accuseAll(st);
+}
+
+async function reportParamHash(
+  st: AdversaryState,
+  epoch: number,
+  step: number,
+  hash: Uint8Array,
+): Promise<void> {
+  const { link } = st;
+  if (st.kind !== 'poison-checkpoint') return link.reportParamHash(epoch, step, hash);
+  // A made-up hash for the real epoch end, and one for an epoch and step the run never reached.
+  const fake = Uint8Array.from(hash, (b) => b ^ 0x5a);
+  await link.reportParamHash(epoch + 5, step + 1_000_000, fake).catch(() => {});
+  // A poisoner ignores being told its replica diverged (the majority's hash differs): it goes on to upload.
+  await link.reportParamHash(epoch, step, fake).catch(() => {});
+}
+
+function wrapLink(st: AdversaryState): CoordinatorLink {
+  const { link } = st;
+  link.onState((state) => (st.latest = state));
+  return {
+    clientId: link.clientId,
+    onState: (f) => link.onState(f),
+    onAnnounce: (f) => link.onAnnounce(f),
+    ...(link.onResult ? { onResult: (f: (frame: Uint8Array) => void) => link.onResult?.(f) } : {}),
+    fetchResult: (c) => link.fetchResult(c),
+    submitWarmupWitness: (e) => link.submitWarmupWitness(e),
+    submitVerdict: (v) => submitVerdict(st, v),
+    submitHealthCheck: (h) => link.submitHealthCheck(h),
+    rejoin: (reason) => link.rejoin(reason),
+    submitResult: (frame, announce) => submitResult(st, frame, announce),
+    submitWitness: (w) => submitWitness(st, w),
+    reportParamHash: (epoch, step, hash) => reportParamHash(st, epoch, step, hash),
+  };
+}
+
+function wrapData(kind: AdversaryKind, data: DataSource, options: AdversaryOptions): DataSource {
+  if (kind !== 'other-batch') return data;
+  const shift = options.sampleShift ?? 997;
+  return { samples: (start, end) => data.samples(start + shift, end + shift) };
+}
+
+function wrapCheckpoints(kind: AdversaryKind, checkpoints: CheckpointSource): CheckpointSource {
+  const wrapped: CheckpointSource = { load: (step) => checkpoints.load(step) };
+  if (checkpoints.has) wrapped.has = checkpoints.has.bind(checkpoints);
+  if (checkpoints.upload) wrapped.upload = checkpoints.upload.bind(checkpoints);
+  if (kind === 'no-upload') wrapped.upload = async () => {};
+  else if (kind === 'poison-checkpoint' && checkpoints.upload) {
+    const upload = checkpoints.upload.bind(checkpoints);
+    wrapped.upload = async (ck: Checkpoint) => {
+      const params = new Map([...ck.params].map(([k, v]) => [k, Float32Array.from(v, (x) => -x)]));
+      // Made-up parameters, and the same for a step the run never reached (it would sort newest).
+      await upload({ ...ck, step: ck.step + 1_000_000, epoch: ck.epoch + 5, params }).catch(() => {});
+      await upload({ ...ck, params });
+    };
+  }
+  return wrapped;
+}
+
 /**
  * Wraps an honest client's parts so it behaves as `kind`; its later cheating must still be caught and undone
  * whatever `honestRounds` it sent first.
@@ -181,123 +327,20 @@ export function adversary(
   parts: AdversaryParts,
   options: AdversaryOptions = {},
 ): AdversaryParts {
-  const random = rng(options.seed ?? 1);
-  const honestRounds = options.honestRounds ?? 0;
-  let sent = 0;
-  let previous: TrainingResult | null = null;
-  const { link, data, checkpoints } = parts;
-
-  const tamper = (r: TrainingResult): TrainingResult | null => {
-    switch (kind) {
-      case 'random-signs':
-        return { ...r, tensors: r.tensors.map((t) => randomSigns(t, random)) };
-      case 'every-third':
-        // `sent` already counts this result: its own results 3, 6, 9, … are fabricated.
-        return (sent - honestRounds) % 3 === 0
-          ? { ...r, tensors: r.tensors.map((t) => randomSigns(t, random)) }
-          : null;
-      case 'sign-flip':
-        return { ...r, tensors: r.tensors.map((t) => mapSigns(t, (neg) => !neg)) };
-      case 'stale-replay':
-        return previous ? { ...previous, step: r.step, batch: r.batch, trainerNonce: r.trainerNonce } : null;
-      case 'dense':
-        return { ...r, tensors: r.tensors.map(densify) };
-      case 'wrong-shape':
-        return { ...r, tensors: r.tensors.slice(1) };
-      default:
-        return null;
-    }
+  const st: AdversaryState = {
+    kind,
+    secretKey,
+    options,
+    link: parts.link,
+    random: rng(options.seed ?? 1),
+    honestRounds: options.honestRounds ?? 0,
+    sent: 0,
+    previous: null,
+    latest: null,
   };
-
-  let latest: CoordinatorState | null = null;
-  link.onState((st) => (latest = st));
-
-  /** Accuses every trainer of round h−2 (what a lying witness of round h would do). */
-  const accuseAll = async (): Promise<void> => {
-    const st = latest;
-    const cur = st ? currentRound(st) : null;
-    const judged = st && cur ? roundAtHeight(st, cur.height - 2) : null;
-    if (!st || !cur || !judged) return;
-    const reports = roundAssignments(st, judged)
-      .filter((a) => a.id !== link.clientId)
-      .map((a) => ({
-        clientIndex: a.client_index,
-        committeeProof: roundSelection(judged).committeeProof(a.index),
-      }));
-    if (reports.length > 0) await link.submitHealthCheck({ step: cur.step, reports }).catch(() => {});
+  return {
+    link: wrapLink(st),
+    data: wrapData(kind, parts.data, options),
+    checkpoints: wrapCheckpoints(kind, parts.checkpoints),
   };
-
-  const wrappedLink: CoordinatorLink = {
-    clientId: link.clientId,
-    onState: (f) => link.onState(f),
-    onAnnounce: (f) => link.onAnnounce(f),
-    ...(link.onResult ? { onResult: (f: (frame: Uint8Array) => void) => link.onResult?.(f) } : {}),
-    fetchResult: (c) => link.fetchResult(c),
-    submitWarmupWitness: (e) => link.submitWarmupWitness(e),
-    async submitVerdict(v) {
-      if (kind !== 'lying-verifier') return link.submitVerdict(v);
-      const st = latest;
-      const trainer = st ? trainerOf(st, v.step, v.batch) : null;
-      const fellow = trainer !== null && (options.colluders?.has(trainer) ?? false);
-      await link.submitVerdict(fellow ? perfectPass(v) : conclusiveFail(v));
-    },
-    submitHealthCheck: (h) => link.submitHealthCheck(h),
-    rejoin: (reason) => link.rejoin(reason),
-    async submitResult(frame, announce) {
-      const honest = decodeSignedResult(frame).result;
-      const mine = sent++ >= honestRounds;
-      const bad = mine ? tamper(honest) : null;
-      previous = honest;
-      if (!bad) {
-        // Honest work, but on other samples than the batch it names.
-        if (mine && kind === 'other-batch') options.onFabricated?.(announce.commitment);
-        await link.submitResult(frame, announce);
-        if (mine && kind === 'equivocate') {
-          const twin = sealed(secretKey, { ...honest, trainerNonce: honest.trainerNonce + 1_000_000 });
-          await link.submitResult(twin.frame, twin.announce);
-        }
-        return;
-      }
-      const s = sealed(secretKey, bad);
-      options.onFabricated?.(s.announce.commitment);
-      await link.submitResult(s.frame, s.announce);
-    },
-    async submitWitness(w: WitnessMessage) {
-      if (kind !== 'lying-witness') return link.submitWitness(w);
-      // Claims nothing: every slot of the attested round left out (an attempt to veto every result).
-      await link.submitWitness({ ...w, attested: new Uint8Array(w.attested.length) });
-      await accuseAll();
-    },
-    async reportParamHash(epoch, step, hash) {
-      if (kind !== 'poison-checkpoint') return link.reportParamHash(epoch, step, hash);
-      // A made-up hash for the real epoch end, and one for an epoch and step the run never reached.
-      const fake = Uint8Array.from(hash, (b) => b ^ 0x5a);
-      await link.reportParamHash(epoch + 5, step + 1_000_000, fake).catch(() => {});
-      // A poisoner ignores being told its replica diverged (the majority's hash differs): it goes on to upload.
-      await link.reportParamHash(epoch, step, fake).catch(() => {});
-    },
-  };
-
-  const wrappedData: DataSource =
-    kind === 'other-batch'
-      ? {
-          samples: (start, end) =>
-            data.samples(start + (options.sampleShift ?? 997), end + (options.sampleShift ?? 997)),
-        }
-      : data;
-
-  const wrappedCheckpoints: CheckpointSource = { load: (step) => checkpoints.load(step) };
-  if (checkpoints.has) wrappedCheckpoints.has = checkpoints.has.bind(checkpoints);
-  if (checkpoints.upload) wrappedCheckpoints.upload = checkpoints.upload.bind(checkpoints);
-  if (kind === 'no-upload') wrappedCheckpoints.upload = async () => {};
-  else if (kind === 'poison-checkpoint' && checkpoints.upload) {
-    const upload = checkpoints.upload.bind(checkpoints);
-    wrappedCheckpoints.upload = async (ck: Checkpoint) => {
-      const params = new Map([...ck.params].map(([k, v]) => [k, Float32Array.from(v, (x) => -x)]));
-      // Made-up parameters, and the same for a step the run never reached (it would sort newest).
-      await upload({ ...ck, step: ck.step + 1_000_000, epoch: ck.epoch + 5, params }).catch(() => {});
-      await upload({ ...ck, params });
-    };
-  }
-  return { link: wrappedLink, data: wrappedData, checkpoints: wrappedCheckpoints };
 }

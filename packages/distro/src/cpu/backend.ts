@@ -1,11 +1,18 @@
 // The CPU reference backend: float32 state in Float32Arrays, transforms accumulated in float64, and the
 // exact integer decode for apply (shared semantics with the WGSL kernels, different code).
 import type { DistroBackend, DistroTensor } from '../backend.ts';
-import { dctBasis64 } from '../dct.ts';
-import { updateBits } from '../exact-update.ts';
-import { coefficientOffset, DistroShapeError, sameShape, tensorLayout, type BlockLayout } from '../layout.ts';
+import {
+  checkSameShapes,
+  coefficientOffset,
+  DistroShapeError,
+  sameShape,
+  tensorLayout,
+  type BlockLayout,
+} from '../layout.ts';
 import { checkResult } from '../result.ts';
-import { blockDct, decodeSigns, topkResult } from './blocks.ts';
+import { blockDct, topkResult } from './blocks.ts';
+import { applyAggregated, subtractResidual } from './decode.ts';
+import { momentum, scale, signStep } from './elementwise-ops.ts';
 import { cpuSparseLoCoOps } from './sparseloco.ts';
 
 class CpuTensor implements DistroTensor {
@@ -22,10 +29,6 @@ class CpuTensor implements DistroTensor {
 function cpu(t: DistroTensor): CpuTensor {
   if (!(t instanceof CpuTensor)) throw new TypeError('tensor belongs to another backend');
   return t;
-}
-
-function same(a: DistroTensor, b: DistroTensor): void {
-  if (!sameShape(a.shape, b.shape)) throw new DistroShapeError(`shape mismatch [${a.shape}] vs [${b.shape}]`);
 }
 
 export function createCpuBackend(options: { chunk: number }): DistroBackend {
@@ -59,15 +62,8 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
     },
     release() {},
     momentum(delta, grad, decay, lr) {
-      same(delta, grad);
-      const d = cpu(delta).data;
-      const g = cpu(grad).data;
-      const fd = Math.fround(decay);
-      const fl = Math.fround(lr);
-      for (let i = 0; i < d.length; i++) {
-        const kept = fd === 1 ? (d[i] as number) : Math.fround(fd * (d[i] as number));
-        d[i] = kept + Math.fround(fl * (g[i] as number));
-      }
+      checkSameShapes(delta, grad);
+      momentum(cpu(delta).data, cpu(grad).data, decay, lr);
     },
     async sumOfSquares(t) {
       let s = 0;
@@ -75,18 +71,12 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
       return s;
     },
     scale(t, factor) {
-      const d = cpu(t).data;
-      const f = Math.fround(factor);
-      for (let i = 0; i < d.length; i++) d[i] = f * (d[i] as number);
+      scale(cpu(t).data, factor);
     },
     signStep(out, params, delta, lr) {
-      same(out, params);
-      same(params, delta);
-      const o = cpu(out).data;
-      const p = cpu(params).data;
-      const d = cpu(delta).data;
-      const fl = Math.fround(lr);
-      for (let i = 0; i < o.length; i++) o[i] = (p[i] as number) - fl * Math.sign(d[i] as number);
+      checkSameShapes(out, params);
+      checkSameShapes(params, delta);
+      signStep(cpu(out).data, cpu(params).data, cpu(delta).data, lr);
     },
     async compress(delta, topk) {
       const l = layoutOf(delta);
@@ -105,45 +95,13 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
     subtractResidual(delta, own) {
       const l = layoutOf(delta);
       checkResult(own, l, 'own result');
-      const x = cpu(delta).data;
-      const F1 = dctBasis64(l.n1);
-      const F2 = dctBasis64(l.n2);
-      const acc = new Float64Array(l.totalk);
-      for (let blk = 0; blk < l.blocks; blk++) {
-        acc.fill(0);
-        for (let j = blk * own.k; j < (blk + 1) * own.k; j++) {
-          const c = own.indices[j] as number;
-          const b = Math.floor(c / l.n2);
-          const d = c - b * l.n2;
-          const v = own.values[j] as number;
-          for (let h = 0; h < l.n1; h++) {
-            const a = v * (F1[b * l.n1 + h] as number);
-            for (let w = 0; w < l.n2; w++) acc[h * l.n2 + w]! += a * (F2[d * l.n2 + w] as number);
-          }
-        }
-        const by = Math.floor(blk / l.blocksX);
-        const base = by * l.n1 * l.cols + (blk - by * l.blocksX) * l.n2;
-        for (let h = 0; h < l.n1; h++)
-          for (let w = 0; w < l.n2; w++)
-            x[base + h * l.cols + w] = (x[base + h * l.cols + w] as number) - (acc[h * l.n2 + w] as number);
-      }
+      subtractResidual(l, cpu(delta).data, own);
     },
     applyAggregated(param, agg, u) {
       const l = layoutOf(param);
       if (!sameShape(agg.layout.xshape, l.xshape))
         throw new DistroShapeError('aggregate was built for another layout');
-      const bits = new Uint32Array(cpu(param).data.buffer);
-      const hi = new Float64Array(l.totalk);
-      const lo = new Float64Array(l.totalk);
-      const signs = new Int8Array(l.totalk);
-      for (let blk = 0; blk < l.blocks; blk++) {
-        decodeSigns(agg, blk, hi, lo, signs);
-        const by = Math.floor(blk / l.blocksX);
-        const base = by * l.n1 * l.cols + (blk - by * l.blocksX) * l.n2;
-        for (let h = 0; h < l.n1; h++)
-          for (let w = 0; w < l.n2; w++)
-            updateBits(bits, base + h * l.cols + w, u, signs[h * l.n2 + w] as number);
-      }
+      applyAggregated(l, cpu(param).data, agg, u);
     },
     ...cpuSparseLoCoOps({ layoutOf, data: (t) => cpu(t).data }),
     async finish() {},

@@ -3,7 +3,7 @@
 // matches the WGSL kernels bit for bit although the two compute it differently.
 import type { DistroTensor } from '../backend.ts';
 import { roundToF32, updateValue } from '../exact-update.ts';
-import { DistroShapeError, sameShape, type BlockLayout } from '../layout.ts';
+import { checkSameShapes, DistroShapeError, sameShape, type BlockLayout } from '../layout.ts';
 import { checkResult } from '../result.ts';
 import type { AdamWScalars } from '../sparseloco/adamw.ts';
 import type { SparseLoCoOps } from '../sparseloco/ops.ts';
@@ -16,12 +16,6 @@ export interface CpuContext {
 }
 
 const fr = Math.fround;
-
-function sameShapes(...ts: DistroTensor[]): void {
-  for (const t of ts.slice(1))
-    if (!sameShape(ts[0]!.shape, t.shape))
-      throw new DistroShapeError(`shape mismatch [${ts[0]!.shape}] vs [${t.shape}]`);
-}
 
 /** Float32 bits of p ← RN_f32(p − step·a); non-finite parameters stay as they are (as DisTrO's apply). */
 function outerUpdate(bits: Uint32Array, data: Float32Array, i: number, step: number, a: number): void {
@@ -68,11 +62,11 @@ function applyDct(data: Float32Array, l: BlockLayout, o: DctOuterAggregate, step
 export function cpuSparseLoCoOps(ctx: CpuContext): SparseLoCoOps {
   return {
     copy(dst, src) {
-      sameShapes(dst, src);
+      checkSameShapes(dst, src);
       ctx.data(dst).set(ctx.data(src));
     },
     adamw(param, grad, m, v, s: AdamWScalars) {
-      sameShapes(param, grad, m, v);
+      checkSameShapes(param, grad, m, v);
       const p = ctx.data(param);
       const g = ctx.data(grad);
       const M = ctx.data(m);
@@ -88,7 +82,7 @@ export function cpuSparseLoCoOps(ctx: CpuContext): SparseLoCoOps {
       }
     },
     errorFeedback(ef, start, local, beta) {
-      sameShapes(ef, start, local);
+      checkSameShapes(ef, start, local);
       const e = ctx.data(ef);
       const a = ctx.data(start);
       const b = ctx.data(local);

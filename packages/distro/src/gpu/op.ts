@@ -1,6 +1,6 @@
 // What one backend operation hands the GPU: its dispatches recorded into one compute pass and submitted once,
-// so an operation costs one submit whatever the number of segments it covers. Shared by backend.ts (which
-// implements it) and sparseloco.ts (which records into it).
+// so an operation costs one submit whatever the number of segments it covers. context.ts implements it; the
+// operation modules record into it.
 
 export interface GpuOp {
   /** Records a dispatch of `code`; `words` (u32) are its uniform, bound at 0, `bindings` at 1, 2, … */

@@ -1,7 +1,8 @@
 // WGSL sources. Float kernels (momentum, DCT, residual) may be contracted into FMA by a GPU compiler: their
 // results are allowed to differ in the last bits between devices. The apply kernel touches parameters only as
 // u32 bit patterns and integers, so no compiler can change its result (no FMA, no flush-to-zero, no NaN
-// canonicalisation).
+// canonicalisation). Every kernel declares its uniform and buffers through `bindings`, and the per-element
+// ones open through `perElement`, so a kernel's source is its fields, its buffers and its own statements.
 
 /** Linear invocation index over a 2-D dispatch (WebGPU caps each dimension at 65 535 workgroups). */
 export const LINEAR = /* wgsl */ `
@@ -11,65 +12,77 @@ fn linear(g: vec3<u32>, stride: u32) -> u32 { return g.x + g.y * stride; }
 export const ELEMENTWISE_WG = 256;
 
 /**
- * The statements that open a per-element kernel over a segment of a blocked tensor: the element's global row r
- * and column c, its position (h, w) inside its n1×n2 block, and the block's index blk. Needs the uniform fields
- * count, stride, cols, n1, n2, blocksX, firstRow; the residual and apply kernels share it.
+ * The statements that place element i of a segment of a blocked tensor: its global row r and column c, its
+ * position (h, w) inside its n1×n2 block, and the block's index blk. Needs the uniform fields cols, n1, n2,
+ * blocksX, firstRow; the residual and apply kernels share it.
  */
-export const ELEMENT_IN_BLOCK = /* wgsl */ `  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  let r = u.firstRow + i / u.cols;
+export const ELEMENT_IN_BLOCK = /* wgsl */ `  let r = u.firstRow + i / u.cols;
   let c = i % u.cols;
   let h = r % u.n1;
   let w = c % u.n2;
   let blk = (r / u.n1) * u.blocksX + c / u.n2;`;
 
-export const MOMENTUM = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, decay: f32, lr: f32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> delta: array<f32>;
-@group(0) @binding(2) var<storage, read> grad: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  var kept = delta[i];
-  if (u.decay != 1.0) { kept = u.decay * kept; }
-  delta[i] = kept + u.lr * grad[i];
-}`;
+/**
+ * A kernel's uniform struct U (`fields`) at binding 0 and its storage buffers at 1, 2, … in order, each given
+ * as 'ACCESS NAME: TYPE' (e.g. 'read_write delta: array<f32>').
+ */
+export function bindings(fields: string, buffers: readonly string[]): string {
+  const storage = buffers.map((b, n) => {
+    const space = b.indexOf(' ');
+    return `@group(0) @binding(${n + 1}) var<storage, ${b.slice(0, space)}> ${b.slice(space + 1)};`;
+  });
+  return [`struct U { ${fields} }`, '@group(0) @binding(0) var<uniform> u: U;', ...storage].join('\n');
+}
 
-export const SCALE = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, factor: f32, pad: f32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+/**
+ * A kernel with one invocation per element over a 2-D dispatch: U starts with (count, stride), then
+ * `uniform`; `body` runs with the element's index in `index` (default i), invocations past count return.
+ * `prelude` is WGSL the body calls (e.g. INT64).
+ */
+export function perElement(k: {
+  prelude?: string;
+  uniform: string;
+  buffers: readonly string[];
+  index?: string;
+  body: string;
+}): string {
+  const i = k.index ?? 'i';
+  const fields = ['count: u32, stride: u32', k.uniform].filter((f) => f !== '').join(', ');
+  return `${LINEAR}${k.prelude ?? ''}
+${bindings(fields, k.buffers)}
 @compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  x[i] = u.factor * x[i];
+  let ${i} = linear(g, u.stride);
+  if (${i} >= u.count) { return; }
+${k.body}
 }`;
+}
+
+export const MOMENTUM = perElement({
+  uniform: 'decay: f32, lr: f32',
+  buffers: ['read_write delta: array<f32>', 'read grad: array<f32>'],
+  body: `  var kept = delta[i];
+  if (u.decay != 1.0) { kept = u.decay * kept; }
+  delta[i] = kept + u.lr * grad[i];`,
+});
+
+export const SCALE = perElement({
+  uniform: 'factor: f32, pad: f32',
+  buffers: ['read_write x: array<f32>'],
+  body: `  x[i] = u.factor * x[i];`,
+});
 
 /** out[i] = src[idx[i]]: a few entries of a segment, for the host (gradient fingerprints). */
-export const GATHER = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read> idx: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  out[i] = src[idx[i]];
-}`;
+export const GATHER = perElement({
+  uniform: '',
+  buffers: ['read src: array<f32>', 'read idx: array<u32>', 'read_write out: array<f32>'],
+  body: `  out[i] = src[idx[i]];`,
+});
 
-export const SIGN_STEP = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, lr: f32, pad: f32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> params: array<f32>;
-@group(0) @binding(3) var<storage, read> delta: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  out[i] = params[i] - u.lr * sign(delta[i]);
-}`;
+export const SIGN_STEP = perElement({
+  uniform: 'lr: f32, pad: f32',
+  buffers: ['read_write out: array<f32>', 'read params: array<f32>', 'read delta: array<f32>'],
+  body: `  out[i] = params[i] - u.lr * sign(delta[i]);`,
+});
 
 /**
  * Σ x² per workgroup of 1024 consecutive elements (four coalesced sweeps of 256 threads, then a fixed tree in
@@ -77,10 +90,7 @@ struct U { count: u32, stride: u32, lr: f32, pad: f32 }
  * order, so the total does not depend on how workgroups are scheduled.
  */
 export const SUM_SQUARES = /* wgsl */ `
-struct U { count: u32, stride: u32, outBase: u32, pad1: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
+${bindings('count: u32, stride: u32, outBase: u32, pad1: u32', ['read x: array<f32>', 'read_write partial: array<f32>'])}
 var<workgroup> acc: array<f32, 256>;
 @compute @workgroup_size(256) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let group = wid.x + wid.y * u.stride;
@@ -103,61 +113,44 @@ var<workgroup> acc: array<f32, 256>;
  * The basis is stored transposed (basisT[w·n2 + d] = F2[w, d]) so neighbouring invocations (neighbouring d)
  * read neighbouring words, while W[r, bx·n2 + w] is one word for the whole run of them.
  */
-export const DCT_ROWS = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> basis: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  let c = i % u.cols;
+export const DCT_ROWS = perElement({
+  uniform: 'cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32',
+  buffers: ['read src: array<f32>', 'read_write dst: array<f32>', 'read basis: array<f32>'],
+  body: `  let c = i % u.cols;
   let d = c % u.n2;
   let base = i - d;
   var s = 0.0;
   for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[u.off2 + w * u.n2 + d]; }
-  dst[i] = s;
-}`;
+  dst[i] = s;`,
+});
 
 /**
  * Second DCT pass: down each column inside its block: Y[by·n1 + b, c] = Σ_h F1[h, b]·T[by·n1 + h, c], h
  * ascending. The basis is stored transposed like F2 (basisT[h·n1 + b]). Reads of T are one row at a time
  * across neighbouring invocations; the basis word is one for a whole row of them.
  */
-export const DCT_COLS = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> basis: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = linear(g, u.stride);
-  if (i >= u.count) { return; }
-  let r = i / u.cols;
+export const DCT_COLS = perElement({
+  uniform: 'cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32',
+  buffers: ['read src: array<f32>', 'read_write dst: array<f32>', 'read basis: array<f32>'],
+  body: `  let r = i / u.cols;
   let c = i % u.cols;
   let b = r % u.n1;
   let r0 = r - b;
   var s = 0.0;
   for (var h = 0u; h < u.n1; h++) { s += basis[u.off1 + h * u.n1 + b] * src[(r0 + h) * u.cols + c]; }
-  dst[i] = s;
-}`;
+  dst[i] = s;`,
+});
 
 /**
  * DCT_ROWS for n2 divisible by 4: each invocation computes the four neighbouring outputs d0..d0+3 of one row,
  * reading each input word once for all four and the basis as vec4 rows of F2ᵀ (basis4[off2/4 + w·n2/4 + d0/4]).
  * Every output is still the sum over w in ascending order, as in DCT_ROWS. \`count\` counts invocations (outputs / 4).
  */
-export const DCT_ROWS4 = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> basis: array<vec4<f32>>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let q = linear(g, u.stride);
-  if (q >= u.count) { return; }
-  let i = q * 4u;
+export const DCT_ROWS4 = perElement({
+  uniform: 'cols: u32, n2: u32, off2: u32, p0: u32, p1: u32, p2: u32',
+  buffers: ['read src: array<f32>', 'read_write dst: array<vec4<f32>>', 'read basis: array<vec4<f32>>'],
+  index: 'q',
+  body: `  let i = q * 4u;
   let c = i % u.cols;
   let d = c % u.n2;
   let base = i - d;
@@ -165,24 +158,19 @@ struct U { count: u32, stride: u32, cols: u32, n2: u32, off2: u32, p0: u32, p1: 
   let step = u.n2 / 4u;
   var s = vec4<f32>(0.0);
   for (var w = 0u; w < u.n2; w++) { s += src[base + w] * basis[row + w * step]; }
-  dst[q] = s;
-}`;
+  dst[q] = s;`,
+});
 
 /**
  * DCT_COLS for n1 divisible by 4: each invocation computes outputs b0..b0+3 of one column, reading each T word
  * once for all four and F1ᵀ as vec4 (basis4[h·n1/4 + b0/4]); sums over h in ascending order as in DCT_COLS.
  * \`count\` counts invocations: (rows / 4)·cols, invocation q at row group q / cols, column q % cols.
  */
-export const DCT_COLS4 = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> basis: array<vec4<f32>>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let q = linear(g, u.stride);
-  if (q >= u.count) { return; }
-  let c = q % u.cols;
+export const DCT_COLS4 = perElement({
+  uniform: 'cols: u32, n1: u32, off1: u32, p0: u32, p1: u32, p2: u32',
+  buffers: ['read src: array<f32>', 'read_write dst: array<f32>', 'read basis: array<vec4<f32>>'],
+  index: 'q',
+  body: `  let c = q % u.cols;
   let r = (q / u.cols) * 4u;
   let b = r % u.n1;
   let r0 = r - b;
@@ -192,8 +180,8 @@ struct U { count: u32, stride: u32, cols: u32, n1: u32, off1: u32, p0: u32, p1: 
   dst[r * u.cols + c] = s.x;
   dst[(r + 1u) * u.cols + c] = s.y;
   dst[(r + 2u) * u.cols + c] = s.z;
-  dst[(r + 3u) * u.cols + c] = s.w;
-}`;
+  dst[(r + 3u) * u.cols + c] = s.w;`,
+});
 
 export const TOPK_WG = 256;
 
@@ -211,10 +199,10 @@ export const TOPK_WG = 256;
  * Results go to out[outBase + blk·k + j] (index) and out[valBase + blk·k + j] (value bits).
  */
 export const TOPK = /* wgsl */ `
-struct U { blocks: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, outBase: u32, valBase: u32, p0: u32, p1: u32, p2: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> coef: array<u32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+${bindings(
+  'blocks: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, outBase: u32, valBase: u32, p0: u32, p1: u32, p2: u32',
+  ['read coef: array<u32>', 'read_write out: array<u32>'],
+)}
 var<workgroup> hist: array<atomic<u32>, ${TOPK_WG}>;
 var<workgroup> ga: array<u32, 16>;
 var<workgroup> gb: array<u32, 16>;
@@ -330,15 +318,16 @@ fn at(base: u32, e: u32) -> u32 {
 }`;
 
 /** delta ← delta − Σ_own v·F1[h, b]·F2[w, d] over the k entries of the element's block. */
-export const RESIDUAL = /* wgsl */ `${LINEAR}
-struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, firstRow: u32, off1: u32, off2: u32, p0: u32, p1: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> delta: array<f32>;
-@group(0) @binding(2) var<storage, read> idx: array<u32>;
-@group(0) @binding(3) var<storage, read> val: array<f32>;
-@group(0) @binding(4) var<storage, read> basis: array<f32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-${ELEMENT_IN_BLOCK}
+export const RESIDUAL = perElement({
+  uniform:
+    'cols: u32, n1: u32, n2: u32, blocksX: u32, k: u32, firstRow: u32, off1: u32, off2: u32, p0: u32, p1: u32',
+  buffers: [
+    'read_write delta: array<f32>',
+    'read idx: array<u32>',
+    'read val: array<f32>',
+    'read basis: array<f32>',
+  ],
+  body: `${ELEMENT_IN_BLOCK}
   var acc = 0.0;
   for (var j = blk * u.k; j < (blk + 1u) * u.k; j++) {
     let e = idx[j];
@@ -346,8 +335,8 @@ ${ELEMENT_IN_BLOCK}
     let d = e - b * u.n2;
     acc += val[j] * basis[u.off1 + b * u.n1 + h] * basis[u.off2 + d * u.n2 + w];
   }
-  delta[i] = delta[i] - acc;
-}`;
+  delta[i] = delta[i] - acc;`,
+});
 
 /**
  * Integer helpers. u64/i64 values are vec2<u32>(low word, high word), two's complement for i64.
@@ -512,23 +501,28 @@ export const EXACT_IDCT_SUMS = /* wgsl */ `  var hi = vec2<u32>(0u, 0u);
   let carry = vec2<u32>((lo.x >> 15u) | (lo.y << 17u), bitcast<u32>(bitcast<i32>(lo.y) >> 15u));
   let H = add64(hi, carry);`;
 
+/** The parameters an exact decode updates (as u32 bits) and the bindings EXACT_IDCT_SUMS reads, in order. */
+export const EXACT_IDCT_BUFFERS: readonly string[] = [
+  'read_write param: array<u32>',
+  'read blockStart: array<u32>',
+  'read coef: array<u32>',
+  'read mean: array<i32>',
+  'read ibasis: array<i32>',
+];
+
 /**
  * Exact decode + apply, one invocation per parameter: S = Σ_entries m·Bq1[b][h]·Bq2[d][w] as HI·2^15 + LO
  * (the same split as the CPU's decodeSigns: a = m·Bq1 ≤ 2^30 fits i32, a = ah·2^15 + al, partial products
  * ≤ 2^30 accumulated in emulated 64-bit), s = sign(S), then p ← exact_update(p, f, l, s).
  */
-export const APPLY = /* wgsl */ `${LINEAR}${INT64}
-struct U { count: u32, stride: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, firstRow: u32, off1: u32, off2: u32, factor: u32, step: u32, p0: u32 }
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> param: array<u32>;
-@group(0) @binding(2) var<storage, read> blockStart: array<u32>;
-@group(0) @binding(3) var<storage, read> coef: array<u32>;
-@group(0) @binding(4) var<storage, read> mean: array<i32>;
-@group(0) @binding(5) var<storage, read> ibasis: array<i32>;
-@compute @workgroup_size(${ELEMENTWISE_WG}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-${ELEMENT_IN_BLOCK}
+export const APPLY = perElement({
+  prelude: INT64,
+  uniform:
+    'cols: u32, n1: u32, n2: u32, blocksX: u32, firstRow: u32, off1: u32, off2: u32, factor: u32, step: u32, p0: u32',
+  buffers: EXACT_IDCT_BUFFERS,
+  body: `${ELEMENT_IN_BLOCK}
 ${EXACT_IDCT_SUMS}
   var s = 0;
   if (bitcast<i32>(H.y) < 0) { s = -1; } else if (!zero64(H) || (lo.x & 0x7fffu) != 0u) { s = 1; }
-  param[i] = exact_update(param[i], u.factor, u.step, s);
-}`;
+  param[i] = exact_update(param[i], u.factor, u.step, s);`,
+});

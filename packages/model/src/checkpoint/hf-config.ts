@@ -43,12 +43,8 @@ function positiveInt(obj: Record<string, unknown>, key: string): number {
   return v;
 }
 
-/**
- * Reads an HF Llama config.json (text or parsed object). Rejects shapes and features our graph does not
- * implement (biases, rope scaling, another activation, a head_dim that isn't hidden/heads) with a message
- * naming the key, because silently training a different model is worse than refusing.
- */
-export function parseHfConfig(input: string | unknown): ParsedHfConfig {
+/** The config as a JSON object, parsed from text when it is text. */
+function configObject(input: string | unknown): Record<string, unknown> {
   let obj: unknown = input;
   if (typeof input === 'string') {
     try {
@@ -59,8 +55,11 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
   }
   if (typeof obj !== 'object' || obj === null || Array.isArray(obj))
     throw new CheckpointError('config', 'config.json must be a JSON object');
-  const o = obj as Record<string, unknown>;
+  return obj as Record<string, unknown>;
+}
 
+/** Refuses the model types and features our graph does not implement. */
+function checkSupported(o: Record<string, unknown>): void {
   if (o.model_type !== undefined && o.model_type !== 'llama')
     throw new CheckpointError(
       'unsupported',
@@ -81,8 +80,13 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
       'unsupported',
       `config.json: rope_scaling ${JSON.stringify(o.rope_scaling)} is not supported (plain RoPE only)`,
     );
+}
 
-  const defaulted: string[] = [];
+const isPosInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;
+const isPosNum = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
+
+/** The model's shape; keys with a default are listed in `defaulted` when the file leaves them out. */
+function readShape(o: Record<string, unknown>, defaulted: string[]): LlamaConfig {
   const heads = positiveInt(o, 'num_attention_heads');
   const pick = <T>(key: string, fallback: T, ok: (v: unknown) => boolean): T => {
     if (o[key] === undefined || o[key] === null) {
@@ -93,10 +97,8 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
       throw new CheckpointError('config', `config.json: ${key} has invalid value ${JSON.stringify(o[key])}`);
     return o[key] as T;
   };
-  const isPosInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0;
-  const isPosNum = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
   // Defaults are those of transformers' LlamaConfig.__init__.
-  const config: LlamaConfig = {
+  return {
     vocab_size: positiveInt(o, 'vocab_size'),
     hidden_size: positiveInt(o, 'hidden_size'),
     intermediate_size: positiveInt(o, 'intermediate_size'),
@@ -108,6 +110,35 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
     rope_theta: pick('rope_theta', 10000, isPosNum),
     tie_word_embeddings: pick('tie_word_embeddings', false, (v) => typeof v === 'boolean'),
   };
+}
+
+/** Keys parseHfConfig reads or knowingly passes over; any other key is reported as ignored. */
+const CHECKED_KEYS = new Set<string>([
+  ...CONFIG_FIELDS,
+  'model_type',
+  'architectures',
+  'hidden_act',
+  'attention_bias',
+  'mlp_bias',
+  'rope_scaling',
+  'head_dim',
+  // Written by us and by transformers; they describe the file, not the math.
+  'torch_dtype',
+  'initializer_range',
+  'transformers_version',
+]);
+
+/**
+ * Reads an HF Llama config.json (text or parsed object). Rejects shapes and features our graph does not
+ * implement (biases, rope scaling, another activation, a head_dim that isn't hidden/heads) with a message
+ * naming the key, because silently training a different model is worse than refusing.
+ */
+export function parseHfConfig(input: string | unknown): ParsedHfConfig {
+  const o = configObject(input);
+  checkSupported(o);
+  const defaulted: string[] = [];
+  const config = readShape(o, defaulted);
+  const heads = config.num_attention_heads;
   if (o.head_dim !== undefined && o.head_dim !== null && o.head_dim !== config.hidden_size / heads)
     throw new CheckpointError(
       'unsupported',
@@ -115,21 +146,6 @@ export function parseHfConfig(input: string | unknown): ParsedHfConfig {
     );
   const errors = validateLlamaConfig(config);
   if (errors.length > 0) throw new CheckpointError('unsupported', `config.json: ${errors.join('; ')}`);
-
-  const checked = new Set<string>([
-    ...CONFIG_FIELDS,
-    'model_type',
-    'architectures',
-    'hidden_act',
-    'attention_bias',
-    'mlp_bias',
-    'rope_scaling',
-    'head_dim',
-    // Written by us and by transformers; they describe the file, not the math.
-    'torch_dtype',
-    'initializer_range',
-    'transformers_version',
-  ]);
-  const ignoredKeys = Object.keys(o).filter((k) => !checked.has(k));
+  const ignoredKeys = Object.keys(o).filter((k) => !CHECKED_KEYS.has(k));
   return { config, ignoredKeys, defaulted };
 }

@@ -7,18 +7,16 @@
 // implementation pads the header with spaces so the data section starts 8-byte aligned, and refuses
 // files whose tensors overlap, leave holes, or do not cover the data section exactly; we do the same so
 // a file we accept is one `safetensors.safe_open` accepts too.
+import { CodedError } from './errors.ts';
 import { DTYPE_BYTES, bf16ToF32, f16ToF32, f32ToBf16, isFloatDType, type FloatDType } from './dtype.ts';
 
 export type SafetensorsErrorCode =
   'truncated' | 'header-json' | 'header-schema' | 'offsets' | 'unsupported-dtype' | 'size-mismatch';
 
 /** A safetensors file that cannot be read; `code` says which rule it broke. */
-export class SafetensorsError extends Error {
-  readonly code: SafetensorsErrorCode;
+export class SafetensorsError extends CodedError<SafetensorsErrorCode> {
   constructor(code: SafetensorsErrorCode, message: string) {
-    super(message);
-    this.name = 'SafetensorsError';
-    this.code = code;
+    super('SafetensorsError', code, message);
   }
 }
 
@@ -143,11 +141,16 @@ function isSizeList(v: unknown): v is number[] {
   return Array.isArray(v) && v.every((d) => Number.isSafeInteger(d) && (d as number) >= 0);
 }
 
-/** Parses and validates a safetensors file without copying tensor bytes. */
-export function decodeSafetensors(input: Uint8Array): DecodedSafetensors {
-  // A Node Buffer is a Uint8Array whose slice() does not copy; view it as a plain Uint8Array so every
-  // subarray/slice below has standard semantics.
-  const file = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+interface HeaderEntry {
+  name: string;
+  dtype: string;
+  shape: number[];
+  begin: number;
+  end: number;
+}
+
+/** The JSON header as an object, and the data section after it. */
+function readHeader(file: Uint8Array): { header: object; data: Uint8Array } {
   if (file.length < 8)
     throw new SafetensorsError(
       'truncated',
@@ -176,42 +179,44 @@ export function decodeSafetensors(input: Uint8Array): DecodedSafetensors {
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header))
     throw new SafetensorsError('header-schema', 'header must be a JSON object');
+  return { header, data: file.subarray(8 + headerLen) };
+}
 
-  const data = file.subarray(8 + headerLen);
-  let metadata: Record<string, string> = {};
-  const entries: { name: string; dtype: string; shape: number[]; begin: number; end: number }[] = [];
-  for (const [name, value] of Object.entries(header)) {
-    if (name === '__metadata__') {
-      if (typeof value !== 'object' || value === null || Array.isArray(value))
-        throw new SafetensorsError('header-schema', '__metadata__ must be an object of strings');
-      for (const [k, v] of Object.entries(value))
-        if (typeof v !== 'string')
-          throw new SafetensorsError('header-schema', `__metadata__.${k} must be a string, got ${typeof v}`);
-      metadata = value as Record<string, string>;
-      continue;
-    }
-    const t = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
-    if (typeof t !== 'object' || t === null)
-      throw new SafetensorsError('header-schema', `${name}: entry must be an object`);
-    if (typeof t.dtype !== 'string') throw new SafetensorsError('header-schema', `${name}: dtype missing`);
-    const size = ALL_DTYPE_BYTES[t.dtype];
-    if (size === undefined)
-      throw new SafetensorsError('unsupported-dtype', `${name}: unknown dtype ${t.dtype}`);
-    if (!isSizeList(t.shape))
-      throw new SafetensorsError('header-schema', `${name}: shape must be a list of non-negative integers`);
-    if (!isSizeList(t.data_offsets) || t.data_offsets.length !== 2)
-      throw new SafetensorsError('header-schema', `${name}: data_offsets must be [begin, end]`);
-    const [begin, end] = t.data_offsets as [number, number];
-    if (end < begin)
-      throw new SafetensorsError('offsets', `${name}: data_offsets [${begin}, ${end}] end before begin`);
-    if (end - begin !== numel(t.shape) * size)
-      throw new SafetensorsError(
-        'size-mismatch',
-        `${name}: ${t.dtype}[${t.shape.join(', ')}] needs ${numel(t.shape) * size} bytes, data_offsets span ${end - begin}`,
-      );
-    entries.push({ name, dtype: t.dtype, shape: t.shape, begin, end });
-  }
+function readMetadata(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new SafetensorsError('header-schema', '__metadata__ must be an object of strings');
+  for (const [k, v] of Object.entries(value))
+    if (typeof v !== 'string')
+      throw new SafetensorsError('header-schema', `__metadata__.${k} must be a string, got ${typeof v}`);
+  return value as Record<string, string>;
+}
 
+/** One tensor's header entry, its byte span checked against its dtype and shape. */
+function readEntry(name: string, value: unknown): HeaderEntry {
+  const t = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
+  if (typeof t !== 'object' || t === null)
+    throw new SafetensorsError('header-schema', `${name}: entry must be an object`);
+  if (typeof t.dtype !== 'string') throw new SafetensorsError('header-schema', `${name}: dtype missing`);
+  const size = ALL_DTYPE_BYTES[t.dtype];
+  if (size === undefined)
+    throw new SafetensorsError('unsupported-dtype', `${name}: unknown dtype ${t.dtype}`);
+  if (!isSizeList(t.shape))
+    throw new SafetensorsError('header-schema', `${name}: shape must be a list of non-negative integers`);
+  if (!isSizeList(t.data_offsets) || t.data_offsets.length !== 2)
+    throw new SafetensorsError('header-schema', `${name}: data_offsets must be [begin, end]`);
+  const [begin, end] = t.data_offsets as [number, number];
+  if (end < begin)
+    throw new SafetensorsError('offsets', `${name}: data_offsets [${begin}, ${end}] end before begin`);
+  if (end - begin !== numel(t.shape) * size)
+    throw new SafetensorsError(
+      'size-mismatch',
+      `${name}: ${t.dtype}[${t.shape.join(', ')}] needs ${numel(t.shape) * size} bytes, data_offsets span ${end - begin}`,
+    );
+  return { name, dtype: t.dtype, shape: t.shape, begin, end };
+}
+
+/** Sorts the entries by offset and refuses overlaps, holes and bytes no tensor covers. */
+function checkCoverage(entries: HeaderEntry[], dataBytes: number): void {
   entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
   let expected = 0;
   for (const e of entries) {
@@ -222,17 +227,31 @@ export function decodeSafetensors(input: Uint8Array): DecodedSafetensors {
       );
     expected = e.end;
   }
-  if (expected > data.length)
+  if (expected > dataBytes)
     throw new SafetensorsError(
       'truncated',
-      `tensor data needs ${expected} bytes after the header, the file has ${data.length}`,
+      `tensor data needs ${expected} bytes after the header, the file has ${dataBytes}`,
     );
-  if (expected < data.length)
+  if (expected < dataBytes)
     throw new SafetensorsError(
       'offsets',
-      `${data.length - expected} trailing bytes after the last tensor are not described by the header`,
+      `${dataBytes - expected} trailing bytes after the last tensor are not described by the header`,
     );
+}
 
+/** Parses and validates a safetensors file without copying tensor bytes. */
+export function decodeSafetensors(input: Uint8Array): DecodedSafetensors {
+  // A Node Buffer is a Uint8Array whose slice() does not copy; view it as a plain Uint8Array so every
+  // subarray/slice below has standard semantics.
+  const file = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+  const { header, data } = readHeader(file);
+  let metadata: Record<string, string> = {};
+  const entries: HeaderEntry[] = [];
+  for (const [name, value] of Object.entries(header)) {
+    if (name === '__metadata__') metadata = readMetadata(value);
+    else entries.push(readEntry(name, value));
+  }
+  checkCoverage(entries, data.length);
   const tensors = new Map<string, RawTensor>();
   for (const e of entries)
     tensors.set(e.name, { dtype: e.dtype, shape: e.shape, bytes: data.subarray(e.begin, e.end) });
