@@ -15,6 +15,11 @@ export default tseslint.config(
     },
   },
   {
+    // docs/architecture.md "Layers": functions a reader can hold in view.
+    files: ['packages/*/src/**/*.ts', 'apps/*/src/**/*.ts'],
+    rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },

@@ -12,6 +12,12 @@ import ts from 'typescript';
 const root = join(import.meta.dirname, '..');
 const MAX_RELAY_FILE_LINES = 400;
 const SKIP = new Set(['node_modules', 'dist', 'test', 'e2e', '.cache']);
+// The one coordinator → wire import left: a round outcome names its admitted list by the SHA-256 of the list's
+// canonical frame (the address peers serve it under), so judging a round encodes that frame. Taking the address
+// out of the coordinator's state is open work (docs/architecture.md "Layers").
+const ALLOWED_CROSSINGS = new Set([
+  'packages/core/src/coordinator/round-outcome.ts → packages/core/src/wire/admitted-list.ts',
+]);
 
 function walk(dir, out) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
@@ -68,18 +74,26 @@ for (const f of files) {
       const target = resolveRelative(f, spec);
       if (!target) continue;
       if (!typeOnly) edges.push(target);
-      if ((f.startsWith(wire) && target.startsWith(coordinator)) || (f.startsWith(coordinator) && target.startsWith(wire)))
-        problems.push(`${relative(root, f)} imports ${relative(root, target)}: wire/ and coordinator/ stay apart`);
+      const crossing =
+        (f.startsWith(wire) && target.startsWith(coordinator)) ||
+        (f.startsWith(coordinator) && target.startsWith(wire));
+      if (crossing && !ALLOWED_CROSSINGS.has(`${relative(root, f)} → ${relative(root, target)}`))
+        problems.push(
+          `${relative(root, f)} imports ${relative(root, target)}: wire/ and coordinator/ stay apart`,
+        );
     } else {
       const pkg = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
       if (ws && workspaceNames.has(pkg) && pkg !== ws.name && !ws.declared.has(pkg))
-        problems.push(`${relative(root, f)} imports ${pkg}, which ${ws.name}'s package.json does not declare`);
+        problems.push(
+          `${relative(root, f)} imports ${pkg}, which ${ws.name}'s package.json does not declare`,
+        );
     }
   }
   graph.set(f, edges);
   if (f.startsWith(join(root, 'apps/relay/src') + '/')) {
     const lines = readFileSync(f, 'utf8').split('\n').length;
-    if (lines > MAX_RELAY_FILE_LINES) problems.push(`${relative(root, f)}: ${lines} lines (at most ${MAX_RELAY_FILE_LINES})`);
+    if (lines > MAX_RELAY_FILE_LINES)
+      problems.push(`${relative(root, f)}: ${lines} lines (at most ${MAX_RELAY_FILE_LINES})`);
   }
 }
 
@@ -110,7 +124,8 @@ function connect(v) {
     onStack.delete(w);
     component.push(w);
   } while (w !== v);
-  if (component.length > 1) problems.push(`import loop: ${component.map((x) => relative(root, x)).join(' → ')}`);
+  if (component.length > 1)
+    problems.push(`import loop: ${component.map((x) => relative(root, x)).join(' → ')}`);
 }
 for (const v of graph.keys()) if (!index.has(v)) connect(v);
 

@@ -35,15 +35,14 @@ import {
   summarizeState,
   tick,
 } from '../src/index.ts';
-import type {
-  CoordinatorEvent,
-  CoordinatorState,
-  LightEvent,
-  LightTransition,
-  Round,
-} from '../src/index.ts';
+import type { CoordinatorEvent, CoordinatorState, LightEvent, LightTransition, Round } from '../src/index.ts';
 import { acceptedByEvidence } from '../src/coordinator/queries.ts';
-import { acceptedSlots, aliveFromEvidence, aliveSlots, type RoundOutcome } from '../src/coordinator/round-outcome.ts';
+import {
+  acceptedSlots,
+  aliveFromEvidence,
+  aliveSlots,
+  type RoundOutcome,
+} from '../src/coordinator/round-outcome.ts';
 import { tickIn } from '../src/coordinator/tick.ts';
 import { actionArb, drive, type Host } from './fixtures/random-run.ts';
 
