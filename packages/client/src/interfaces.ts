@@ -99,7 +99,7 @@ export interface CoordinatorLink {
 
 /**
  * Peer-to-peer fast path. Everything here may fail; the relay is the guaranteed path. Results travel as
- * TrainingResult frames content-addressed by their commitment, which the relay's signed announces name.
+ * TrainingResult frames content-addressed by their commitment, which the coordinator state's admitted results name.
  */
 export interface PeerNetwork {
   /** Offer this client's result to peers (they fetch it by `announce.commitment`). */

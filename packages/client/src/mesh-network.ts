@@ -3,7 +3,7 @@
 //
 // Addressing needs no extra announcements, because both addresses are hashes every peer already knows:
 //   - a result is stored as `tag ‖ TrainingResult frame`, whose SHA-256 (the blob address) is exactly the
-//     result's commitment (core: commitment = SHA-256(tag ‖ frame)), named by the relay's signed announces;
+//     result's commitment (core: commitment = SHA-256(tag ‖ frame)), which peers learn from the state's admitted results;
 //   - parameters are shared as a checkpoint (packages/p2p's checkpoint protocol) of their float32 LE bytes in
 //     sorted-name order, whose SHA-256 is exactly the run's parameter hash, which the relay reports per epoch.
 //     Every peer cuts them into PARAM_PIECE_BYTES pieces, so all honest holders serve the same manifest; a

@@ -184,8 +184,8 @@ export class TrainPhase {
       // The size of the TrainingResult frame the commitment covers (what P2P blob fetches return).
       size: encodeTrainingResult(result).length,
     });
-    // Peers first: the relay forwards the announce at once, and a peer asked before the blob exists would
-    // answer "not found" and cost the asker a fallback round trip.
+    // Peers first: the result is admitted into the state as soon as the relay has it, and a peer asked before
+    // the blob exists would answer "not found" and cost the asker a fallback round trip.
     await ctx.o.peers?.publish(announce, frame).catch((e: unknown) => {
       ctx.emit({ type: 'warning', message: `p2p publish failed (relay has it): ${messageOf(e)}` });
     });
