@@ -21,7 +21,8 @@ import type { CheckpointManifest } from './checkpoint-manifest.ts';
 import { BAD_REQUEST, requestResponse, serveRequest } from './request-response.ts';
 import { PieceDownload, type PieceDownloadOptions } from './checkpoint-pieces.ts';
 import { ProtocolService } from './protocol-service.ts';
-import { concatBytes, readU32, u32 } from './stream-io.ts';
+import { concatBytes } from '@noble/hashes/utils.js';
+import { readU32, u32 } from './stream-io.ts';
 
 export type { CheckpointProgress } from './checkpoint-pieces.ts';
 

@@ -1,6 +1,7 @@
 import { ManifestError, InvalidArgumentError } from './errors.ts';
 import { sameBytes, sha256Bytes } from './hash.ts';
-import { concatBytes, readU32, readU64, u32, u64 } from './stream-io.ts';
+import { concatBytes } from '@noble/hashes/utils.js';
+import { readU32, readU64, u32, u64 } from './stream-io.ts';
 
 /**
  * A checkpoint as peers share it: the bytes (e.g. a safetensors file) cut into fixed-size pieces, described

@@ -2,7 +2,8 @@ import type { Connection, Stream } from '@libp2p/interface';
 import { NotFoundError, ProtocolError, TooLargeError, toError } from './errors.ts';
 import { openProtocolStream } from './host.ts';
 import type { PeerTarget, ProtocolHost } from './host.ts';
-import { Deadline, StreamReader, concatBytes, readU32, readU64, u32, u64, writeAll } from './stream-io.ts';
+import { concatBytes } from '@noble/hashes/utils.js';
+import { Deadline, StreamReader, readU32, readU64, u32, u64, writeAll } from './stream-io.ts';
 
 /**
  * The request/response framing our stream protocols (blob, checkpoint) share, one request per stream:

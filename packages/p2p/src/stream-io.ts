@@ -194,15 +194,3 @@ export function readU64(bytes: Uint8Array, offset = 0): number {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(offset);
   return v > BigInt(Number.MAX_SAFE_INTEGER) ? Number.POSITIVE_INFINITY : Number(v);
 }
-
-export function concatBytes(...parts: Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const p of parts) total += p.length;
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
-}

@@ -1,6 +1,8 @@
 // Byte helpers that work the same in browsers and Node (no Buffer).
 import { CryptoError } from './errors.ts';
 
+export { concatBytes } from '@noble/hashes/utils.js';
+
 const HEX_DIGITS = '0123456789abcdef';
 
 /** Lower-case hex of `bytes`. */
@@ -36,19 +38,6 @@ export function hexToBytes(hex: string, expectedBytes?: number): Uint8Array {
     const lo = nibble(hex.charCodeAt(2 * i + 1));
     if (hi < 0 || lo < 0) throw new CryptoError('bad_hex', `invalid hex digit near offset ${2 * i}`);
     out[i] = (hi << 4) | lo;
-  }
-  return out;
-}
-
-/** Concatenate byte arrays into a fresh array. */
-export function concatBytes(...parts: readonly Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
   }
   return out;
 }
