@@ -11,6 +11,7 @@
 import type { LlamaConfig } from './config.ts';
 import type { GraphBuilder } from './graph/builder.ts';
 import type { FloatDType, Value } from './graph/ir.ts';
+import { gemmGradients } from './autodiff/rules.ts';
 
 export interface Shapes {
   batch: number;
@@ -251,30 +252,53 @@ export function decoder(b: GraphBuilder, c: LlamaConfig, s: Shapes, p: Params, i
   return b.scope('norm', () => rmsNorm(b, h, p('model.norm.weight'), c.rms_norm_eps));
 }
 
+function headWeight(c: LlamaConfig, p: Params): Value {
+  return c.tie_word_embeddings ? p('model.embed_tokens.weight') : p('lm_head.weight');
+}
+
 /** Logits [rows, vocab]; the head shares the embedding matrix when `tie_word_embeddings`. */
 export function lmHead(b: GraphBuilder, c: LlamaConfig, p: Params, h: Value): Value {
-  const w = c.tie_word_embeddings ? p('model.embed_tokens.weight') : p('lm_head.weight');
-  return b.scope('lm_head', () => linear(b, h, w, 'logits'));
+  return b.scope('lm_head', () => linear(b, h, headWeight(c, p), 'logits'));
 }
 
 /**
- * Mean cross-entropy of logits [N, V] against int32 targets [N]: logsumexp − logit[target], with
- * logsumexp = m + log Σ exp(x − m) and m = max(x) held constant (its gradient cancels exactly). The target
- * logit is picked by a one-hot mask built from Equal against an arange (GatherElements would work too, but
- * Mul + ReduceSum needs no extra gradient rule).
+ * Mean next-token cross-entropy of the LM head's logits [N, V] = h · Wᵀ against int32 targets [N]:
+ * −mean log softmax(logits)[target]. Softmax subtracts the row max, so nothing overflows, and GatherElements
+ * picks each target's probability. Head and loss are one `withGradient` group so that the only [N, V] values
+ * are the logits, their softmax and dLogits = softmax − onehot(target), built as the softmax with
+ * p[target] − 1 scattered at the targets (no one-hot exists); the 1/N of the mean rides in the head's gradient
+ * Gemms' alpha instead of a scaled copy of dLogits. The log of the picked probability is exact to the dtype,
+ * except that a target more than ~87 nats below its row's best logit underflows float32 to an infinite loss.
  */
-export function crossEntropy(b: GraphBuilder, logits: Value, targets: Value): Value {
-  const [n, vocab] = logits.shape as [number, number];
-  const m = b.reduceMaxNoGrad(logits, [-1], true, 'max');
-  const sumExp = b.reduceSum(b.exp(b.sub(logits, m), 'exp'), [-1], true, 'sum_exp');
-  const lse = b.add(m, b.log(sumExp), 'logsumexp');
-  const vocabIds = b.constant(
-    Array.from({ length: vocab }, (_, i) => i),
-    'int32',
-    [1, vocab],
-    'vocab_ids',
+export function lmHeadLoss(b: GraphBuilder, c: LlamaConfig, p: Params, h: Value, targets: Value): Value {
+  const w = headWeight(c, p);
+  const n = h.shape[0] ?? 0;
+  const ids = b.scope('loss', () => b.reshape(targets, [n, 1], 'target_ids'));
+  let logits: Value | null = null;
+  let probs: Value | null = null;
+  let targetProb: Value | null = null;
+  return b.withGradient(
+    [h, w],
+    () => {
+      logits = lmHead(b, c, p, h);
+      const l = logits;
+      return b.scope('loss', () => {
+        probs = b.softmax(l, -1, 'probs');
+        targetProb = b.gatherElements(probs, ids, 1, 'target_prob');
+        const meanLog = b.reduceMean(b.log(targetProb, 'log_prob'), [0, 1], false, 'mean_log_prob');
+        return b.neg(meanLog, 'loss');
+      });
+    },
+    (dy, needs) => {
+      const head = logits?.producer;
+      if (!head || !probs || !targetProb) throw new Error('lmHeadLoss: gradient before its forward');
+      const update = b.sub(targetProb, b.scalar(1, targetProb.dtype), 'target_update');
+      const dLogits = b.scatterElements(probs, ids, update, 1, 'dlogits');
+      // dL/dLogits = dLogits · dy / N: a constant dy (the loss is the graph's output) folds into alpha.
+      const dyValue = dy.data?.[0];
+      if (dyValue !== undefined) return gemmGradients(b, head, dLogits, needs, dyValue / n);
+      const scaled = b.mul(dLogits, b.mul(dy, b.scalar(1 / n, dy.dtype)), 'dlogits_scaled');
+      return gemmGradients(b, head, scaled, needs);
+    },
   );
-  const onehot = b.cast(b.equal(b.reshape(targets, [n, 1]), vocabIds, 'is_target'), logits.dtype, 'onehot');
-  const picked = b.reduceSum(b.mul(logits, onehot), [-1], true, 'target_logit');
-  return b.reduceMean(b.sub(lse, picked, 'nll'), [0, 1], false, 'loss');
 }

@@ -4,7 +4,7 @@ import { type LlamaConfig, parameterSpecs, validateLlamaConfig } from './config.
 import { gradients } from './autodiff/autodiff.ts';
 import { GraphBuilder, GraphError } from './graph/builder.ts';
 import type { DType, FloatDType, Value } from './graph/ir.ts';
-import { crossEntropy, decoder, lmHead, type Shapes } from './llama.ts';
+import { decoder, lmHeadLoss, type Shapes } from './llama.ts';
 import { emitOnnx, liveNodes } from './onnx/emit.ts';
 
 export interface TensorSpec {
@@ -96,8 +96,7 @@ export function trainStepGraph(
   const inputs = b.gather(flat, positions(0, [o.batchSize, o.seqLen], 'input_positions'), 'input_ids');
   const targets = b.gather(flat, positions(1, [o.batchSize * o.seqLen], 'target_positions'), 'target_ids');
   const hidden = decoder(b, config, s, params.get, inputs);
-  const logits = lmHead(b, config, params.get, hidden);
-  const loss = b.scope('loss', () => crossEntropy(b, logits, targets));
+  const loss = lmHeadLoss(b, config, params.get, hidden, targets);
   const grads = o.withGradients === false ? [] : gradients(b, loss, params.list);
   b.output(loss, 'loss');
   grads.forEach((g, i) => b.output(g, `grad.${params.list[i]?.name ?? ''}`));

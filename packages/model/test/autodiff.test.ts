@@ -7,6 +7,8 @@ import { gradients } from '../src/autodiff/autodiff.ts';
 import { GraphBuilder } from '../src/graph/builder.ts';
 import type { Value } from '../src/graph/ir.ts';
 import { sizeOf } from '../src/graph/ir.ts';
+import { PRESETS } from '../src/config.ts';
+import { lmHeadLoss } from '../src/llama.ts';
 import { emitOnnx } from '../src/onnx/emit.ts';
 import { randomArray, rng, session, tensor, toF64 } from './ort-util.ts';
 
@@ -119,7 +121,24 @@ const CASES: Case[] = [
         ),
       ),
   },
+  {
+    name: 'LM head + cross-entropy (withGradient group; dy folded into the Gemms)',
+    inputs: [{ shape: [5, 3] }, { shape: [7, 3] }],
+    f: (b, xs) => headLoss(b, xs),
+  },
+  {
+    name: 'LM head + cross-entropy times a computed scale (dy not a constant)',
+    inputs: [{ shape: [5, 3] }, { shape: [7, 3] }, { shape: [2] }],
+    f: (b, xs) => b.mul(headLoss(b, xs), b.reduceSum(xs[2] as Value, [0], false)),
+  },
 ];
+
+/** The train step's loss over hidden states xs[0] [5, 3] and a tied head xs[1] [7 (vocab), 3]. */
+function headLoss(b: GraphBuilder, xs: Value[]): Value {
+  const config = { ...PRESETS.micro, vocab_size: 7, tie_word_embeddings: true };
+  const targets = b.constant([0, 6, 3, 3, 1], 'int32', [5]);
+  return lmHeadLoss(b, config, () => x1(xs), x0(xs), targets);
+}
 
 async function check(c: Case, seed: number): Promise<number> {
   const rand = rng(seed);

@@ -2,6 +2,7 @@
 // against an independent plain-loop float64 implementation of HF Llama math (reference-llama.ts).
 import { describe, expect, it } from 'vitest';
 import { type LlamaConfig, PRESETS, parameterSpecs } from '../src/config.ts';
+import { sizeOf } from '../src/graph/ir.ts';
 import { buildInference } from '../src/inference.ts';
 import { buildTrainStep, trainStepGraph } from '../src/train-step.ts';
 import { referenceLlama } from './reference-llama.ts';
@@ -13,7 +14,7 @@ import { feeds, randomParams, randomTokens, session, toF64 } from './ort-util.ts
 const GPU_OPS = new Set([
   'Add', 'Sub', 'Mul', 'Div', 'Neg', 'Exp', 'Log', 'Sqrt', 'Sigmoid', 'Identity', 'Cast', 'Equal', 'MatMul',
   'Reshape', 'Transpose', 'Expand', 'Slice', 'Concat', 'ReduceSum', 'ReduceMean', 'ReduceMax', 'Softmax', 'Gather',
-  'Gemm', 'Split', 'ReduceSumSquare',
+  'Gemm', 'Split', 'ReduceSumSquare', 'GatherElements', 'ScatterElements',
   // ORT contrib kernels the WebGPU EP implements; float32 graphs only (float64 ones build these from primitives).
   'SimplifiedLayerNormalization', 'QuickGelu', 'RotaryEmbedding',
 ]); // prettier-ignore
@@ -29,7 +30,6 @@ const FORBIDDEN = [
   'FusedMatMul',
   'Dropout',
   'ScatterND',
-  'ScatterElements',
 ];
 
 /** A GQA variant of tiny with untied head, to cover the other branch of each option. */
@@ -97,8 +97,44 @@ describe('train-step graph contract', () => {
           expect(k).toBeGreaterThan(0);
         });
         if (n.op === 'Cast') expect(n.inputs[0]?.dtype).not.toBe('int64');
+        // Without a reduction each index is written once: the result does not depend on a GPU's write order.
+        if (n.op === 'ScatterElements') expect(n.attrs.reduction, n.name).toBeUndefined();
       }
       for (const v of b.inputs) expect(v.dtype === 'int64').toBe(false);
+    });
+  }
+});
+
+describe('train-step graph: [tokens × vocab] values', () => {
+  // A vocabulary no other dimension of these models equals, so [tokens, vocab] sizes are the loss's alone.
+  for (const [name, config] of [
+    ['micro', { ...PRESETS.micro, vocab_size: 301 }],
+    ['tiny-gqa-untied', { ...TINY_GQA, vocab_size: 301 }],
+  ] as const) {
+    it(`${name}: only the logits, their softmax and dLogits (no one-hot for the loss)`, () => {
+      const [batch, seq] = [3, 7];
+      const tokens = batch * seq;
+      const vocab = config.vocab_size;
+      for (const dtype of ['float32', 'float64'] as const) {
+        const b = trainStepGraph(config, { batchSize: batch, seqLen: seq, dtype });
+        const big = b.nodes.filter((n) =>
+          n.outputs.some((o) => sizeOf(o.shape) === tokens * vocab && o.shape.includes(vocab)),
+        );
+        expect(big.map((n) => `${n.op} ${n.name}`)).toEqual([
+          'Gemm lm_head/logits',
+          'Softmax loss/probs',
+          'ScatterElements grad/loss/loss/dlogits',
+          // The embedding's gradient (rules.ts, Gather): a one-hot MatMul, deterministic on the GPU where a
+          // ScatterND-add is not. [vocab, tokens], outside the loss.
+          'Equal grad/embed_tokens/lookup/onehot_t',
+          `Cast grad/embed_tokens/lookup/Cast_${dtype}`,
+        ]);
+        expect(
+          b.nodes
+            .filter((n) => n.name.startsWith('loss/') || n.name.startsWith('grad/loss/'))
+            .map((n) => n.op),
+        ).not.toContain('Equal');
+      }
     });
   }
 });

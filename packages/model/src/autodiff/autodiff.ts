@@ -4,7 +4,7 @@
 // ScatterND, no ConstantOfShape) so the backward pass lands on the WebGPU EP like the forward pass.
 import type { GraphBuilder } from '../graph/builder.ts';
 import { GraphError } from '../graph/builder.ts';
-import { type Value, fmtShape, isFloat } from '../graph/ir.ts';
+import { type Node, type Value, fmtShape, isFloat } from '../graph/ir.ts';
 import { GRAD_RULES, MULTI_OUTPUT_RULES, type MultiGradRule } from './rules.ts';
 
 /**
@@ -19,9 +19,12 @@ export function gradients(b: GraphBuilder, loss: Value, wrt: readonly Value[]): 
 
   // Values that depend on some wrt through differentiable edges: only these carry gradients.
   const active = new Set<number>(wrt.map((v) => v.id));
+  // A node with a hand-written gradient (GraphBuilder.withGradient) stands for its whole group: its
+  // gradient flows to the group's inputs, and the group's own nodes are constants.
+  const gradInputs = (node: Node): readonly Value[] =>
+    b.customGradients.get(node.id)?.inputs ?? (node.stopGradient ? [] : node.inputs);
   for (const node of forward) {
-    if (node.stopGradient) continue;
-    if (!node.inputs.some((v) => active.has(v.id))) continue;
+    if (!gradInputs(node).some((v) => active.has(v.id))) continue;
     for (const out of node.outputs) if (isFloat(out.dtype)) active.add(out.id);
   }
 
@@ -44,18 +47,14 @@ export function gradients(b: GraphBuilder, loss: Value, wrt: readonly Value[]): 
   push(loss, b.scalar(1, loss.dtype));
   for (let i = forward.length - 1; i >= 0; i--) {
     const node = forward[i];
-    if (!node || node.stopGradient) continue;
+    if (!node) continue;
+    const xs = gradInputs(node);
+    if (xs.length === 0) continue;
     const dys = node.outputs.map((o) => (active.has(o.id) ? total(o) : null));
     if (dys.every((g) => !g)) continue;
-    const rule = node.outputs.length === 1 ? GRAD_RULES[node.op] : null;
-    const multi = node.outputs.length > 1 ? MULTI_OUTPUT_RULES[node.op] : null;
-    if (!rule && !multi)
-      throw new GraphError(`autodiff: no gradient rule for ${node.op} (node ${node.name})`);
-    const needs = node.inputs.map((v) => active.has(v.id));
-    const grads = b.scope(`grad/${node.name}`, () =>
-      rule ? rule(b, node, dys[0] as Value, needs) : (multi as MultiGradRule)(b, node, dys, needs),
-    );
-    node.inputs.forEach((v, k) => {
+    const needs = xs.map((v) => active.has(v.id));
+    const grads = b.scope(`grad/${node.name}`, () => ruleFor(b, node)(dys, needs));
+    xs.forEach((v, k) => {
       const g = grads[k];
       if (!needs[k] || !g) return;
       if (
@@ -70,4 +69,18 @@ export function gradients(b: GraphBuilder, loss: Value, wrt: readonly Value[]): 
     });
   }
   return wrt.map((v) => total(v) ?? b.zeros(v.shape, v.dtype, `grad_zero/${v.name}`));
+}
+
+/** The gradient rule of `node`: its hand-written group gradient, or its op's rule. */
+function ruleFor(
+  b: GraphBuilder,
+  node: Node,
+): (dys: readonly (Value | null)[], needs: readonly boolean[]) => (Value | null)[] {
+  const custom = b.customGradients.get(node.id);
+  if (custom) return (dys, needs) => custom.rule(dys[0] as Value, needs);
+  const rule = node.outputs.length === 1 ? GRAD_RULES[node.op] : null;
+  if (rule) return (dys, needs) => rule(b, node, dys[0] as Value, needs);
+  const multi: MultiGradRule | undefined = node.outputs.length > 1 ? MULTI_OUTPUT_RULES[node.op] : undefined;
+  if (multi) return (dys, needs) => multi(b, node, dys, needs);
+  throw new GraphError(`autodiff: no gradient rule for ${node.op} (node ${node.name})`);
 }

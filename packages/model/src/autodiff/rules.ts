@@ -74,12 +74,25 @@ function floatAttr(node: Node, name: string, fallback: number): number {
  * Y = alpha · op(A) · op(B) + C with op = transpose where transA/transB say: both gradients are Gemms again (or
  * plain MatMuls), so no Transpose node appears in the backward pass of a Linear either; C's is dY itself.
  */
-const gemmRule: GradRule = (b, node, dy, needs) => {
+const gemmRule: GradRule = (b, node, dy, needs) => gemmGradients(b, node, dy, needs);
+
+/**
+ * The Gemm rule for dL/dY = `scale` · dy: the scale rides in the gradient Gemms' alpha, so a scaled dY is never
+ * materialised (the cross-entropy's dLogits, whose 1/N would otherwise be a [tokens, vocab] Mul).
+ */
+export function gemmGradients(
+  b: GraphBuilder,
+  node: Node,
+  dy: Value,
+  needs: readonly boolean[],
+  scale = 1,
+): (Value | null)[] {
   const [A, B] = inputs(node, 2) as [Value, Value];
   const C = node.inputs[2];
   const ta = boolAttr(node, 'transA');
   const tb = boolAttr(node, 'transB');
-  const alpha = floatAttr(node, 'alpha', 1);
+  const alpha = floatAttr(node, 'alpha', 1) * scale;
+  if (C && needs[2] && scale !== 1) throw new GraphError('gemmGradients: a scaled dY with a bias input');
   // dA = dY · op(B)ᵀ, or its transpose op(B) · dYᵀ when A was read transposed.
   const dA = !needs[0]
     ? null
@@ -94,7 +107,7 @@ const gemmRule: GradRule = (b, node, dy, needs) => {
       : b.gemm(A, dy, { transA: !ta, alpha }, 'dB');
   const dC = C && needs[2] ? sumToShape(b, dy, C.shape) : null;
   return [dA, dB, dC];
-};
+}
 
 /**
  * RMSNorm y = x / r · w with r = √(mean(x²) + eps), over the last axis of x [N, D]:

@@ -24,6 +24,15 @@ const FOLD_LIMIT = 4096;
 /** Small constants (shapes, axes, scalars) are shared instead of emitted once per use. */
 const DEDUP_LIMIT = 64;
 
+/**
+ * A gradient written by hand for a group of nodes (`GraphBuilder.withGradient`): given dL/d(output), dL/d each
+ * of `inputs` (null where not needed), built with builder ops when autodiff reaches the group's output.
+ */
+export interface CustomGradient {
+  readonly inputs: readonly Value[];
+  readonly rule: (dy: Value, needs: readonly boolean[]) => (Value | null)[];
+}
+
 export class GraphError extends Error {
   constructor(message: string) {
     super(message);
@@ -116,6 +125,10 @@ export class GraphBuilder {
   private readonly names = new Set<string>();
   private readonly scopes: string[] = [];
   private readonly constCache = new Map<string, Value>();
+  /** Hand-written gradients by the id of the node that produces the group's output. */
+  readonly customGradients = new Map<number, CustomGradient>();
+  /** Set while a `withGradient` group is built: its nodes are constants to autodiff. */
+  private inGradientGroup = false;
   private nextValueId = 0;
   private nextNodeId = 0;
 
@@ -195,7 +208,17 @@ export class GraphBuilder {
   ): Value[] {
     const name = this.unique(this.scoped(label));
     const outputs: Value[] = [];
-    const node: Node = { id: this.nextNodeId++, name, op, domain, inputs, outputs, attrs, stopGradient };
+    const stop = stopGradient || this.inGradientGroup;
+    const node: Node = {
+      id: this.nextNodeId++,
+      name,
+      op,
+      domain,
+      inputs,
+      outputs,
+      attrs,
+      stopGradient: stop,
+    };
     outs.forEach((o, i) => {
       const vname = outs.length === 1 ? name : this.unique(`${name}:${i}`);
       outputs.push(this.value(vname, o.dtype, o.shape, node, null));
@@ -259,6 +282,28 @@ export class GraphBuilder {
   sigmoid(x: Value, label?: string): Value {
     return this.unary('Sigmoid', x, label);
   }
+  /**
+   * Builds a group of nodes whose gradient is `rule` rather than the chain of its ops' rules: autodiff treats
+   * the nodes `build` creates as constants and, at the group's output, calls `rule` to get the gradients of
+   * `inputs`. For compositions whose chained rules would build more (or larger) temporaries than a fused
+   * formula, such as cross-entropy's softmax − one-hot.
+   */
+  withGradient(inputs: readonly Value[], build: () => Value, rule: CustomGradient['rule']): Value {
+    if (this.inGradientGroup) throw new GraphError('withGradient: groups do not nest');
+    const first = this.nextNodeId;
+    this.inGradientGroup = true;
+    let y: Value;
+    try {
+      y = build();
+    } finally {
+      this.inGradientGroup = false;
+    }
+    if (!y.producer || y.producer.id < first)
+      throw new GraphError('withGradient: the output must be computed by a node of the group');
+    this.customGradients.set(y.producer.id, { inputs, rule });
+    return y;
+  }
+
   /** Identity whose output autodiff treats as a constant (`x.detach()`). */
   stopGradient(x: Value, label = 'stop_gradient'): Value {
     return this.unary('Identity', x, label, true);
@@ -622,6 +667,40 @@ export class GraphBuilder {
       x.shape,
       { axis: { type: 'int', value: a } },
       label ?? 'Softmax',
+    );
+  }
+
+  /** out[i][j] = data[i][indices[i][j]] along `axis` (int32 indices; rank-2 here, as the loss uses it). */
+  gatherElements(data: Value, indices: Value, axis: number, label?: string): Value {
+    if (indices.dtype !== 'int32') throw new GraphError('gatherElements: int32 indices only');
+    if (indices.shape.length !== data.shape.length)
+      throw new GraphError('gatherElements: indices must have the rank of data');
+    return this.node1(
+      'GatherElements',
+      [data, indices],
+      data.dtype,
+      indices.shape,
+      { axis: { type: 'int', value: normAxis(axis, data.shape.length) } },
+      label ?? 'GatherElements',
+    );
+  }
+
+  /**
+   * A copy of `data` with data[i][indices[i][j]] = updates[i][j] along `axis` (no reduction: each index must
+   * be written once, so the result does not depend on the order a GPU writes in).
+   */
+  scatterElements(data: Value, indices: Value, updates: Value, axis: number, label?: string): Value {
+    if (indices.dtype !== 'int32') throw new GraphError('scatterElements: int32 indices only');
+    if (!shapeEq(indices.shape, updates.shape) || indices.shape.length !== data.shape.length)
+      throw new GraphError('scatterElements: indices and updates must match, with the rank of data');
+    if (updates.dtype !== data.dtype) throw new GraphError('scatterElements: updates dtype differs');
+    return this.node1(
+      'ScatterElements',
+      [data, indices, updates],
+      data.dtype,
+      data.shape,
+      { axis: { type: 'int', value: normAxis(axis, data.shape.length) } },
+      label ?? 'ScatterElements',
     );
   }
 
