@@ -9,6 +9,7 @@ import {
   largestDivisorAtMost,
   memoryShape,
   probeRows,
+  MEASURED_BUDGET_SHARE,
   rowsForBudget,
 } from '../src/backend/device.ts';
 import {
@@ -21,7 +22,7 @@ import {
 describe('footprint arithmetic', () => {
   it('draws the line through two probes, in either order', () => {
     const f = footprintFromProbes({ rows: 2, peakBytes: 3000 }, { rows: 4, peakBytes: 5000 }, 'test');
-    expect(f).toEqual({ fixedBytes: 1000, perRowBytes: 1000, source: 'test' });
+    expect(f).toEqual({ fixedBytes: 1000, perRowBytes: 1000, source: 'test', measured: true });
     expect(footprintFromProbes({ rows: 4, peakBytes: 5000 }, { rows: 2, peakBytes: 3000 }, 'test')).toEqual(
       f,
     );
@@ -44,6 +45,16 @@ describe('footprint arithmetic', () => {
     expect(rowsForBudget(2000, f, 64)).toBe(3);
     expect(rowsForBudget(1000 + 300 * 100, f, 64)).toBe(64);
     expect(rowsForBudget(500, f, 64)).toBe(1);
+  });
+
+  it('fits a measured footprint to a share of the budget, which keeps the 125m baseline under 5 GB', () => {
+    const f = { fixedBytes: 1000, perRowBytes: 300, source: 'x', measured: true };
+    expect(rowsForBudget(1000 + 300 * 10, f, 64)).toBe(
+      Math.floor((4000 * MEASURED_BUDGET_SHARE - 1000) / 300),
+    );
+    // bench/README.md "bench:memory": measured 2.82 GB + 0.59 GB per sequence, 4 rows peaked at 6.24 GB.
+    const m125 = { fixedBytes: 2.82e9, perRowBytes: 0.59e9, source: 'x', measured: true };
+    expect(largestDivisorAtMost(8, rowsForBudget(5e9, m125, 8))).toBe(2);
   });
 
   it('cuts a batch into equal micro-batches', () => {
