@@ -2,6 +2,7 @@
 // with the requests every side makes. Isomorphic (global fetch) and light: the web pages import it without
 // the rest of the client.
 export type * from './types.ts';
+export * from './schemas.ts';
 export { RelayApiError, readBody, relayApiErrorOf, type RelayApiFailure } from './errors.ts';
 export { relayRoot, runPath, type RequestOptions } from './request.ts';
 export {
