@@ -13,3 +13,4 @@ export {
   type RunInfoOptions,
 } from './runs.ts';
 export { decodeSamples, fetchDataManifest, fetchSamples } from './data.ts';
+export { fetchAdmittedList, fetchStoredResult } from './stored-frames.ts';

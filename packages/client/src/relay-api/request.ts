@@ -47,10 +47,10 @@ export async function get(
   }
 }
 
-/** Throws the relay's error for a non-2xx `res`. */
-export async function ensureOk(res: Response, path: string): Promise<Response> {
+/** Throws the relay's error for a non-2xx `res` to `method path`. */
+export async function ensureOk(res: Response, path: string, method = 'GET'): Promise<Response> {
   if (res.ok) return res;
-  throw relayApiErrorOf(`GET ${path}`, res.status, await readBody(res).catch(() => null));
+  throw relayApiErrorOf(`${method} ${path}`, res.status, await readBody(res).catch(() => null));
 }
 
 /**
