@@ -4,7 +4,7 @@ export * from './interfaces.ts';
 export * from './convert.ts';
 export * from './client.ts';
 export * from './relay-link.ts';
-export * from './relay-http.ts';
+export * from './relay-api/sources.ts';
 export * from './relay-api/index.ts';
 export * from './data-fold.ts';
 export * from './mesh-network.ts';

@@ -31,7 +31,7 @@ import {
 import type { MeshNode, PeerLink, PeerServices, PeerTarget } from '@meshtrain/p2p/browser';
 import type { Checkpoint, CheckpointSource, PeerNetwork } from './interfaces.ts';
 import { zeroTransferCounters, type MeshNetworkStats } from './mesh-stats.ts';
-import { fetchCheckpointSummary, type RelayCheckpoints } from './relay-http.ts';
+import { fetchCheckpointSummary, type RelayCheckpoints } from './relay-api/sources.ts';
 
 /** What MeshNetwork runs on: the node either factory returns (NodePeer and BrowserPeer are both this type). */
 export type MeshPeer = MeshNode<PeerServices>;

@@ -4,7 +4,7 @@
 // This module wires the parts together: one connection attempt (the Join handshake and the dispatch of the
 // relay's frames) is here; the loop that reconnects with backoff is relay-link-reconnect.ts, the numbered
 // requests and their answers relay-link-requests.ts, the state replica that replays StateDelta frames and
-// resyncs relay-link-replica.ts, the HTTP fetch relay-link-http.ts.
+// resyncs relay-link-replica.ts, the HTTP fetches relay-api/stored-frames.ts.
 import {
   bytesToHex,
   decodeFrame,
@@ -25,7 +25,7 @@ import {
   type WitnessMessage,
 } from '@meshtrain/core';
 import type { BlobPeers, CoordinatorLink } from './interfaces.ts';
-import { fetchAdmittedList, fetchStoredResult } from './relay-link-http.ts';
+import { fetchAdmittedList, fetchStoredResult } from './relay-api/stored-frames.ts';
 import { JOIN_ATTEMPT_TIMEOUT_MS, ReconnectLoop } from './relay-link-reconnect.ts';
 import { StateReplica } from './relay-link-replica.ts';
 import { PendingRequests, RelayRefusal } from './relay-link-requests.ts';

@@ -4,7 +4,7 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Context } from 'hono';
-import type { GrantReply, RunReply } from '@meshtrain/client/relay-api';
+import type { DelegatesRequest, GrantReply, GrantRequest, RunReply } from '@meshtrain/client/relay-api';
 import { adminAuth } from '../middleware/admin-auth.ts';
 import type { AdminEnv } from '../middleware/admin-auth.ts';
 import type { Relay } from '../relay.ts';
@@ -93,8 +93,8 @@ export function adminRoutes(relay: Relay): Hono<AdminEnv> {
 function setGrant(relay: Relay, c: Context<AdminEnv>): GrantReply {
   const host = relay.mustRun(c.req.param('id') ?? '');
   if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
-  const body = jsonBody(c);
-  const { grantee, active } = body;
+  // Fields named as the API's request body, each checked here before use.
+  const { grantee, active }: { [K in keyof GrantRequest]?: unknown } = jsonBody(c);
   if (typeof grantee !== 'string' || !KEY_HEX.test(grantee))
     throw new RelayError(
       400,
@@ -122,7 +122,7 @@ function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
   const grant = relay.store.sessions.grant(host.runId, grantee);
   if (!grant) throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
   if (c.get('signer') !== grantee) throw forbidden('the grantee');
-  const { delegates } = jsonBody(c);
+  const { delegates }: { [K in keyof DelegatesRequest]?: unknown } = jsonBody(c);
   if (
     !Array.isArray(delegates) ||
     delegates.length > MAX_DELEGATES ||

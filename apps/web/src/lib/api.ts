@@ -7,6 +7,8 @@ import type { CheckpointSummary, RunDetail, RunSummary } from '@meshtrain/client
 export type {
   ClientRow,
   CheckpointSummary,
+  DelegatesRequest,
+  GrantRequest,
   GrantRow,
   ParamHashReport,
   RoundRow,

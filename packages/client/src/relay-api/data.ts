@@ -1,7 +1,7 @@
 // The relay's data routes, typed: a run's dataset manifest, and samples of either split decoded in one place.
 import { RelayApiError } from './errors.ts';
 import { ensureOk, get, getJson, runPath, type RequestOptions } from './request.ts';
-import { checkDataManifest } from './shapes.ts';
+import { DataManifestResponseSchema } from './schemas.ts';
 import type { DataManifestResponse, DataSplit } from './types.ts';
 
 /** GET /api/runs/:id/data/manifest. */
@@ -10,7 +10,7 @@ export function fetchDataManifest(
   runId: string,
   o: RequestOptions = {},
 ): Promise<DataManifestResponse> {
-  return getJson<DataManifestResponse>(relayUrl, `${runPath(runId)}/data/manifest`, checkDataManifest, o);
+  return getJson(relayUrl, `${runPath(runId)}/data/manifest`, DataManifestResponseSchema, o);
 }
 
 /** A /data/samples body: little-endian int32 token ids, sample after sample. */

@@ -1,6 +1,8 @@
 // One GET against the relay's HTTP API: network failures, error replies and replies of the wrong shape all
 // become a RelayApiError; an abort stays the AbortError the caller asked for.
+import type { z } from 'zod';
 import { readBody, RelayApiError, relayApiErrorOf } from './errors.ts';
+import { mismatch } from './schemas.ts';
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -45,24 +47,24 @@ export async function get(
   }
 }
 
-/** Throws the relay's error for a non-2xx `res`. */
-export async function ensureOk(res: Response, path: string): Promise<Response> {
+/** Throws the relay's error for a non-2xx `res` to `method path`. */
+export async function ensureOk(res: Response, path: string, method = 'GET'): Promise<Response> {
   if (res.ok) return res;
-  throw relayApiErrorOf(`GET ${path}`, res.status, await readBody(res).catch(() => null));
+  throw relayApiErrorOf(`${method} ${path}`, res.status, await readBody(res).catch(() => null));
 }
 
 /**
- * The JSON body of a 2xx `res` if `check` accepts it (null), else a `bad_response` error saying what is
- * wrong; the relay's error for any other status.
+ * The JSON body of a 2xx `res` if it fits `schema`, else a `bad_response` error saying what is wrong; the
+ * relay's error for any other status.
  */
-export async function jsonOf<T>(
+export async function jsonOf<S extends z.ZodType>(
   res: Response,
   path: string,
-  check: (body: unknown) => string | null,
-): Promise<T> {
+  schema: S,
+): Promise<z.infer<S>> {
   await ensureOk(res, path);
   const body = await readBody(res);
-  const wrong = check(body);
+  const wrong = mismatch(schema, body);
   if (wrong !== null)
     throw new RelayApiError({
       status: res.status,
@@ -71,15 +73,15 @@ export async function jsonOf<T>(
       body,
       request: `GET ${path}`,
     });
-  return body as T;
+  return body as z.infer<S>;
 }
 
-/** GET `path` as JSON of the shape `check` accepts (see jsonOf). */
-export async function getJson<T>(
+/** GET `path` as JSON that fits `schema` (see jsonOf). */
+export async function getJson<S extends z.ZodType>(
   relayUrl: string,
   path: string,
-  check: (body: unknown) => string | null,
+  schema: S,
   o: RequestOptions = {},
-): Promise<T> {
-  return jsonOf<T>(await get(relayUrl, path, { ...o, accept: 'application/json' }), path, check);
+): Promise<z.infer<S>> {
+  return jsonOf(await get(relayUrl, path, { ...o, accept: 'application/json' }), path, schema);
 }

@@ -3,12 +3,12 @@
 import { parseRunConfig, type RunConfig } from '@meshtrain/core';
 import { RelayApiError } from './errors.ts';
 import { get, getJson, jsonOf, runPath, type RequestOptions } from './request.ts';
-import { checkCheckpointSummary, checkRunDetail, checkRunList } from './shapes.ts';
+import { CheckpointSummarySchema, RunDetailSchema, RunListSchema } from './schemas.ts';
 import type { CheckpointSummary, RunDetail, RunList } from './types.ts';
 
 /** GET /api/runs. */
 export function fetchRunList(relayUrl: string, o: RequestOptions = {}): Promise<RunList> {
-  return getJson<RunList>(relayUrl, '/api/runs', checkRunList, o);
+  return getJson(relayUrl, '/api/runs', RunListSchema, o);
 }
 
 export interface RunInfoOptions extends RequestOptions {
@@ -22,7 +22,7 @@ export interface RunInfoOptions extends RequestOptions {
  */
 export function fetchRunInfo(relayUrl: string, runId: string, o: RunInfoOptions = {}): Promise<RunDetail> {
   const path = `${runPath(runId)}${o.withState ? '?state=1' : ''}`;
-  return getJson<RunDetail>(relayUrl, path, checkRunDetail, o.signal ? { signal: o.signal } : {});
+  return getJson(relayUrl, path, RunDetailSchema, o.signal ? { signal: o.signal } : {});
 }
 
 /** A run's detail and its config as core parses it: what a trainer needs before it joins. */
@@ -64,5 +64,5 @@ export async function fetchCheckpointSummary(
     await res.body?.cancel();
     return null;
   }
-  return jsonOf<CheckpointSummary>(res, path, checkCheckpointSummary);
+  return jsonOf(res, path, CheckpointSummarySchema);
 }

@@ -1,22 +1,17 @@
-// The relay's HTTP routes a client reads (PROTOCOL.md "HTTP API"): data samples of either split and
-// checkpoints, over the typed requests of relay-api/. Isomorphic (global fetch).
+// A client's data source and checkpoint source backed by the relay's HTTP routes (PROTOCOL.md "HTTP API"),
+// over the typed requests of this folder. Isomorphic (global fetch); not in the folder's light index (it
+// decodes checkpoints with @meshtrain/model), so the package's main entry exports it.
 import { bytesToHex, hexToBytes, sha256, signCheckpointUpload } from '@meshtrain/core';
 import { decodeCheckpoint, encodeCheckpoint, type LlamaConfig } from '@meshtrain/model';
-import { orderedDataSource } from './data-fold.ts';
-import type { Checkpoint, CheckpointSource, DataSource } from './interfaces.ts';
-import { readBody, relayApiErrorOf } from './relay-api/errors.ts';
-import { fetchDataManifest, fetchSamples } from './relay-api/data.ts';
-import { relayRoot, runPath } from './relay-api/request.ts';
-import { fetchCheckpointSummary } from './relay-api/runs.ts';
-import type { CheckpointSummary, DataManifestResponse, DataOrder, DataSplit } from './relay-api/types.ts';
+import { orderedDataSource } from '../data-fold.ts';
+import type { Checkpoint, CheckpointSource, DataSource } from '../interfaces.ts';
+import { fetchDataManifest, fetchSamples } from './data.ts';
+import { ensureOk, relayRoot, runPath } from './request.ts';
+import { fetchCheckpointSummary } from './runs.ts';
+import type { CheckpointSummary, DataManifestResponse, DataOrder, DataSplit } from './types.ts';
 
 export { fetchCheckpointSummary };
 export type { CheckpointSummary };
-
-async function ok(res: Response, what: string): Promise<Response> {
-  if (res.ok) return res;
-  throw relayApiErrorOf(what, res.status, await readBody(res).catch(() => null));
-}
 
 export interface RelayDataOptions {
   /** The split to read (default 'train'): 'val' holds the held-out samples evaluations use. */
@@ -115,7 +110,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
       const get = async (name: string) => {
         const url = summary.files[name];
         if (!url) throw new Error(`checkpoint summary lists no ${name}`);
-        const r = await ok(await fetch(url.startsWith('http') ? url : `${root}${url}`), `GET ${url}`);
+        const r = await ensureOk(await fetch(url.startsWith('http') ? url : `${root}${url}`), url);
         const b = new Uint8Array(await r.arrayBuffer());
         src.bytes += b.length;
         return b;
@@ -147,7 +142,7 @@ export function relayCheckpoints(o: RelayCheckpointOptions): RelayCheckpoints {
           }),
         },
       });
-      await ok(res, `POST ${runPath(o.runId)}/checkpoint`);
+      await ensureOk(res, `${runPath(o.runId)}/checkpoint`, 'POST');
       src.bytes += enc.safetensors.length;
     },
   };

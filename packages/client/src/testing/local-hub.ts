@@ -38,7 +38,7 @@ import {
   type WitnessMessage,
 } from '@meshtrain/core';
 import { modelConfigForRun, parameterSpecs } from '@meshtrain/model';
-import type { Checkpoint, CheckpointSource, CoordinatorLink } from './interfaces.ts';
+import type { Checkpoint, CheckpointSource, CoordinatorLink } from '../interfaces.ts';
 
 export interface HubLog {
   /** Coordinator errors and protocol refusals for messages clients sent. */

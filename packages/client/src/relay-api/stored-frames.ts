@@ -1,7 +1,7 @@
 // The relay's HTTP route for stored results (PROTOCOL.md "HTTP API"): the bytes of a SignedResult frame by
 // its commitment. Isomorphic (global fetch).
 import { bytesToHex } from '@meshtrain/core';
-import { relayRoot, runPath } from './relay-api/request.ts';
+import { relayRoot, runPath } from './request.ts';
 
 /**
  * GET /api/runs/:id/results/:commitment: the stored frame, or null when the relay does not hold it (any
