@@ -1,6 +1,6 @@
 // relay.db's clients of each run and who may join it: client rows (points, last seen), grants and their
 // delegates.
-import type { GrantRow } from '@meshtrain/client/relay-api';
+import type { ClientRow as ApiClientRow, GrantRow } from '@meshtrain/client/relay-api';
 import { num, type Row, type StoreDb } from './database.ts';
 
 export type { GrantRow };
@@ -41,14 +41,11 @@ export const IDLE_CLIENT_HISTORY = 10_000;
 /** Grants per run (the join authority's own writes; delegates are capped per grant by the route). */
 export const MAX_GRANTS = 10_000;
 
-export interface ClientRow {
-  id: string;
-  device_kind: string;
-  p2p_id: string;
-  first_seen: number;
-  last_seen: number;
-  points: number;
-}
+/** A stored client: the API's row without what the live run adds (connected, member, epoch state). */
+export type ClientRow = Pick<
+  ApiClientRow,
+  'id' | 'device_kind' | 'p2p_id' | 'first_seen' | 'last_seen' | 'points'
+>;
 
 /** The clients, grants and delegates tables. */
 export class SessionTables {
