@@ -3,6 +3,7 @@ export * from './run-model.ts';
 export * from './checkpoint/index.ts';
 export * from './tokenizer/index.ts';
 export * from './data/index.ts';
+export * from './defaults.ts';
 export * from './init.ts';
 export * from './optim/index.ts';
 export { buildTrainStep, type BuiltGraph, type GraphOptions } from './train-step.ts';

@@ -13,6 +13,7 @@ import {
   requestResponse,
   serveRequest,
 } from './request-response.ts';
+import { DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_MAX_BLOB_BYTES, DEFAULT_REQUEST_TIMEOUT_MS } from './defaults.ts';
 
 /**
  * `/meshtrain/blob/1.0.0`: fetch one content-addressed blob.
@@ -76,9 +77,9 @@ export class BlobExchange extends ProtocolService {
   constructor(host: ProtocolHost, options: BlobExchangeOptions) {
     super(host, BLOB_PROTOCOL, options, 32);
     this.store = options.store;
-    this.maxBlobBytes = options.maxBlobBytes ?? 64 * 1024 * 1024;
-    this.timeoutMs = options.timeoutMs ?? 30_000;
-    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.maxBlobBytes = options.maxBlobBytes ?? DEFAULT_MAX_BLOB_BYTES;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   }
 
   /** Stores `bytes` so peers can fetch them; returns the address (SHA-256 of the bytes). */

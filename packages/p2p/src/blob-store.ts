@@ -1,5 +1,6 @@
 import { blobAddress, toHex } from './hash.ts';
 import { InvalidArgumentError, TooLargeError } from './errors.ts';
+import { DEFAULT_BLOB_STORE_BYTES } from './defaults.ts';
 
 /**
  * Where the blob service reads what it serves. Addresses are SHA-256 of the bytes (see hash.ts). Methods
@@ -35,7 +36,7 @@ export class MemoryBlobStore implements BlobStore {
   private used = 0;
 
   constructor(options: MemoryBlobStoreOptions = {}) {
-    this.maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+    this.maxBytes = options.maxBytes ?? DEFAULT_BLOB_STORE_BYTES;
     this.maxBlobBytes = options.maxBlobBytes ?? this.maxBytes;
     if (!(this.maxBytes > 0) || !(this.maxBlobBytes > 0)) {
       throw new InvalidArgumentError('MemoryBlobStore limits must be positive');

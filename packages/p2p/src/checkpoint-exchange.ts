@@ -23,6 +23,7 @@ import { PieceDownload, type PieceDownloadOptions } from './checkpoint-pieces.ts
 import { ProtocolService } from './protocol-service.ts';
 import { concatBytes } from '@noble/hashes/utils.js';
 import { readU32, u32 } from './stream-io.ts';
+import { DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_MAX_CHECKPOINT_BYTES } from './defaults.ts';
 
 export type { CheckpointProgress } from './checkpoint-pieces.ts';
 
@@ -91,7 +92,7 @@ export class CheckpointExchange extends ProtocolService {
 
   constructor(host: ProtocolHost, options: CheckpointExchangeOptions = {}) {
     super(host, CHECKPOINT_PROTOCOL, options, 64);
-    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
   }
 
   /**
@@ -258,7 +259,7 @@ export class CheckpointExchange extends ProtocolService {
     options: DownloadCheckpointOptions,
   ): Promise<DownloadedCheckpoint> {
     const rootHex = toHex(root);
-    const maxBytes = options.maxBytes ?? 4 * 1024 * 1024 * 1024;
+    const maxBytes = options.maxBytes ?? DEFAULT_MAX_CHECKPOINT_BYTES;
     const pieceTimeoutMs = options.pieceTimeoutMs ?? this.timeoutMs;
     if (m.totalBytes > maxBytes) throw new TooLargeError(`checkpoint ${rootHex}`, m.totalBytes, maxBytes);
     const pieces = new PieceDownload(rootHex, m, peers, failures, options, (target, index, len) =>

@@ -8,6 +8,7 @@ import { describeTarget } from './host.ts';
 import type { PeerTarget } from './host.ts';
 import { pieceLength } from './checkpoint-manifest.ts';
 import type { CheckpointManifest } from './checkpoint-manifest.ts';
+import { DEFAULT_MAX_PEER_FAILURES, DEFAULT_PIECE_CONCURRENCY_PER_PEER } from './defaults.ts';
 
 export interface CheckpointProgress {
   piecesDone: number;
@@ -89,7 +90,7 @@ export class PieceDownload {
 
   /** Every piece, verified, and then the content; throws CheckpointDownloadError when pieces stay missing. */
   async run(): Promise<Uint8Array> {
-    const perPeer = Math.max(1, this.options.concurrencyPerPeer ?? 2);
+    const perPeer = Math.max(1, this.options.concurrencyPerPeer ?? DEFAULT_PIECE_CONCURRENCY_PER_PEER);
     const workers: Promise<void>[] = [];
     // Start workers round-robin over the peers: each takes its first piece synchronously, so this spreads the
     // first pieces over all peers (a checkpoint of fewer pieces than workers still comes from several peers).
@@ -163,7 +164,7 @@ export class PieceDownload {
     if (
       error instanceof HashMismatchError ||
       error instanceof NotFoundError ||
-      peer.failures >= (this.options.maxPeerFailures ?? 3)
+      peer.failures >= (this.options.maxPeerFailures ?? DEFAULT_MAX_PEER_FAILURES)
     ) {
       peer.dropped = true;
     }

@@ -1,6 +1,16 @@
 import type { Connection } from '@libp2p/interface';
 import type { Multiaddr } from '@multiformats/multiaddr';
 import { describeCause } from './errors.ts';
+import {
+  DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS,
+  DEFAULT_DIRECT_ATTEMPTS,
+  DEFAULT_DIRECT_BACKOFF_MS,
+  DEFAULT_DIRECT_INTERVAL_MS,
+  DEFAULT_DIRECT_MAX_BACKOFF_MS,
+  DEFAULT_DIRECT_MAX_DIALS,
+  DEFAULT_DIRECT_MAX_PEERS,
+  DEFAULT_DIRECT_YIELD_MS,
+} from './defaults.ts';
 
 /**
  * Direct links: keeps WebRTC connections to the peers a client exchanges with, so their data stops crossing
@@ -80,14 +90,14 @@ export class DirectLinks {
   constructor(host: DirectLinkHost, options: DirectLinksOptions = {}) {
     this.host = host;
     this.o = {
-      maxPeers: options.maxPeers ?? 32,
-      maxDials: options.maxDials ?? 2,
-      yieldMs: options.yieldMs ?? 5_000,
-      backoffMs: options.backoffMs ?? 30_000,
-      maxBackoffMs: options.maxBackoffMs ?? 10 * 60_000,
-      attempts: options.attempts ?? 2,
-      attemptTimeoutMs: options.attemptTimeoutMs ?? 10_000,
-      intervalMs: options.intervalMs ?? 1_000,
+      maxPeers: options.maxPeers ?? DEFAULT_DIRECT_MAX_PEERS,
+      maxDials: options.maxDials ?? DEFAULT_DIRECT_MAX_DIALS,
+      yieldMs: options.yieldMs ?? DEFAULT_DIRECT_YIELD_MS,
+      backoffMs: options.backoffMs ?? DEFAULT_DIRECT_BACKOFF_MS,
+      maxBackoffMs: options.maxBackoffMs ?? DEFAULT_DIRECT_MAX_BACKOFF_MS,
+      attempts: options.attempts ?? DEFAULT_DIRECT_ATTEMPTS,
+      attemptTimeoutMs: options.attemptTimeoutMs ?? DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS,
+      intervalMs: options.intervalMs ?? DEFAULT_DIRECT_INTERVAL_MS,
       now: options.now ?? (() => Date.now()),
     };
   }

@@ -29,6 +29,7 @@ import {
 } from './errors.ts';
 import { describeTarget, targetPeerId } from './host.ts';
 import type { PeerTarget } from './host.ts';
+import { DEFAULT_BLOB_STORE_BYTES, DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS } from './defaults.ts';
 
 /**
  * MeshNode: one libp2p node plus our protocols, whatever the environment. The per-environment factories
@@ -107,7 +108,8 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     this.blobs = new BlobExchange(libp2p, {
       ...options.blobs,
       store:
-        options.blobStore ?? new MemoryBlobStore({ maxBytes: options.blobStoreBytes ?? 256 * 1024 * 1024 }),
+        options.blobStore ??
+        new MemoryBlobStore({ maxBytes: options.blobStoreBytes ?? DEFAULT_BLOB_STORE_BYTES }),
     });
     this.checkpoints = new CheckpointExchange(libp2p, options.checkpoints);
     this.webrtc = webrtc;
@@ -165,7 +167,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
     const t = typeof target === 'string' ? multiaddr(target) : target;
     const isWebRTC = (Array.isArray(t) ? t : [t]).some((m) => !isPeerId(m) && WebRTC.matches(m));
     const attempts = options.attempts ?? (isWebRTC ? 3 : 1);
-    const attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
+    const attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS;
     let last: unknown;
     for (let i = 0; i < attempts; i++) {
       if (options.signal?.aborted === true) break;

@@ -10,6 +10,13 @@ import { MeshNode } from './mesh-node.ts';
 import type { MeshNodeOptions, MeshServices } from './mesh-node.ts';
 import { holdNativeWebRTC } from './native-webrtc.ts';
 import { guardedWebSockets } from './websockets-guard.ts';
+import {
+  DEFAULT_INBOUND_CONNECTION_THRESHOLD,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_INCOMING_PENDING_CONNECTIONS,
+  DEFAULT_MAX_RESERVATIONS,
+  DEFAULT_RELAY_DURATION_LIMIT_MS,
+} from './defaults.ts';
 
 /**
  * Node factories: the relay (apps/relay) and Node peers (node-trainer). Node-only transports (TCP, the
@@ -81,19 +88,21 @@ export async function createRelayNode(options: RelayNodeOptions = {}): Promise<R
       transports,
       ...secureChannel(),
       connectionManager: {
-        maxConnections: options.maxConnections ?? 1024,
+        maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
         // libp2p refuses more than 5 inbound connections per second from one host. Behind the relay's shared
         // HTTP port every peer arrives from the splice on 127.0.0.1, and a run start or a reconnect wave is
         // many peers at once: rate limiting belongs at the public edge, not per source address here.
-        inboundConnectionThreshold: options.inboundConnectionThreshold ?? 1000,
-        maxIncomingPendingConnections: options.maxIncomingPendingConnections ?? 256,
+        inboundConnectionThreshold:
+          options.inboundConnectionThreshold ?? DEFAULT_INBOUND_CONNECTION_THRESHOLD,
+        maxIncomingPendingConnections:
+          options.maxIncomingPendingConnections ?? DEFAULT_MAX_INCOMING_PENDING_CONNECTIONS,
       },
       services: {
         ...peerServices(),
         relay: circuitRelayServer({
           reservations: {
-            maxReservations: options.maxReservations ?? 512,
-            defaultDurationLimit: options.relayDurationLimitMs ?? 30 * 60 * 1000,
+            maxReservations: options.maxReservations ?? DEFAULT_MAX_RESERVATIONS,
+            defaultDurationLimit: options.relayDurationLimitMs ?? DEFAULT_RELAY_DURATION_LIMIT_MS,
             defaultDataLimit: options.relayDataLimitBytes ?? BigInt(1024 * 1024 * 1024),
           },
         }),

@@ -8,6 +8,8 @@
 // elementwise part. The inner steps are local to one peer, so this need not be bit-identical across devices
 // (a GPU may fuse multiply-adds); the tests hold both backends to a float64 reference.
 
+import { DEFAULT_ADAMW_EPS } from '@meshtrain/model';
+
 export interface InnerAdamWOptions {
   lr: number;
   /** Default 0.9. */
@@ -49,7 +51,7 @@ function check(name: string, v: number, lo: number, hi: number, loOpen = false, 
 export function adamwScalars(o: InnerAdamWOptions, step: number): AdamWScalars {
   const beta1 = o.beta1 ?? 0.9;
   const beta2 = o.beta2 ?? 0.999;
-  const eps = o.eps ?? 1e-8;
+  const eps = o.eps ?? DEFAULT_ADAMW_EPS;
   const wd = o.weightDecay ?? 0.01;
   check('lr', o.lr, 0, 3.4e38);
   check('beta1', beta1, 0, 1, false, true);

@@ -2,6 +2,7 @@
 // parameters: the single-process quality baseline that DisTrO runs are compared with. Moments are kept in
 // float32 like torch.optim.AdamW; each element's update is computed in float64 and rounded once.
 import type { Parameters } from '../checkpoint/checkpoint.ts';
+import { DEFAULT_ADAMW_EPS } from '../defaults.ts';
 
 export interface AdamWOptions {
   beta1?: number;
@@ -34,7 +35,7 @@ export class AdamW {
     this.params = params;
     this.beta1 = options.beta1 ?? 0.9;
     this.beta2 = options.beta2 ?? 0.95;
-    this.eps = options.eps ?? 1e-8;
+    this.eps = options.eps ?? DEFAULT_ADAMW_EPS;
     this.weightDecay = options.weightDecay ?? 0.1;
     const decays = options.decays ?? ((name) => !isNormWeight(name));
     for (const [name, p] of params) {

