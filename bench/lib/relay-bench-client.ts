@@ -33,6 +33,7 @@ import {
   hexToBytes,
   identityFromSeed,
   roundAdmitted,
+  roundListAddress,
   roundAssignments,
   roundAtHeight,
   roundSelection,
@@ -424,7 +425,7 @@ let roundSeenAt = 0;
 function fetchLists(s: CoordinatorState): void {
   const clients = Math.max(1, s.epoch.clients.length);
   for (const round of s.epoch.rounds) {
-    const address = round?.admitted_list;
+    const address = round ? roundListAddress(s.run_id, round) : undefined;
     if (!round || !address || listsSeen.has(address)) continue;
     listsSeen.add(address);
     const step = s.progress.step;
@@ -554,7 +555,8 @@ function act(): void {
         // The recorded outcome of the previous round names its admitted slots, and its list address stands
         // for the commitments (the broadcast hash is informational).
         attested = attestationOf(roundAssignments(s, prev).length, (i) => prevAdmittedSlots?.[i] === true);
-        if (prev.admitted_list) commitments.push(hexToBytes(prev.admitted_list));
+        const address = roundListAddress(s.run_id, prev);
+        if (address) commitments.push(hexToBytes(address));
       } else if (prev) {
         // Results are not downloaded here: the bench's witnesses attest what the relay admitted.
         const prevAdmitted = roundAdmitted(prev);

@@ -7,6 +7,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   admittedListOf,
+  listAddresses,
+  roundListAddress,
   encodeAdmittedList,
   compactTransition,
   encodeStateSnapshot,
@@ -303,15 +305,15 @@ export class RunHost {
    * asked for by many costs its bytes, not its encoding, each time.
    */
   admittedListFrame(address: string): Uint8Array | null {
-    const rounds = this.state.epoch.rounds;
-    const round = rounds.find((r) => r?.admitted_list === address);
+    const runId = this.state.run_id;
+    const round = this.state.epoch.rounds.find((r) => r && roundListAddress(runId, r) === address);
     if (!round) return null;
     const cached = this.admittedFrames.get(address);
     if (cached) return cached;
     const list = admittedListOf(this.state, round.height);
     if (!list) return null;
     const frame = encodeAdmittedList(list, this.limits);
-    const held = new Set(rounds.map((r) => r?.admitted_list));
+    const held = listAddresses(this.state);
     for (const k of [...this.admittedFrames.keys()]) if (!held.has(k)) this.admittedFrames.delete(k);
     this.admittedFrames.set(address, frame);
     return frame;

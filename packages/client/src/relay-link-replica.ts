@@ -22,6 +22,7 @@ import {
   heldAdmittedLists,
   hexToBytes,
   hydrateState,
+  listAddresses,
   missingAdmittedLists,
   stateHash,
   type AdmittedList,
@@ -175,7 +176,7 @@ export class StateReplica {
           await new Promise((r) => setTimeout(r, ADMITTED_RETRY_MS));
           continue;
         }
-        const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+        const held = listAddresses(state);
         for (const address of [...this.lists.keys()]) if (!held.has(address)) this.lists.delete(address);
         if (this.latest === state) this.latest = null;
         const view = hydrateState(state, this.lists);
@@ -192,7 +193,7 @@ export class StateReplica {
     const peers = this.host.peers?.();
     if (!peers) return;
     for (const { address, frame } of heldAdmittedLists(state, this.shared)) this.serve(peers, address, frame);
-    const held = new Set(state.epoch.rounds.map((r) => r?.admitted_list));
+    const held = listAddresses(state);
     for (const address of [...this.shared]) if (!held.has(address)) this.shared.delete(address);
   }
 

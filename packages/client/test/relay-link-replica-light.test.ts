@@ -8,6 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   admittedListOf,
+  listAddresses,
+  roundListAddress,
   bytesToHex,
   sha256,
   encodeAdmittedList,
@@ -105,7 +107,7 @@ describe('a light relay-link replica', () => {
   const host = drive(actions!, 4_000_000);
   const log = lightLog(host.history, host.applied);
   const end = host.applied.length;
-  const closedAt = host.history.findIndex((s) => s.epoch.rounds.some((x) => x?.admitted_list !== undefined));
+  const closedAt = host.history.findIndex((s) => listAddresses(s).size > 0);
 
   it('hands on every state, also two frames delivered in one task', () => {
     const { r, emitted } = replica(() => null);
@@ -128,7 +130,7 @@ describe('a light relay-link replica', () => {
     let honest = false;
     const { r, emitted, asked } = replica((address) => {
       const s = host.history[closedAt]!;
-      const round = s.epoch.rounds.find((x) => x?.admitted_list === address)!;
+      const round = s.epoch.rounds.find((x) => roundListAddress(s.run_id, x) === address)!;
       const list = admittedListOf(s, round.height)!;
       // First a list with one entry too many: it hashes neither to the address nor to the root.
       if (!honest) {
@@ -166,7 +168,7 @@ describe('a light relay-link replica', () => {
   /** Every closed round's list at `at`, by address, from the host's full state (what the relay serves). */
   const relayLists = (at: number) => (address: string) => {
     const s = host.history[at]!;
-    const round = s.epoch.rounds.find((x) => x?.admitted_list === address);
+    const round = s.epoch.rounds.find((x) => roundListAddress(s.run_id, x) === address);
     return round ? encodeAdmittedList(admittedListOf(s, round.height)!) : null;
   };
   const toClosed = (r: StateReplica, replay: CoordinatorState) => {
@@ -178,10 +180,7 @@ describe('a light relay-link replica', () => {
       transitions: log.filter((t) => t.seq <= closedAt),
     });
   };
-  const closedLists = () =>
-    host.history[closedAt]!.epoch.rounds.filter((x) => x?.admitted_list !== undefined).map(
-      (x) => x!.admitted_list!,
-    );
+  const closedLists = () => [...listAddresses(host.history[closedAt]!)];
 
   it('a full replica serves the admitted list of every closed round it holds, by its address', () => {
     const peers = new FakePeers();

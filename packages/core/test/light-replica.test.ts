@@ -31,18 +31,22 @@ import {
   lightTick,
   roundAdmitted,
   roundAtHeight,
+  roundListAddress,
+  listAddresses,
   stateHash,
   summarizeState,
   tick,
 } from '../src/index.ts';
-import type { CoordinatorEvent, CoordinatorState, LightEvent, LightTransition, Round } from '../src/index.ts';
+import type {
+  CoordinatorEvent,
+  CoordinatorState,
+  LightEvent,
+  LightOutcome,
+  LightTransition,
+  Round,
+} from '../src/index.ts';
 import { acceptedByEvidence } from '../src/coordinator/queries.ts';
-import {
-  acceptedSlots,
-  aliveFromEvidence,
-  aliveSlots,
-  type RoundOutcome,
-} from '../src/coordinator/round-outcome.ts';
+import { acceptedSlots, aliveFromEvidence, aliveSlots } from '../src/coordinator/round-outcome.ts';
 import { tickIn } from '../src/coordinator/tick.ts';
 import { actionArb, drive, type Host } from './fixtures/random-run.ts';
 
@@ -92,7 +96,11 @@ function checkOutcomes(s: CoordinatorState): number {
       const entries = admitted.flatMap((a, i) =>
         a ? [{ slot: i, commitment: hexToBytes(record[i]!) }] : [],
       );
-      expect(admittedListAddress({ runId: s.run_id, step: round.step, entries })).toBe(round.admitted_list);
+      // The coordinator records no address; replicas derive it from the commitments, and a summary carries it.
+      expect(round.admitted_list).toBeUndefined();
+      const address = admittedListAddress({ runId: s.run_id, step: round.step, entries });
+      expect(roundListAddress(s.run_id, round)).toBe(address);
+      expect(roundAtHeight(summarizeState(s), round.height)!.admitted_list).toBe(address);
       checked++;
     }
     const accepted = acceptedSlots(s, round.height);
@@ -163,7 +171,7 @@ describe('light replicas', () => {
     expect(ended.error).toBeUndefined();
     expect(JSON.stringify(ended.state)).toBe(JSON.stringify(summarizeState(host.state)));
     // A misshapen outcome is refused: bits for more slots than the round has, an address that is not 32 bytes.
-    const good = (ev as { outcome: RoundOutcome }).outcome;
+    const good = (ev as { outcome: LightOutcome }).outcome;
     const long = Buffer.concat([Buffer.from(good.admitted_bits, 'base64'), Buffer.from([1])]).toString(
       'base64',
     );
@@ -176,7 +184,7 @@ describe('light replicas', () => {
     ])
       expect(lightTick(light, { type: 'tick', outcome: bad }, now).error?.code).toBe('BadEvent');
     // An outcome for another round is refused.
-    const other = { ...(ev as { outcome: RoundOutcome }).outcome };
+    const other = { ...(ev as { outcome: LightOutcome }).outcome };
     other.height += 1;
     expect(lightTick(light, { type: 'tick', outcome: other }, now).error?.code).toBe('MissingOutcome');
     // Evidence events are the host's and full replicas' only.
@@ -200,7 +208,7 @@ describe('light replicas', () => {
     const { state: s, now } = roundEnd();
     const own = tick(s, { type: 'tick' }, now);
     const [ev] = lightEventsFor(s, { type: 'tick' }, own);
-    const outcome = (ev as { outcome: RoundOutcome }).outcome;
+    const outcome = (ev as { outcome: LightOutcome }).outcome;
     expect(outcome.accepted_bits).not.toBeNull();
     const audited = tickIn(s, { type: 'tick' }, now, { outcome });
     expect(audited.error).toBeUndefined();
@@ -212,9 +220,17 @@ describe('light replicas', () => {
     const refused = tickIn(s, { type: 'tick' }, now, { outcome: forged });
     expect(refused.error?.code).toBe('OutcomeMismatch');
     expect(refused.state).toBe(s);
-    // And a list address that is not the hash of the round's list.
-    const address = { ...outcome, admitted_list: '11'.repeat(32) };
-    expect(tickIn(s, { type: 'tick' }, now, { outcome: address }).error?.code).toBe('OutcomeMismatch');
+    // A light replica handed another list address takes it, and its state no longer hashes to the host's
+    // summary: the follower's hash check sends it back to a snapshot.
+    const light = summarizeState(s);
+    const forgedList = lightTick(
+      light,
+      { type: 'tick', outcome: { ...outcome, admitted_list: '11'.repeat(32) } },
+      now,
+    );
+    expect(forgedList.error).toBeUndefined();
+    expect(stateHash(forgedList.state)).not.toEqual(stateHash(summarizeState(own.state)));
+    expect(stateHash(lightTick(light, ev!, now).state)).toEqual(stateHash(summarizeState(own.state)));
   });
 });
 
@@ -408,15 +424,16 @@ describe('AdmittedList', () => {
       const host = drive(actions, 2_000_000);
       const s = host.state;
       for (const round of s.epoch.rounds) {
-        if (!round?.admitted_list) continue;
+        const address = round ? roundListAddress(s.run_id, round) : undefined;
+        if (!round || !address) continue;
         const list = admittedListOf(s, round.height)!;
         const frame = encodeAdmittedList(list);
         const back = decodeAdmittedList(frame);
         expect(back).toEqual(list);
         // The round's address is the SHA-256 of exactly this frame: peers can serve it as a blob.
-        expect(admittedListAddress(list)).toBe(round.admitted_list);
-        expect(bytesToHex(sha256(frame))).toBe(round.admitted_list);
-        const ref = { address: round.admitted_list, step: round.step };
+        expect(admittedListAddress(list)).toBe(address);
+        expect(bytesToHex(sha256(frame))).toBe(address);
+        const ref = { address, step: round.step };
         expect(checkAdmittedList(frame, s.run_id, ref)).toEqual(list);
         expect(() => checkAdmittedList(frame, s.run_id, { ...ref, step: round.step + 1 })).toThrow(WireError);
         expect(() => checkAdmittedList(frame, 'other', ref)).toThrow(WireError);
@@ -434,8 +451,8 @@ describe('AdmittedList', () => {
       }
       // Two rounds that admitted the same (nothing, say) still have two addresses: the address names one
       // round's list, to peers and to the relay.
-      const addresses = s.epoch.rounds.flatMap((r) => (r?.admitted_list ? [r.admitted_list] : []));
-      expect(new Set(addresses).size).toBe(addresses.length);
+      const addresses = s.epoch.rounds.flatMap((r) => (r?.admitted_bits !== undefined ? [r] : []));
+      expect(listAddresses(s).size).toBe(addresses.length);
     }
     expect(checked).toBeGreaterThan(20);
   });
@@ -450,17 +467,18 @@ describe('AdmittedList', () => {
       for (const full of host.history.filter((_, i) => i % 7 === 0)) {
         const light = summarizeState(full);
         const missing = missingAdmittedLists(light, new Map());
-        const closed = full.epoch.rounds.filter((r) => r?.admitted_list !== undefined);
+        const closed = full.epoch.rounds.filter((r) => r?.admitted_bits !== undefined);
+        const addressOf = (r: Round) => roundListAddress(full.run_id, r)!;
         expect(missing.map((m) => m.step).sort()).toEqual(closed.map((r) => r.step).sort());
-        expect(missing.map((m) => m.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
+        expect(missing.map((m) => m.address).sort()).toEqual(closed.map(addressOf).sort());
         // A light state serves no list but an empty one (which it knows without fetching); the full one
         // serves every closed round's, by address.
         for (const h of heldAdmittedLists(light)) expect(decodeAdmittedList(h.frame).entries).toEqual([]);
         const held = heldAdmittedLists(full);
-        expect(held.map((h) => h.address).sort()).toEqual(closed.map((r) => r.admitted_list!).sort());
+        expect(held.map((h) => h.address).sort()).toEqual(closed.map(addressOf).sort());
         for (const h of held) expect(bytesToHex(sha256(h.frame))).toBe(h.address);
         expect(heldAdmittedLists(full, new Set(held.map((h) => h.address)))).toEqual([]);
-        const lists = new Map(closed.map((r) => [r.admitted_list!, admittedListOf(full, r.height)!]));
+        const lists = new Map(closed.map((r) => [addressOf(r), admittedListOf(full, r.height)!]));
         const view = hydrateState(light, lists);
         expect(missingAdmittedLists(view, new Map())).toEqual([]);
         // Hydrated, the light replica serves the same lists as the full one.

@@ -6,11 +6,9 @@
 // verifiers reported during h, and a cheat confirmed later is excluded by replayExclusions, not here). The
 // coordinator judges both from the evidence at that moment — the host's admitted commitments, round h's
 // attestations, the verdicts, the epoch's cheats — and stores the outcome: bitmaps over the rounds' result
-// slots and the address of the round's admitted list. Everything
-// that runs later (the retry queue, apply) reads the outcome, so a replica that holds the outcome but not the
+// slots. (The address under which peers serve the round's admitted list is a replica's concern, derived from
+// the commitments: replica/admitted-lists.ts.) Everything that runs later (the retry queue, apply) reads the outcome, so a replica that holds the outcome but not the
 // evidence takes the same decisions.
-import { hexToBytes } from '../crypto/bytes.ts';
-import { admittedListAddress, type AdmittedEntry } from '../wire/admitted-list.ts';
 import { attestationOf, attests, checkAttestation } from '../witness/attestation.ts';
 import { healthScore } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
@@ -31,11 +29,6 @@ export interface RoundOutcome {
   height: number;
   /** Its slots (in `roundAssignments` order) with an admitted result: base64, attestation bit layout. */
   admitted_bits: string;
-  /**
-   * Hex SHA-256 of the round's canonical AdmittedList frame: its blob address, so a light replica can fetch
-   * the list from any peer and know the bytes are the ones the coordinator recorded.
-   */
-  admitted_list: string;
   /** The round before it: the slots every peer applies (base64 bitmap), or null when the ring holds no such round. */
   accepted_bits: string | null;
   /**
@@ -56,11 +49,6 @@ export interface RoundOutcome {
 export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome {
   const slots = roundAssignments(state, ended).length;
   const admitted = roundAdmitted(ended);
-  const entries: AdmittedEntry[] = [];
-  for (let i = 0; i < slots; i++) {
-    const hex = admitted[i] ?? null;
-    if (hex !== null) entries.push({ slot: i, commitment: hexToBytes(hex) });
-  }
   const judged = roundAtHeight(state, ended.height - 1);
   let accepted_bits: string | null = null;
   let alive_bits: string | null = null;
@@ -95,7 +83,6 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
   return {
     height: ended.height,
     admitted_bits: toBase64(attestationOf(slots, (i) => (admitted[i] ?? null) !== null)),
-    admitted_list: admittedListAddress({ runId: state.run_id, step: ended.step, entries }),
     accepted_bits,
     alive_bits,
     ...trust,
@@ -104,8 +91,8 @@ export function judgeRound(state: CoordinatorState, ended: Round): RoundOutcome 
 
 /**
  * Why `outcome` cannot be the outcome of round `ended` in `state` (null when it can): a replica without the
- * evidence still checks that each bitmap covers exactly the slots of its round (no bit past the last), that
- * the list address is 32 bytes of hex, and that the round before has bits exactly when the ring holds it.
+ * evidence still checks that each bitmap covers exactly the slots of its round (no bit past the last) and
+ * that the round before has bits exactly when the ring holds it.
  */
 export function outcomeShapeError(
   state: CoordinatorState,
@@ -114,8 +101,6 @@ export function outcomeShapeError(
 ): string | null {
   if (typeof outcome !== 'object' || outcome === null) return 'the round outcome must be an object';
   if (outcome.height !== ended.height) return `the outcome is for round ${String(outcome.height)}`;
-  if (typeof outcome.admitted_list !== 'string' || !/^[0-9a-f]{64}$/.test(outcome.admitted_list))
-    return 'admitted_list must be 64 lowercase hex digits';
   // Canonical base64 of exactly the round's slots, no bit set past the last.
   const fits = (text: unknown, round: Round): boolean => {
     if (typeof text !== 'string') return false;
@@ -151,7 +136,6 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
   return (
     a.height === b.height &&
     a.admitted_bits === b.admitted_bits &&
-    a.admitted_list === b.admitted_list &&
     a.accepted_bits === b.accepted_bits &&
     a.alive_bits === b.alive_bits &&
     (a.vetted_bits ?? null) === (b.vetted_bits ?? null) &&
@@ -163,12 +147,7 @@ export function sameOutcome(a: RoundOutcome, b: RoundOutcome): boolean {
 export function applyRoundOutcome(state: CoordinatorState, outcome: RoundOutcome): CoordinatorState {
   let next = state;
   const ended = roundAtHeight(next, outcome.height);
-  if (ended)
-    next = withRound(next, {
-      ...ended,
-      admitted_bits: outcome.admitted_bits,
-      admitted_list: outcome.admitted_list,
-    });
+  if (ended) next = withRound(next, { ...ended, admitted_bits: outcome.admitted_bits });
   const judged = roundAtHeight(next, outcome.height - 1);
   if (judged && outcome.accepted_bits !== null && outcome.alive_bits !== null) {
     const vetted = outcome.vetted_bits ?? null;

@@ -1,11 +1,13 @@
 // A closed round's admitted list (wire/admitted-list.ts) between a replica's state and its peers: built from
-// a state that holds the commitments, checked against the round's `admitted_list` when fetched, and put back
-// into a light replica's rounds (docs/protocol.md "Round outcomes and light replicas").
+// a state that holds the commitments, named by the hash of its frame (the round's `admitted_list`, which a
+// light replica gets with the round outcome and a full one derives), checked against that name when fetched,
+// and put back into a light replica's rounds (docs/protocol.md "Round outcomes and light replicas").
 import { roundAdmitted, roundAssignments, roundAtHeight } from '../coordinator/queries.ts';
-import type { CoordinatorState } from '../state/coordinator-state.ts';
+import type { CoordinatorState, Round } from '../state/coordinator-state.ts';
 import { bytesToHex, hexToBytes, sha256 } from '../crypto/index.ts';
 import { COMMITMENT_BYTES } from '../wire/commitment.ts';
 import {
+  admittedListAddress,
   decodeAdmittedList,
   encodeAdmittedList,
   type AdmittedEntry,
@@ -23,12 +25,58 @@ export interface AdmittedListRef {
 /** The admitted list of the round at `height` from a full replica's state (null when the ring lacks it). */
 export function admittedListOf(state: CoordinatorState, height: number): AdmittedList | null {
   const round = roundAtHeight(state, height);
-  if (!round) return null;
+  return round ? listOfRound(state.run_id, round) : null;
+}
+
+function listOfRound(runId: string, round: Round): AdmittedList {
   const entries: AdmittedEntry[] = [];
   roundAdmitted(round).forEach((hex, slot) => {
     if (hex !== null) entries.push({ slot, commitment: hexToBytes(hex, COMMITMENT_BYTES) });
   });
-  return { runId: state.run_id, step: round.step, entries };
+  return { runId, step: round.step, entries };
+}
+
+// Rounds are replaced, never changed, and keep their `admitted` array when other fields change: one hash per list.
+const derived = new WeakMap<object, string>();
+
+/**
+ * The round's admitted_list once it has closed (undefined while it is open): as recorded on a light
+ * replica's round, else the address of the list its commitments make (a full replica's round).
+ */
+export function roundListAddress(runId: string, round: Round): string | undefined {
+  if (round.admitted_list !== undefined) return round.admitted_list;
+  if (round.admitted_bits === undefined) return undefined;
+  const key = round.admitted ?? round;
+  let address = derived.get(key);
+  if (address === undefined) {
+    address = admittedListAddress(listOfRound(runId, round));
+    derived.set(key, address);
+  }
+  return address;
+}
+
+/** The admitted_list of every closed round the state's ring holds. */
+export function listAddresses(state: CoordinatorState): Set<string> {
+  const out = new Set<string>();
+  for (const round of state.epoch.rounds) {
+    const address = round ? roundListAddress(state.run_id, round) : undefined;
+    if (address !== undefined) out.add(address);
+  }
+  return out;
+}
+
+/**
+ * `round` with `address` as its admitted_list, placed right after admitted_bits: a light replica's round and
+ * a summarised full one then print the same JSON (state hashes follow key order).
+ */
+export function withListAddress(round: Round, address: string): Round {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(round)) {
+    if (key === 'admitted_list') continue;
+    out[key] = value;
+    if (key === 'admitted_bits') out.admitted_list = address;
+  }
+  return out as unknown as Round;
 }
 
 /**
@@ -93,13 +141,12 @@ export function heldAdmittedLists(
 ): { address: string; frame: Uint8Array }[] {
   const out: { address: string; frame: Uint8Array }[] = [];
   for (const round of state.epoch.rounds) {
+    const address = round ? roundListAddress(state.run_id, round) : undefined;
+    if (!round || address === undefined || known.has(address)) continue;
     // No test of `admitted` here: a full replica's round with nothing admitted may hold none, and a light
     // state's missing list is caught by the hash below.
-    if (round?.admitted_list === undefined || known.has(round.admitted_list)) continue;
-    const list = admittedListOf(state, round.height);
-    if (!list) continue;
-    const frame = encodeAdmittedList(list);
-    if (bytesToHex(sha256(frame)) === round.admitted_list) out.push({ address: round.admitted_list, frame });
+    const frame = encodeAdmittedList(listOfRound(state.run_id, round));
+    if (bytesToHex(sha256(frame)) === address) out.push({ address, frame });
   }
   return out;
 }

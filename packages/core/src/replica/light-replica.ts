@@ -15,6 +15,10 @@ import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { tickIn } from '../coordinator/tick.ts';
 import type { Ctx } from '../coordinator/context.ts';
 import { witnessSeen } from '../coordinator/witnessing.ts';
+import { roundListAddress, withListAddress } from './admitted-lists.ts';
+
+/** A round outcome as a light replica receives it: with the address of the ended round's admitted list. */
+export type LightOutcome = RoundOutcome & { admitted_list: string };
 
 /** Events that carry evidence: only the host and full replicas apply them. */
 export type EvidenceEvent = Extract<
@@ -25,7 +29,7 @@ export type EvidenceEvent = Extract<
 export type LightEvent =
   | Exclude<CoordinatorEvent, EvidenceEvent | { type: 'tick' }>
   /** A timer tick; `outcome` when it ends a round. */
-  | { type: 'tick'; entropy?: string; outcome?: RoundOutcome }
+  | { type: 'tick'; entropy?: string; outcome?: LightOutcome }
   /** The host accepted the witness at roster index `index` of the open round (step `step`). */
   | { type: 'witness_seen'; step: number; index: number }
   /** The host has admitted a result for every assignment of the open round (step `step`). */
@@ -83,14 +87,15 @@ export function lightEventsFor(
 }
 
 /** The outcome endRound recorded for the round at `height` (and the one before it) in `state`. */
-function recordedOutcome(state: CoordinatorState, height: number): RoundOutcome {
+function recordedOutcome(state: CoordinatorState, height: number): LightOutcome {
   const ended = roundAtHeight(state, height);
-  if (!ended || ended.admitted_bits === undefined || ended.admitted_list === undefined)
+  const address = ended ? roundListAddress(state.run_id, ended) : undefined;
+  if (!ended || ended.admitted_bits === undefined || address === undefined)
     throw new Error(`round ${height} ended without a recorded outcome`);
   return {
     height,
     admitted_bits: ended.admitted_bits,
-    admitted_list: ended.admitted_list,
+    admitted_list: address,
     accepted_bits: roundAtHeight(state, height - 1)?.accepted_bits ?? null,
     alive_bits: roundAtHeight(state, height - 1)?.alive_bits ?? null,
     ...(ended.qualified !== undefined && roundAtHeight(state, height - 1)
@@ -140,11 +145,21 @@ export function lightTick(state: CoordinatorState, event: LightEvent, now: numbe
     return next instanceof CoordinatorError ? refuse(next) : { state: next, effects };
   }
   const outcome = event.type === 'tick' ? event.outcome : undefined;
+  if (outcome && !/^[0-9a-f]{64}$/.test(String((outcome as Partial<LightOutcome>).admitted_list)))
+    return refuse(new CoordinatorError('BadEvent', 'admitted_list must be 64 lowercase hex digits'));
   const plain: CoordinatorEvent =
     event.type === 'tick'
       ? { type: 'tick', ...(event.entropy !== undefined ? { entropy: event.entropy } : {}) }
       : event;
-  return tickIn(state, plain, now, { light: true, ...(outcome ? { outcome } : {}) });
+  const result = tickIn(state, plain, now, { light: true, ...(outcome ? { outcome } : {}) });
+  return outcome && !result.error ? withRecordedAddress(result, outcome) : result;
+}
+
+/** The ended round of a tick that applied `outcome`, named by the list address the outcome carries. */
+function withRecordedAddress(result: TickResult, outcome: LightOutcome): TickResult {
+  const ended = roundAtHeight(result.state, outcome.height);
+  if (!ended || ended.admitted_bits === undefined) return result;
+  return { ...result, state: withRound(result.state, withListAddress(ended, outcome.admitted_list)) };
 }
 
 function roundFilled(state: CoordinatorState, step: number): CoordinatorState | CoordinatorError {

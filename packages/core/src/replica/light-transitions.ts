@@ -2,14 +2,13 @@
 // transition it applied into the light transition a light replica applies, and the replica expands what it
 // receives against its own state (docs/protocol.md "Round outcomes and light replicas").
 import type { TickResult } from '../coordinator/events.ts';
-import type { RoundOutcome } from '../coordinator/round-outcome.ts';
 import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { fromBase64, toBase64 } from '../coordinator/stored-attestation.ts';
 import { tick } from '../coordinator/tick.ts';
 import { bytesToHex, hexToBytes, PUBLIC_KEY_BYTES } from '../crypto/index.ts';
 import { WireError } from '../wire/errors.ts';
 import type { LightTransition, LightWireEvent } from '../wire/light-delta.ts';
-import { lightEventsFor, lightTick, type LightEvent } from './light-replica.ts';
+import { lightEventsFor, lightTick, type LightEvent, type LightOutcome } from './light-replica.ts';
 import { compactEvent, expandEvent, type AppliedTransition } from './wire-events.ts';
 
 const ADDRESS_BYTES = 32;
@@ -106,7 +105,7 @@ export function expandLightEvent(state: CoordinatorState, w: LightWireEvent): Li
       };
     case 'outcome': {
       const o = w.outcome;
-      const outcome: RoundOutcome = {
+      const outcome: LightOutcome = {
         height: o.height,
         admitted_bits: toBase64(o.admittedBits),
         admitted_list: bytesToHex(o.admittedList),

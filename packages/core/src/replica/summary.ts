@@ -5,6 +5,7 @@
 // or ejected) are what a trainer needs to follow the run. A full replica's state and the light replica
 // that followed the same run print the same JSON once the full one is summarised, so they share one hash.
 import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinator-state.ts';
+import { roundListAddress, withListAddress } from './admitted-lists.ts';
 
 const summarised = new WeakMap<Round, Round>();
 
@@ -14,8 +15,9 @@ function summariseWitness(w: WitnessRecord): WitnessRecord {
     : { index: w.index, attested: null, broadcast_merkle: null };
 }
 
-function summariseRound(round: Round): Round {
+function summariseRound(runId: string, round: Round): Round {
   if (
+    (round.admitted_bits === undefined || round.admitted_list !== undefined) &&
     round.admitted === undefined &&
     round.accusations === undefined &&
     round.verdicts === undefined &&
@@ -27,6 +29,9 @@ function summariseRound(round: Round): Round {
     // Rest properties keep the remaining keys in their order, so the JSON text matches a light replica's round.
     const { admitted: _a, accusations: _b, verdicts: _c, ...rest } = round;
     out = { ...rest, witnesses: round.witnesses.map(summariseWitness) };
+    // A closed round's list is named by its address, which a light replica records with the outcome.
+    const address = roundListAddress(runId, round);
+    if (address !== undefined) out = withListAddress(out, address);
     summarised.set(round, out);
   }
   return out;
@@ -34,7 +39,7 @@ function summariseRound(round: Round): Round {
 
 /** `state` without its evidence; the same object when it has none (a light replica's own state). */
 export function summarizeState(state: CoordinatorState): CoordinatorState {
-  const rounds = state.epoch.rounds.map(summariseRound);
+  const rounds = state.epoch.rounds.map((r) => (r ? summariseRound(state.run_id, r) : r));
   const same = rounds.every((r, i) => r === state.epoch.rounds[i]);
   const noStrikes = Object.keys(state.strikes).length === 0;
   if (same && noStrikes && state.verified === undefined) return state;

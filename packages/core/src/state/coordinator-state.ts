@@ -128,9 +128,10 @@ export interface Round {
    */
   admitted_bits?: string;
   /**
-   * Set with admitted_bits: hex SHA-256 of the round's canonical AdmittedList frame (wire/admitted-list.ts),
-   * the one name of that list: the address under which peers and the relay serve it, and what a replica
-   * checks a fetched list against.
+   * In a light replica's state and a summary only, right after admitted_bits: hex SHA-256 of the round's
+   * canonical AdmittedList frame, the one name of that list — the address under which peers and the relay
+   * serve it, and what a replica checks a fetched list against. The coordinator does not set it: a full
+   * state holds the commitments the address is derived from (replica/admitted-lists.ts `roundListAddress`).
    */
   admitted_list?: string;
   /** Set when the round after this one ends: the slots every peer applies (base64 bitmap). */

@@ -1,5 +1,5 @@
 // AdmittedList: a closed round's admitted results (slot and commitment each), named by the round's
-// `admitted_list` (coordinator/round-outcome.ts), the SHA-256 of this frame's canonical bytes. A light
+// `admitted_list` (replica/admitted-lists.ts), the SHA-256 of this frame's canonical bytes. A light
 // replica knows the address from the round outcome; it fetches the list from any peer as a content-addressed
 // blob (the relay's HTTP route is the fallback), checks the hash itself (replica/admitted-lists.ts), and then
 // knows every commitment of the round as a full replica does (docs/protocol.md "Round outcomes and light
