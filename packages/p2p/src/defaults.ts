@@ -29,6 +29,8 @@ export const DEFAULT_DIRECT_MAX_BACKOFF_MS = 10 * 60_000;
 export const DEFAULT_DIRECT_ATTEMPTS = 2;
 /** How long one dial attempt may take. */
 export const DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS = 10_000;
+/** How long connecting to the relays' libp2p addresses may take before the peer starts without them. */
+export const DEFAULT_RELAY_DIAL_TIMEOUT_MS = 10_000;
 /** Period of the direct-link scheduler. */
 export const DEFAULT_DIRECT_INTERVAL_MS = 1_000;
 

@@ -29,7 +29,11 @@ import {
 } from './errors.ts';
 import { describeTarget, targetPeerId } from './host.ts';
 import type { PeerTarget } from './host.ts';
-import { DEFAULT_BLOB_STORE_BYTES, DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS } from './defaults.ts';
+import {
+  DEFAULT_BLOB_STORE_BYTES,
+  DEFAULT_DIAL_ATTEMPT_TIMEOUT_MS,
+  DEFAULT_RELAY_DIAL_TIMEOUT_MS,
+} from './defaults.ts';
 
 /**
  * MeshNode: one libp2p node plus our protocols, whatever the environment. The per-environment factories
@@ -188,7 +192,7 @@ export class MeshNode<S extends MeshServices = MeshServices> {
    */
   async connectRelays(
     relayAddrs: readonly (string | Multiaddr)[],
-    timeoutMs = 10_000,
+    timeoutMs = DEFAULT_RELAY_DIAL_TIMEOUT_MS,
   ): Promise<Connection[]> {
     const connected: Connection[] = [];
     const failures: DialError[] = [];

@@ -61,6 +61,7 @@ async function apply(argv: string[]): Promise<number> {
   const out = required('out', values.out);
   const { tensors, metadata } = await readTensors(required('params', values.params), '--params');
   const paths = required('results', values.results).split(',').filter(Boolean);
+  if (paths.length === 0) throw new CliError('--results: name at least one result file');
   const files = [];
   for (const path of paths) {
     let text: string;
@@ -71,7 +72,7 @@ async function apply(argv: string[]): Promise<number> {
     }
     files.push(parseResultFile(text, path));
   }
-  const chunk = files[0]?.chunk ?? 64;
+  const chunk = files[0]!.chunk;
   if (files.some((f) => f.chunk !== chunk)) throw new CliError('--results: files use different chunk sizes');
   const names = new Set(tensors.map((t) => t.name));
   for (const [i, f] of files.entries())

@@ -3,7 +3,8 @@
 // summarising the run.
 import { CliError, type Command } from '../command.ts';
 import { intFlag, parseFlags } from '../options/index.ts';
-import { parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
+import { DEFAULT_SYBILS, parseAdversarySpec, type AdversarySpec } from '../testnet/adversaries.ts';
+import { TESTNET_DEFAULTS as D } from '../testnet/defaults.ts';
 import { runWithHonestBaseline, type HonestComparison } from '../testnet/compare.ts';
 import { EXIT_GRACE_S, runTestnet, type TestnetOptions, type TestnetResult } from '../testnet/index.ts';
 import { ADVERSARY_NAMES } from '../train/adversary.ts';
@@ -12,19 +13,19 @@ const USAGE =
   '--num-clients N [--steps S] [--random-kill-num K] [--random-kill-interval SEC] [--preset micro|tiny] ' +
   '[--adversary KIND[:N]]... [--json]\n\n' +
   '  --num-clients N            trainers (child processes running `node-trainer train`)\n' +
-  "  --steps S                  the run's total_steps (default 40)\n" +
+  `  --steps S                  the run's total_steps (default ${D.steps})\n` +
   '  --random-kill-num K        trainers to SIGKILL every interval, then restart (default 0)\n' +
-  '  --random-kill-interval SEC seconds between kills (default 20)\n' +
+  `  --random-kill-interval SEC seconds between kills (default ${D.randomKillInterval})\n` +
   '  --preset P                 micro (default) or tiny\n' +
   '  --adversary KIND[:N]       N more trainers (default 1) that attack the run as KIND (repeatable):\n' +
   `                             ${ADVERSARY_NAMES.join(', ')};\n` +
-  '                             sybil:N is one process joining N identities (default 50) that collude:\n' +
+  `                             sybil:N is one process joining N identities (default ${DEFAULT_SYBILS}) that collude:\n` +
   '                             random results every round, attesting and passing each other, failing\n' +
   '                             every honest result they verify; sybil-veto:N also withholds witness\n' +
   '                             votes from honest results; sybil-idle:N only joins; lying-verifier:N\n' +
   '                             trains honestly but fails every honest result it verifies; every-third\n' +
   '                             sends random signs instead of every third result\n' +
-  "  --max-identities-per-address N  the relay's cap (default 16): every process here shares 127.0.0.1\n" +
+  "  --max-identities-per-address N  the relay's cap (default: the relay's): every process here shares 127.0.0.1\n" +
   "  --trusted-verifiers N      N more processes running `node-trainer verify`, their keys in the run's\n" +
   '                             trusted_verifiers (default 0: a run without anchor, which warns)\n' +
   '  --compare-honest           then run the same steps without the adversaries (same seed and global\n' +
@@ -32,13 +33,13 @@ const USAGE =
   '  --late-joiners N           honest trainers started once the run trains: they join the next epoch\n' +
   '  --replica full|light       how the honest trainers follow the coordinator (train --replica; default light)\n' +
   '  --epoch-time SEC           seconds per epoch, ≥ 30 (default: one epoch, or two kill intervals with kills)\n' +
-  '  --round-witness-time SEC   seconds every round waits in RoundWitness (default 1): a floor on round length\n' +
-  "  --verification-percent P   the run's verification_percent (default 25)\n" +
+  `  --round-witness-time SEC   seconds every round waits in RoundWitness (default ${D.roundWitnessTime}): a floor on round length\n` +
+  `  --verification-percent P   the run's verification_percent (default ${D.verificationPercent})\n` +
   '  --inner-steps H            train with SparseLoCo, H inner AdamW steps per round (default: DisTrO)\n' +
-  "  --join-pow-bits B          the relay's join puzzle (default 8, cheap: all trainers share this machine)\n" +
+  `  --join-pow-bits B          the relay's join puzzle (default ${D.joinPowBits}, cheap: all trainers share this machine)\n` +
   "  --p2p-host H               the trainers' libp2p interface (default 127.0.0.1: no WebRTC; 0.0.0.0: WebRTC)\n" +
-  "  --seed N                   the run's seed, which draws its initial parameters (default 1)\n" +
-  '  --timeout SEC              give up after this long (default 1800)\n' +
+  `  --seed N                   the run's seed, which draws its initial parameters (default ${D.seed})\n` +
+  `  --timeout SEC              give up after this long (default ${D.timeoutSeconds})\n` +
   '  --keep                     keep the temp directory (logs, relay database)\n' +
   '  --json                     progress on stderr only; stdout is the JSON object';
 
@@ -125,27 +126,44 @@ function testnetOptions(values: Values): TestnetOptions {
   const replica = values.replica ?? 'light';
   if (replica !== 'full' && replica !== 'light')
     throw new CliError(`--replica: full or light, got '${replica}'`);
-  const verificationPercent = intFlag('verification-percent', values['verification-percent'], 25, 0);
+  const verificationPercent = intFlag(
+    'verification-percent',
+    values['verification-percent'],
+    D.verificationPercent,
+    0,
+  );
   if (verificationPercent > 100) throw new CliError('--verification-percent: at most 100');
   const options: TestnetOptions = {
     numClients,
-    steps: intFlag('steps', values.steps, 40, 1),
+    steps: intFlag('steps', values.steps, D.steps, 1),
     preset,
     randomKillNum,
-    randomKillInterval: intFlag('random-kill-interval', values['random-kill-interval'], 20, 1),
-    timeoutSeconds: intFlag('timeout', values.timeout, 1800, 10),
-    seed: intFlag('seed', values.seed, 1, 0),
+    randomKillInterval: intFlag(
+      'random-kill-interval',
+      values['random-kill-interval'],
+      D.randomKillInterval,
+      1,
+    ),
+    timeoutSeconds: intFlag('timeout', values.timeout, D.timeoutSeconds, 10),
+    seed: intFlag('seed', values.seed, D.seed, 0),
     keep: Boolean(values.keep),
     adversaries: adversaries(values.adversary),
     lateJoiners: intFlag('late-joiners', values['late-joiners'], 0, 0),
     replica,
     ...(values['epoch-time'] ? { epochTime: intFlag('epoch-time', values['epoch-time'], 0, 30) } : {}),
     ...(values['round-witness-time']
-      ? { roundWitnessTime: intFlag('round-witness-time', values['round-witness-time'], 1, 1) }
+      ? {
+          roundWitnessTime: intFlag(
+            'round-witness-time',
+            values['round-witness-time'],
+            D.roundWitnessTime,
+            1,
+          ),
+        }
       : {}),
     verificationPercent,
     ...(values['inner-steps'] ? { innerSteps: intFlag('inner-steps', values['inner-steps'], 1, 1) } : {}),
-    joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], 8, 0),
+    joinPowBits: intFlag('join-pow-bits', values['join-pow-bits'], D.joinPowBits, 0),
     ...(values['p2p-host'] ? { p2pHost: values['p2p-host'] } : {}),
     ...(values['max-identities-per-address']
       ? {

@@ -1,6 +1,9 @@
 // Progress for long CLI work, on stderr so stdout stays clean for JSON. On a terminal: one bar redrawn
 // in place. Otherwise (CI logs, pipes): a plain line at most every `intervalMs`, plus the final one.
 
+/** Plain-text lines at most this often: a log stays readable over an hour of work. */
+const PRINT_INTERVAL_MS = 2000;
+
 export interface ProgressOptions {
   /** Where to draw; defaults to process.stderr. */
   stream?: NodeJS.WriteStream | { isTTY?: boolean; write(s: string): boolean; columns?: number };
@@ -27,7 +30,7 @@ export class Progress {
     this.total = Math.max(0, total);
     this.stream = options.stream ?? process.stderr;
     this.tty = Boolean(this.stream.isTTY);
-    this.intervalMs = options.intervalMs ?? 2000;
+    this.intervalMs = options.intervalMs ?? PRINT_INTERVAL_MS;
     this.format = options.format ?? ((n) => String(n));
   }
 

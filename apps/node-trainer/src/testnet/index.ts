@@ -4,6 +4,7 @@
 // real sockets; this module only launches, watches and summarises: launch.ts decides who starts when,
 // processes.ts starts them, chaos.ts kills and restarts, watch.ts follows the relay's API, summary.ts reads
 // the trainers' events and the relay's answers into the JSON summary.
+import { TESTNET_DEFAULTS } from './defaults.ts';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -140,7 +141,13 @@ async function launchNetwork(
   children: Set<ChildProcess>,
   deadline: number,
 ): Promise<{ relay: RelayProcess; pool: TrainerPool; watcher: RunWatcher }> {
-  const relay = await launchRelay(dir, configPath, children, o.joinPowBits ?? 8, o.maxIdentitiesPerAddress);
+  const relay = await launchRelay(
+    dir,
+    configPath,
+    children,
+    o.joinPowBits ?? TESTNET_DEFAULTS.joinPowBits,
+    o.maxIdentitiesPerAddress,
+  );
   o.log(`relay on ${relay.url} (data dir ${join(dir, 'relay')})`);
   const pool = new TrainerPool({
     dir,

@@ -3,6 +3,7 @@
 // schedule. Callers choose the sizes and timers.
 import { withTrustedVerifiers } from '@meshtrain/core';
 import { PRESETS, type PresetName } from '@meshtrain/model';
+import { TESTNET_DEFAULTS } from './defaults.ts';
 
 export interface ShortRunValues {
   runId: string;
@@ -51,7 +52,7 @@ warmup_time = ${v.warmupTime}
 cooldown_time = 3
 epoch_time = ${v.epochTime}
 max_round_train_time = ${v.maxRoundTrainTime}
-round_witness_time = ${v.roundWitnessTime ?? 1}
+round_witness_time = ${v.roundWitnessTime ?? TESTNET_DEFAULTS.roundWitnessTime}
 waiting_for_members_extra_time = 2
 min_clients = 1
 init_min_clients = ${v.initMinClients}
@@ -155,7 +156,7 @@ export function testnetToml(o: TestnetRunValues): string {
     preset: o.preset,
     seed: o.seed,
     microBatchSize: PER_CLIENT,
-    verificationPercent: o.verificationPercent ?? 25,
+    verificationPercent: o.verificationPercent ?? TESTNET_DEFAULTS.verificationPercent,
     ...(o.innerSteps === undefined ? {} : { innerSteps: o.innerSteps }),
   });
   return withTrustedVerifiers(toml, o.trustedVerifiers ?? []);

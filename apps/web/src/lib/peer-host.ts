@@ -12,6 +12,9 @@ import type { PeerHostReply, PeerHostRequest } from '../worker/protocol.ts';
 import { statsOf } from '../worker/tab-network.ts';
 import type { TabNetworkOptions } from '../worker/peer-network.ts';
 
+/** How often the page's peer stats panel is refreshed. */
+const STATS_INTERVAL_MS = 1000;
+
 /** What the host needs of the peer it runs (MeshNetwork; tests pass their own). */
 export type HostedNetwork = Pick<
   MeshNetwork,
@@ -226,6 +229,6 @@ class PagePeerHost implements PeerHost {
     this.post({ type: 'opened', peerId: started.peerId });
     this.statsTimer = setInterval(() => {
       if (this.net) this.post({ type: 'stats', stats: statsOf(this.net) });
-    }, o.statsIntervalMs ?? 1000);
+    }, o.statsIntervalMs ?? STATS_INTERVAL_MS);
   }
 }

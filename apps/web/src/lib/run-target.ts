@@ -5,12 +5,16 @@ import type { RunTarget } from '../worker/protocol.ts';
 
 export function runTargetOf(detail: RunDetail, relayUrl: string): RunTarget {
   const p = detail.config.parsed;
+  const runId = detail.run.run_id;
+  // A config the relay could not parse names no preset: the device probe then runs one sequence per pass
+  // and reads neither length, and the worker takes the model from the coordinator's state.
+  if (!p) return { runId, relayUrl, preset: null, seqLen: 0, microBatchSize: 1 };
   return {
-    runId: detail.run.run_id,
+    runId,
     relayUrl,
-    preset: p?.meshtrain.preset ?? null,
-    seqLen: p?.model.LLM.max_seq_len ?? 128,
-    microBatchSize: p?.meshtrain.micro_batch_size ?? 1,
+    preset: p.meshtrain.preset ?? null,
+    seqLen: p.model.LLM.max_seq_len,
+    microBatchSize: p.meshtrain.micro_batch_size ?? 1,
   };
 }
 

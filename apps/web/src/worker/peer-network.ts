@@ -38,7 +38,7 @@ export async function startTabNetwork(o: TabNetworkOptions): Promise<MeshNetwork
       // ws:// and private addresses are refused by libp2p's browser defaults; a page served over plain http
       // (local development, a LAN relay) has nothing else to dial.
       allowInsecureWs: new URL(o.relayUrl).protocol === 'http:',
-      relayDialTimeoutMs: o.dialTimeoutMs ?? 10_000,
+      ...(o.dialTimeoutMs !== undefined ? { relayDialTimeoutMs: o.dialTimeoutMs } : {}),
     });
     o.log(
       `p2p: peer ${peer.peerId} connected to the relay (${relayAddrs.length} address(es) tried); ` +

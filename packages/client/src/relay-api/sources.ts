@@ -10,13 +10,16 @@ import { ensureOk, relayRoot, runPath } from './request.ts';
 import { fetchCheckpointSummary } from './runs.ts';
 import type { CheckpointSummary, DataManifestResponse, DataOrder, DataSplit } from './types.ts';
 
+/** Samples asked for in one request unless told otherwise: a few MB of tokens at the presets' lengths. */
+const SAMPLES_PER_REQUEST = 512;
+
 export { fetchCheckpointSummary };
 export type { CheckpointSummary };
 
 export interface RelayDataOptions {
   /** The split to read (default 'train'): 'val' holds the held-out samples evaluations use. */
   split?: DataSplit;
-  /** Most samples per request (default 512, and never more than the relay's manifest allows). */
+  /** Most samples per request (default SAMPLES_PER_REQUEST, and never more than the relay's manifest allows). */
   maxPerRequest?: number;
 }
 
@@ -57,7 +60,10 @@ export function relayDataSource(relayUrl: string, runId: string, o: RelayDataOpt
     return got.tokens;
   };
   const perRequest = async (): Promise<number> =>
-    Math.max(1, Math.min(o.maxPerRequest ?? 512, (await getManifest()).max_samples_per_request));
+    Math.max(
+      1,
+      Math.min(o.maxPerRequest ?? SAMPLES_PER_REQUEST, (await getManifest()).max_samples_per_request),
+    );
   const order = async (): Promise<DataOrder> => (split === 'train' ? (await getManifest()).order : 'corpus');
   let ordered: DataSource | null = null;
   const src: RelayDataSource = {
