@@ -115,6 +115,7 @@ export class Client {
       meter: new ThroughputMeter(now()),
       emit: (e) => options.onEvent?.(e),
       setPhase: (phase, s) => this.setPhase(phase, s),
+      latest: () => this.latest,
     };
     this.warmup = new WarmupPhase(this.ctx);
     this.trainer = new TrainPhase(this.ctx);

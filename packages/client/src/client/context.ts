@@ -31,6 +31,8 @@ export interface ClientContext {
   readonly meter: ThroughputMeter;
   emit(e: ClientEvent): void;
   setPhase(phase: ClientPhase, s: CoordinatorState | null): void;
+  /** The newest state the link handed on: a phase that waited (loading a model) checks it is still due. */
+  latest(): CoordinatorState | null;
 }
 
 /**
