@@ -30,6 +30,8 @@ export interface DistroBackend extends SparseLoCoOps {
   momentum(delta: DistroTensor, grad: DistroTensor, decay: number, lr: number): void;
   /** Σ x² (float64 on the host over per-segment partial sums), for clipping by global norm. */
   sumOfSquares(t: DistroTensor): Promise<number>;
+  /** `sumOfSquares` of each tensor, the same numbers; a GPU backend reads them back in one round trip. */
+  sumsOfSquares(ts: readonly DistroTensor[]): Promise<number[]>;
   /** t ← factor·t. */
   scale(t: DistroTensor, factor: number): void;
   /** out ← params − lr·sign(delta): Psyche's lookahead, written to a scratch tensor so nothing is undone. */

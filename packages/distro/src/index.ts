@@ -10,6 +10,7 @@ export * from './exact-update.ts';
 export * from './backend.ts';
 export * from './apply.ts';
 export * from './optimizer.ts';
+export * from './clip.ts';
 export * from './sparseloco/index.ts';
 export { createCpuBackend } from './cpu/backend.ts';
 export {

@@ -4,6 +4,7 @@
 // cancelled step); gradients are clipped by their global norm before the momentum update. Weight decay is not
 // applied here: apply (apply.ts) does p·(1 − lr·wd) on every replica alike.
 import type { DistroBackend, DistroTensor } from './backend.ts';
+import { clipByGlobalNorm } from './clip.ts';
 import { quantize1bit, type TensorResult } from './result.ts';
 
 export interface DistroStepOptions {
@@ -39,11 +40,7 @@ export async function distroStep(
   ownPrevious: readonly TensorResult[] | undefined,
   o: DistroStepOptions,
 ): Promise<{ send: TensorResult[]; own: TensorResult[]; gradNorm: number }> {
-  let sq = 0;
-  for (const g of grads) sq += await be.sumOfSquares(g);
-  const gradNorm = Math.sqrt(sq);
-  if (o.clipGradNorm !== undefined && o.clipGradNorm > 0 && gradNorm > o.clipGradNorm)
-    for (const g of grads) be.scale(g, o.clipGradNorm / (gradNorm + 1e-6));
+  const gradNorm = await clipByGlobalNorm(be, grads, o.clipGradNorm);
   const own: TensorResult[] = [];
   for (const [i, d] of delta.entries()) {
     if (ownPrevious) be.subtractResidual(d, ownPrevious[i]!);

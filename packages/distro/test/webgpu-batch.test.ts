@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   aggregateTensor,
   applyResults,
+  clipByGlobalNorm,
   createCpuBackend,
   createWebGpuBackend,
   quantize1bit,
@@ -178,6 +179,37 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL top-k and batchi
     });
     for (const [i, p] of params.entries())
       expect(bits(await gpu.read(p))).toEqual(bits(await cpu.read(cparams[i]!)));
+    gpu.destroy();
+  });
+
+  it('sumsOfSquares and clipByGlobalNorm: every tensor (split ones too) in one submit and one readback, the same sums as one by one', async () => {
+    const chunk = 8;
+    const gpu = gpuBackend(chunk, chunk * 40 * 4 * 3);
+    const cpu = createCpuBackend({ chunk });
+    const shapes = [[3, 5], [40], [96, 40], [8, 40], [24, 40]];
+    const data = shapes.map((s) =>
+      randn(
+        s.reduce((a, b) => a * b, 1),
+        4,
+      ),
+    );
+    const ts = shapes.map((s, i) => gpu.tensor(s, data[i]));
+    const one: number[] = [];
+    for (const t of ts) one.push(await gpu.sumOfSquares(t));
+    const all = await gpu.sumsOfSquares(ts);
+    expect(all).toEqual(one);
+    // Float32 partial sums on the GPU, float64 on the CPU: close, not equal.
+    const ref = await cpu.sumsOfSquares(shapes.map((s, i) => cpu.tensor(s, data[i])));
+    all.forEach((v, i) => expect(Math.abs(v - ref[i]!)).toBeLessThanOrEqual(1e-5 * ref[i]!));
+    expect(await cost(gpu, () => gpu.sumsOfSquares(ts))).toMatchObject({ submits: 1, readbacks: 1 });
+    // Clipping reads the norm once and scales on the GPU: the norm is the sums' root, the result has norm `clip`.
+    const norm = Math.sqrt(one.reduce((a, b) => a + b, 0));
+    const c = await cost(gpu, async () => expect(await clipByGlobalNorm(gpu, ts, norm / 2)).toBe(norm));
+    expect(c).toMatchObject({ readbacks: 1 });
+    const after = Math.sqrt((await gpu.sumsOfSquares(ts)).reduce((a, b) => a + b, 0));
+    expect(after).toBeCloseTo(norm / 2, 3);
+    expect(await clipByGlobalNorm(gpu, ts, 0)).toBeCloseTo(after, 6);
+    expect(await gpu.sumsOfSquares([])).toEqual([]);
     gpu.destroy();
   });
 

@@ -1,10 +1,10 @@
 // AdamW with the whole step on the resident GPU (`baseline --device webgpu`, and the GPU benchmark's whole
 // step): the train-step graph in onnxruntime-web, clipping by global norm and the update in DisTrO's WGSL
-// (sumOfSquares, scale, adamw) on the same device. Per step only token ids go up and the loss and one norm's
+// (clipByGlobalNorm, adamw) on the same device. Per step only token ids go up and the loss and one norm's
 // partial sums come down. The update is @meshtrain/model's AdamW (decay on matrices, not on RMSNorm gains) in
 // float32 kernels: close to the host's, not bit-identical (a single peer's optimizer, nothing to agree on).
 import type { DistroTensor } from '@meshtrain/distro';
-import { adamwScalars } from '@meshtrain/distro';
+import { adamwScalars, clipByGlobalNorm } from '@meshtrain/distro';
 import { AdamW } from '@meshtrain/model';
 import type { NodeGpu } from './gpu.ts';
 
@@ -58,14 +58,12 @@ export class ResidentAdamW {
     await backend.loadParamTensors(this.params);
     const out = await backend.trainStepResident(tokens, rows);
     try {
-      if (this.o.gradClip > 0 && Number.isFinite(this.o.gradClip)) {
-        let sq = 0;
-        for (const n of this.names) sq += await d.sumOfSquares(out.grads.get(n) as DistroTensor);
-        const norm = Math.sqrt(sq);
-        if (norm > this.o.gradClip)
-          for (const n of this.names)
-            d.scale(out.grads.get(n) as DistroTensor, this.o.gradClip / (norm + 1e-6));
-      }
+      if (this.o.gradClip > 0 && Number.isFinite(this.o.gradClip))
+        await clipByGlobalNorm(
+          d,
+          this.names.map((n) => out.grads.get(n) as DistroTensor),
+          this.o.gradClip,
+        );
       this.t += 1;
       const common = { lr, beta1: this.o.beta1, beta2: this.o.beta2, eps: this.o.eps };
       const decayed = adamwScalars({ ...common, weightDecay: this.o.weightDecay }, this.t);

@@ -18,7 +18,7 @@ import {
   type RoundAssignment,
   type TrainingResult,
 } from '@meshtrain/core';
-import { quantize1bit, type DistroTensor, type TensorResult } from '@meshtrain/distro';
+import { clipByGlobalNorm, quantize1bit, type DistroTensor, type TensorResult } from '@meshtrain/distro';
 import { toWire } from '../convert.ts';
 import { learningRateAt, type ClientContext } from './context.ts';
 import { messageOf } from './errors.ts';
@@ -26,9 +26,6 @@ import { fingerprintValues } from './fingerprint.ts';
 import { gradientsAt } from './gradients.ts';
 import { distroConfigOf } from './optimizer.ts';
 import { trainSparseLoCoRound } from './sparseloco-train.ts';
-
-/** Added to the norm when clipping, as torch.nn.utils.clip_grad_norm_ does (Psyche clips with it). */
-const CLIP_EPSILON = 1e-6;
 
 export class TrainPhase {
   /** The loss of this client's last train step (null before the first). */
@@ -133,12 +130,7 @@ export class TrainPhase {
     const d = ctx.o.distro;
     const cfg = distroConfigOf(ctx.optimizer);
     const clip = cfg.clip_grad_norm ?? 0;
-    if (clip > 0) {
-      let sq = 0;
-      for (const g of grads) sq += await d.sumOfSquares(g);
-      const norm = Math.sqrt(sq);
-      if (norm > clip) for (const g of grads) d.scale(g, clip / (norm + CLIP_EPSILON));
-    }
+    if (clip > 0) await clipByGlobalNorm(d, grads, clip);
     const { replica } = ctx;
     const own: TensorResult[] = [];
     // The residual of the previous own result is subtracted one step late, as Psyche does.

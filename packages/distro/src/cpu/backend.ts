@@ -31,6 +31,12 @@ function cpu(t: DistroTensor): CpuTensor {
   return t;
 }
 
+function sumSquares(data: Float32Array): number {
+  let s = 0;
+  for (const v of data) s += v * v;
+  return s;
+}
+
 export function createCpuBackend(options: { chunk: number }): DistroBackend {
   const chunk = options.chunk;
   tensorLayout([1], chunk); // validates the chunk
@@ -66,9 +72,10 @@ export function createCpuBackend(options: { chunk: number }): DistroBackend {
       momentum(cpu(delta).data, cpu(grad).data, decay, lr);
     },
     async sumOfSquares(t) {
-      let s = 0;
-      for (const v of cpu(t).data) s += v * v;
-      return s;
+      return sumSquares(cpu(t).data);
+    },
+    async sumsOfSquares(ts) {
+      return ts.map((t) => sumSquares(cpu(t).data));
     },
     scale(t, factor) {
       scale(cpu(t).data, factor);

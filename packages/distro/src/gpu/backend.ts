@@ -9,7 +9,7 @@ import type { TensorResult } from '../result.ts';
 import type { SparseDomain } from '../sparseloco/outer.ts';
 import { GpuContext, type GpuStats } from './context.ts';
 import { applyAggregated, subtractResidual } from './decode.ts';
-import { momentum, scale, signStep, sumOfSquares } from './elementwise-ops.ts';
+import { momentum, scale, signStep, sumOfSquares, sumsOfSquares } from './elementwise-ops.ts';
 import { coefficientsAt, gatherElements } from './gather.ts';
 import { selectMany } from './select.ts';
 import { gpuSparseLoCoOps } from './sparseloco.ts';
@@ -86,6 +86,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     release: releaseTensor,
     momentum: (delta, grad, decay, lr) => momentum(ctx, delta, grad, decay, lr),
     sumOfSquares: (t) => sumOfSquares(ctx, t),
+    sumsOfSquares: (ts) => sumsOfSquares(ctx, ts),
     scale: (t, factor) => scale(ctx, t, factor),
     signStep: (out, params, delta, lr) => signStep(ctx, out, params, delta, lr),
     compress: (delta, topk) => selectTopk(delta, topk, 'dct'),

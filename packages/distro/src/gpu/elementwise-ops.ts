@@ -35,23 +35,32 @@ export function signStep(
   perSegment(ctx, W.SIGN_STEP, [bitsOf(lr)], [out, params, delta]);
 }
 
-export async function sumOfSquares(ctx: GpuContext, t: DistroTensor): Promise<number> {
-  const parts = asGpu(t).parts;
-  const groups = parts.map((p) => Math.ceil(p.seg.elements / 1024));
-  const partial = ctx.keep('sum-squares', groups.reduce((a, b) => a + b, 0) * 4, STORAGE | COPY_SRC);
+/**
+ * Σ x² of each tensor, in one submit and one readback for all of them: per-workgroup partial sums on the GPU,
+ * added on the host in float64 in segment order, then group order — a fixed order, whatever the
+ * segmentation's submits, so a tensor's sum is the same alone or in a list.
+ */
+export async function sumsOfSquares(ctx: GpuContext, ts: readonly DistroTensor[]): Promise<number[]> {
+  const plan = ts.map((t) => asGpu(t).parts.map((p) => ({ p, groups: Math.ceil(p.seg.elements / 1024) })));
+  const count = plan.flat().reduce((a, x) => a + x.groups, 0);
+  if (count === 0) return ts.map(() => 0);
+  const partial = ctx.keep('sum-squares', count * 4, STORAGE | COPY_SRC);
   const o = ctx.op();
   let base = 0;
-  parts.forEach((p, i) => {
-    const n = groups[i] as number;
-    const g = grid(n);
+  for (const { p, groups } of plan.flat()) {
+    const g = grid(groups);
     o.add(W.SUM_SQUARES, [p.seg.elements, g.x, base, 0], [bind(p), whole(partial)], g);
-    base += n;
+    base += groups;
+  }
+  const values = new Float32Array(await ctx.readRanges(o, [{ buffer: partial, offset: 0, bytes: base * 4 }]));
+  let at = 0;
+  return plan.map((parts) => {
+    let total = 0;
+    for (const { groups } of parts) for (let k = 0; k < groups; k++) total += values[at++] as number;
+    return total;
   });
-  // Added in segment order, then group order: a fixed order, whatever the segmentation's submits.
-  let total = 0;
-  for (const v of new Float32Array(
-    await ctx.readRanges(o, [{ buffer: partial, offset: 0, bytes: base * 4 }]),
-  ))
-    total += v;
-  return total;
+}
+
+export async function sumOfSquares(ctx: GpuContext, t: DistroTensor): Promise<number> {
+  return (await sumsOfSquares(ctx, [t]))[0] as number;
 }

@@ -8,6 +8,7 @@
 //
 // Everything but the outer step is local to the peer and may differ in the last bits between devices.
 import type { DistroBackend, DistroTensor } from '../backend.ts';
+import { clipByGlobalNorm } from '../clip.ts';
 import { adamwScalars, type InnerAdamWOptions } from './adamw.ts';
 import type { SparseDomain } from './outer.ts';
 import { dequantizeResult, quantizeResult, type QuantTensorResult } from './quantize.ts';
@@ -52,11 +53,7 @@ export async function innerAdamWStep(
   state: AdamWState,
   o: InnerStepOptions,
 ): Promise<{ gradNorm: number }> {
-  let sq = 0;
-  for (const g of grads) sq += await be.sumOfSquares(g);
-  const gradNorm = Math.sqrt(sq);
-  if (o.clipGradNorm !== undefined && o.clipGradNorm > 0 && gradNorm > o.clipGradNorm)
-    for (const g of grads) be.scale(g, o.clipGradNorm / (gradNorm + 1e-6));
+  const gradNorm = await clipByGlobalNorm(be, grads, o.clipGradNorm);
   const s = adamwScalars(o, state.step + 1);
   local.forEach((p, i) => be.adamw(p, grads[i]!, state.m[i]!, state.v[i]!, s));
   state.step += 1;
