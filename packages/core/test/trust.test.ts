@@ -38,7 +38,10 @@ import { hasRecord } from '../src/coordinator/trust.ts';
 import { originNetwork } from '../src/protocol/origin.ts';
 
 /** `verifier`: a trusted verify-only client (`node-trainer verify`). */
-type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat';
+type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat' | 'sleeper';
+
+/** The step from which sleepers lie: long enough to earn a verified record first. */
+const SLEEPERS_WAKE = 16;
 
 interface Member {
   id: string;
@@ -149,6 +152,9 @@ class Sim {
   /** What verifier `v` reports on a result of `trainer`. */
   private judge(v: string, trainer: string, fake: boolean): { pass: boolean; conclusive?: true } {
     const role = this.roleOf.get(v)!;
+    // A sleeper verifies honestly until it has a record, then fails every result but its own side's.
+    if (role === 'sleeper' && this.state.progress.step >= SLEEPERS_WAKE)
+      return this.roleOf.get(trainer) === 'sleeper' ? { pass: true } : { pass: false, conclusive: true };
     if (COLLUDING.has(role))
       return COLLUDING.has(this.roleOf.get(trainer)!) ? { pass: true } : { pass: false, conclusive: true };
     return fake ? { pass: false, conclusive: true } : { pass: true };
@@ -305,6 +311,32 @@ describe('an anchored run with a hostile majority', () => {
     for (const id of sim.idsOf('liar'))
       if ((sim.refuted.get(id) ?? 0) >= MAX_STRIKES) expect(sim.state.ejected).toContain(id);
     expect(sim.appliedOf('honest').all).toBeGreaterThan(10);
+  });
+
+  it('liars who first earn a verified record eject no honest trainer: their accusations need a confirmer who is not one of them', () => {
+    const sim = new Sim(
+      members([
+        ['trusted', 1, ORIGIN(1)],
+        ['honest', 3, ORIGIN(2)],
+        ['sleeper', 1, ORIGIN(5)],
+        ['sleeper', 1, ORIGIN(6)],
+        ['sleeper', 1, ORIGIN(7)],
+      ]),
+      { verification_percent: 25 },
+    );
+    for (let k = 0; k < SLEEPERS_WAKE; k++) sim.round();
+    // Honest work while asleep gave every sleeper a record: it verifies as a qualified verifier now.
+    for (const id of sim.idsOf('sleeper')) expect(hasRecord(sim.state, id)).toBe(true);
+    for (let k = 0; k < 40; k++) sim.round();
+    for (const id of sim.idsOf('honest')) {
+      expect(sim.state.ejected).not.toContain(id);
+      expect(sim.state.epoch.clients.find((c) => c.id === id)?.state).toBe('Healthy');
+    }
+    // Their accusations were refuted by the trusted verifier, which the accused trainers' results went to.
+    let refuted = 0;
+    for (const id of sim.idsOf('sleeper')) refuted += sim.refuted.get(id) ?? 0;
+    expect(refuted).toBeGreaterThanOrEqual(MAX_STRIKES);
+    expect(sim.appliedOf('honest').all).toBeGreaterThan(40);
   });
 
   it('an every-third-result cheater is ejected within 40 of its results, with at most 5 fabricated ones applied', () => {

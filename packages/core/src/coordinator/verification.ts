@@ -149,14 +149,17 @@ export function verificationTasks(
  * height it was confirmed at (queries.acceptedCommitments excludes its results, queries.replayExclusions
  * tells replicas to rebuild without those already applied) — by:
  *  - a trusted verifier's conclusive failure, at once;
- *  - in an anchored run, conclusive failures by every verifier, one of them qualified and of another origin
- *    than another accuser: the qualified verifier confirms the accusers' evidence by its own recomputation;
  *  - in a run without anchor, conclusive failures by every verifier, from two or more origins where known;
  *  - CONFIRMING_STRIKES failed results among the trainer's last STRIKE_WINDOW, where a result counts as
- *    failed when a qualified verifier failed it and none passed it (anchored), or every verifier failed it
- *    and they are of two origins or more (without anchor).
- * A conclusive accusation by a verifier without a record that a qualified verifier contradicts (passes the
- * result, none fails it) is refuted: the accuser takes a strike, and MAX_STRIKES of them eject it.
+ *    failed when a trusted verifier failed it (anchored), or every verifier failed it and they are of two
+ *    origins or more (without anchor).
+ * In an anchored run the word of verifiers with a record is not enough to eject: a result they fail (and none
+ * of them passes) is kept out and costs the trainer its record, so its next results are all sampled and go
+ * to a trusted verifier first (probation), which either catches the cheat itself or passes the work and
+ * refutes whoever accuses it. An accusation that a trusted verifier (or, without one in the task, a qualified
+ * one) contradicts — passes the result, none fails it — is refuted: the accuser takes a strike, and
+ * MAX_STRIKES of them eject it. A verified record is earned, and can be spent on lying once; it never lets
+ * colluders eject someone on their own.
  */
 export interface VerdictSubmission {
   id: string;
@@ -244,14 +247,14 @@ interface Ruling {
 }
 
 /**
- * The ruling of an anchored round (`cur.qualified` frozen): trusted verifiers, else qualified ones, decide;
- * accusers they refute take a strike.
+ * The ruling of an anchored round (`cur.qualified` frozen): trusted verifiers, else qualified ones, decide
+ * whether the result is kept out and refute accusers, who take a strike; only a trusted failure counts
+ * against the trainer.
  */
 function anchoredRuling(
   state: CoordinatorState,
   cur: Round,
   mine: readonly Verdict[],
-  verifiers: number,
   v: VerdictSubmission,
   trainerId: string,
   ctx: Ctx,
@@ -275,12 +278,10 @@ function anchoredRuling(
         ctx,
       );
     }
-  const confirmer = accusers.find((x) => qualifiedIn(cur, x.by));
-  const cheat =
-    allConclusive(mine, accusers, verifiers) && confirmer && originsOf(clients, accusers).size >= 2
-      ? `failed conclusively by ${mine.length} verifiers, confirmed by one with a verified history`
-      : undefined;
-  return { next, failed: qFail && !qPass, ...(cheat !== undefined ? { cheat } : {}) };
+  // Only a trusted verifier's failure counts towards confirming a cheat: qualified accusers that all agree
+  // could be colluders who earned their records first, and no one else checked their evidence.
+  const trustedFail = trusted.some((x) => !x.pass) && !trusted.some((x) => x.pass);
+  return { next, failed: trustedFail };
 }
 
 /** The ruling of an unanchored round: the verifiers' agreement alone. */
@@ -342,7 +343,7 @@ export function verdict(
   if (mine.length < task.verifiers.length) return next;
   const ruling =
     cur.qualified !== undefined
-      ? anchoredRuling(next, cur, mine, task.verifiers.length, v, trainerId, ctx)
+      ? anchoredRuling(next, cur, mine, v, trainerId, ctx)
       : unanchoredRuling(next, mine, task.verifiers.length);
   if (ruling.cheat !== undefined)
     return confirmCheat(ruling.next, task, cur.height, v.step, ruling.cheat, ctx);
