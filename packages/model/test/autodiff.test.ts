@@ -106,9 +106,14 @@ const CASES: Case[] = [
     },
   },
   {
-    name: 'Gather (repeated ids) → one-hot MatMul gradient',
+    name: 'Gather (repeated ids, as many as rows) → one-hot MatMul gradient',
     inputs: [{ shape: [6, 3] }],
     f: (b, xs) => b.gather(x0(xs), b.constant([1, 4, 1, 0, 5, 1], 'int32', [2, 3])),
+  },
+  {
+    name: 'Gather (repeated ids, fewer than rows) → token-group gradient',
+    inputs: [{ shape: [11, 3] }],
+    f: (b, xs) => b.gather(x0(xs), b.constant([7, 4, 7, 0, 10, 7, 4], 'int32', [7])),
   },
   {
     name: 'Cast is transparent for float → float',

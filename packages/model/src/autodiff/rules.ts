@@ -1,7 +1,7 @@
 // Gradient rules, one per op: given the node and dL/d(output), return dL/d(input) for each input (null where
 // an input is not differentiable or not needed). Every rule is written with builder ops that the WebGPU EP
-// runs on the GPU; see the notes on Slice (zeros via Expand, not Pad) and Gather (one-hot MatMul, not
-// ScatterND-add, which is nondeterministic on the GPU).
+// runs on the GPU; see the notes on Slice (zeros via Expand, not Pad) and Gather (token groups or a one-hot
+// MatMul, not ScatterND-add, which is nondeterministic on the GPU).
 import type { GraphBuilder } from '../graph/builder.ts';
 import { GraphError } from '../graph/builder.ts';
 import { type Node, type Shape, type Value, shapeEq, sizeOf } from '../graph/ir.ts';
@@ -322,25 +322,73 @@ export const GRAD_RULES: Record<string, GradRule> = {
     return [b.mul(y, b.sub(dy, dot), 'dx')];
   },
   Gather: (b, node, dy, needs) => {
-    // Embedding backward as onehot(ids)ᵀ · dy: a dense MatMul is deterministic and GPU-resident, unlike
-    // ScatterND-add (atomic float adds in arbitrary order on the WebGPU EP). The one-hot is built with Equal
-    // against an int32 arange and a Cast (OneHot itself runs on the CPU).
+    // Embedding backward without ScatterND-add (atomic float adds in arbitrary order on the WebGPU EP): dense
+    // MatMuls and scatters that write each index once, deterministic and GPU-resident.
     const [data, ids] = inputs(node, 2) as [Value, Value];
     if (!needs[0]) return [null, null];
     const rows = data.shape[0] ?? 0;
     const n = sizeOf(ids.shape);
     const width = sizeOf(data.shape) / rows;
-    const arange = b.constant(
-      Array.from({ length: rows }, (_, i) => i),
-      'int32',
-      [rows, 1],
-      'arange',
-    );
-    const onehotT = b.cast(b.equal(arange, b.reshape(ids, [1, n]), 'onehot_t'), data.dtype);
-    const dData = b.matmul(onehotT, b.reshape(dy, [n, width]), 'ddata');
+    const dyFlat = b.reshape(dy, [n, width]);
+    const dData =
+      n < rows ? tokenGroupGrad(b, ids, dyFlat, rows) : oneHotGrad(b, ids, dyFlat, rows, data.dtype);
     return [b.reshape(dData, data.shape), null];
   },
 };
+
+/**
+ * d(table) as onehot(ids)ᵀ · dy, [rows, n] · [n, width]: for fewer rows than tokens. The one-hot is Equal
+ * against an int32 arange and a Cast (OneHot itself runs on the CPU under WebGPU).
+ */
+function oneHotGrad(b: GraphBuilder, ids: Value, dy: Value, rows: number, dtype: Value['dtype']): Value {
+  const n = dy.shape[0] ?? 0;
+  const arange = b.constant(
+    Array.from({ length: rows }, (_, i) => i),
+    'int32',
+    [rows, 1],
+    'arange',
+  );
+  const onehotT = b.cast(b.equal(arange, b.reshape(ids, [1, n]), 'onehot_t'), dtype);
+  return b.matmul(onehotT, dy, 'ddata');
+}
+
+/**
+ * d(table) for fewer tokens than rows (a vocabulary): n × n work instead of rows × n. same[i][j] says
+ * whether tokens i and j are equal; same · dy gives every position its token's total; the first position of
+ * each token scatters that total to the token's row, and every later one to a row past the table, sliced off,
+ * so each index is written once.
+ */
+function tokenGroupGrad(b: GraphBuilder, ids: Value, dy: Value, rows: number): Value {
+  const [n, width] = dy.shape as [number, number];
+  const dtype = dy.dtype;
+  const same = b.cast(b.equal(b.reshape(ids, [n, 1]), b.reshape(ids, [1, n]), 'same_token'), dtype);
+  const totals = b.matmul(same, dy, 'token_totals');
+  const positions = b.constant(
+    Array.from({ length: n }, (_, i) => i),
+    dtype,
+    [n, 1],
+    'positions',
+  );
+  // n − j for each column j: the row's largest same[i][j]·(n − j) names its first position j.
+  const rank = b.constant(
+    Array.from({ length: n }, (_, j) => n - j),
+    dtype,
+    [1, n],
+    'rank',
+  );
+  const first = b.sub(b.scalar(n, dtype), b.reduceMaxNoGrad(b.mul(same, rank), [1], true), 'first');
+  const isFirst = b.cast(b.equal(first, positions, 'is_first'), dtype);
+  const past = b.add(positions, b.scalar(rows, dtype), 'past_table');
+  const target = b.add(past, b.mul(isFirst, b.sub(b.cast(b.reshape(ids, [n, 1]), dtype), past)), 'target');
+  const index = b.expand(b.cast(target, 'int32'), [n, width], 'target_index');
+  // Zeros computed from `same` (its max is exactly 1), not a constant: with constant zeros, which ORT folds into
+  // an initializer, graph-captured replays returned an all-zero gradient (resident-gpu.test.ts) — copying an
+  // initializer into ScatterElements' output is a buffer copy, which capture does not replay.
+  const one = b.reduceMaxNoGrad(same, [0, 1], true, 'one');
+  const zeros = b.expand(b.sub(one, one, 'zero'), [rows + n, width], 'zeros');
+  const scattered = b.scatterElements(zeros, index, totals, 0, 'ddata');
+  return b.slice(scattered, 0, 0, rows, 'ddata_rows');
+}
 
 export const MULTI_OUTPUT_RULES: Record<string, MultiGradRule> = {
   Split: (b, node, dys) => {
