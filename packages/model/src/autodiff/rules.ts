@@ -361,7 +361,8 @@ function oneHotGrad(b: GraphBuilder, ids: Value, dy: Value, rows: number, dtype:
 function tokenGroupGrad(b: GraphBuilder, ids: Value, dy: Value, rows: number): Value {
   const [n, width] = dy.shape as [number, number];
   const dtype = dy.dtype;
-  const same = b.cast(b.equal(b.reshape(ids, [n, 1]), b.reshape(ids, [1, n]), 'same_token'), dtype);
+  const column = b.reshape(ids, [n, 1]);
+  const same = b.cast(b.equal(column, b.reshape(ids, [1, n]), 'same_token'), dtype);
   const totals = b.matmul(same, dy, 'token_totals');
   const positions = b.constant(
     Array.from({ length: n }, (_, i) => i),
@@ -379,7 +380,7 @@ function tokenGroupGrad(b: GraphBuilder, ids: Value, dy: Value, rows: number): V
   const first = b.sub(b.scalar(n, dtype), b.reduceMaxNoGrad(b.mul(same, rank), [1], true), 'first');
   const isFirst = b.cast(b.equal(first, positions, 'is_first'), dtype);
   const past = b.add(positions, b.scalar(rows, dtype), 'past_table');
-  const target = b.add(past, b.mul(isFirst, b.sub(b.cast(b.reshape(ids, [n, 1]), dtype), past)), 'target');
+  const target = b.add(past, b.mul(isFirst, b.sub(b.cast(column, dtype), past)), 'target');
   const index = b.expand(b.cast(target, 'int32'), [n, width], 'target_index');
   // Zeros computed from `same` (its max is exactly 1), not a constant: with constant zeros, which ORT folds into
   // an initializer, graph-captured replays returned an all-zero gradient (resident-gpu.test.ts) — copying an
