@@ -20,8 +20,8 @@ export class WarmupPhase {
     this.ctx.setPhase('Warmup', s);
     if (epoch.warmupSent) return;
     // Loading the model may outlast the phase: a witness for a Warmup that has ended would only be refused.
-    const now = this.ctx.latest() ?? s;
-    if (now.run_state !== 'Warmup' || now.progress.epoch !== s.progress.epoch) return;
+    const latest = this.ctx.latest() ?? s;
+    if (latest.run_state !== 'Warmup' || latest.progress.epoch !== s.progress.epoch) return;
     epoch.warmupSent = true;
     await this.ctx.o.link.submitWarmupWitness(s.progress.epoch);
   }
