@@ -38,9 +38,9 @@ import { hasRecord } from '../src/coordinator/trust.ts';
 import { originNetwork } from '../src/protocol/origin.ts';
 
 /** `verifier`: a trusted verify-only client (`node-trainer verify`). */
-type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat' | 'sleeper';
+type Role = 'honest' | 'trusted' | 'verifier' | 'sybil' | 'liar' | 'third' | 'cheat' | 'sleeper' | 'turncoat';
 
-/** The step from which sleepers lie: long enough to earn a verified record first. */
+/** The step from which sleepers and turncoats lie: long enough to earn a verified record first. */
 const SLEEPERS_WAKE = 16;
 
 interface Member {
@@ -146,6 +146,7 @@ class Sim {
     const n = (this.resultsSent.get(id) ?? 0) + 1;
     this.resultsSent.set(id, n);
     if (role === 'sybil' || role === 'cheat') return true;
+    if (role === 'turncoat') return this.state.progress.step >= SLEEPERS_WAKE;
     return role === 'third' && n % 3 === 0;
   }
 
@@ -153,8 +154,9 @@ class Sim {
   private judge(v: string, trainer: string, fake: boolean): { pass: boolean; conclusive?: true } {
     const role = this.roleOf.get(v)!;
     // A sleeper verifies honestly until it has a record, then fails every result but its own side's.
-    if (role === 'sleeper' && this.state.progress.step >= SLEEPERS_WAKE)
-      return this.roleOf.get(trainer) === 'sleeper' ? { pass: true } : { pass: false, conclusive: true };
+    // A turncoat does the same, and fabricates its own results from then on.
+    if ((role === 'sleeper' || role === 'turncoat') && this.state.progress.step >= SLEEPERS_WAKE)
+      return this.roleOf.get(trainer) === role ? { pass: true } : { pass: false, conclusive: true };
     if (COLLUDING.has(role))
       return COLLUDING.has(this.roleOf.get(trainer)!) ? { pass: true } : { pass: false, conclusive: true };
     return fake ? { pass: false, conclusive: true } : { pass: true };
@@ -336,6 +338,31 @@ describe('an anchored run with a hostile majority', () => {
     let refuted = 0;
     for (const id of sim.idsOf('sleeper')) refuted += sim.refuted.get(id) ?? 0;
     expect(refuted).toBeGreaterThanOrEqual(MAX_STRIKES);
+    expect(sim.appliedOf('honest').all).toBeGreaterThan(40);
+  });
+
+  it('turncoats with earned records, passing each other’s fabrications and failing honest work, strike no honest verifier', () => {
+    const spec: [Role, number, string][] = [
+      ['trusted', 1, ORIGIN(1)],
+      ['honest', 1, ORIGIN(2)],
+      ['honest', 1, ORIGIN(3)],
+    ];
+    for (let i = 0; i < 6; i++) spec.push(['turncoat', 1, ORIGIN(20 + i)]);
+    const sim = new Sim(members(spec), { verification_percent: 50 });
+    for (let k = 0; k < SLEEPERS_WAKE; k++) sim.round();
+    for (const id of sim.idsOf('turncoat')) expect(hasRecord(sim.state, id)).toBe(true);
+    for (let k = 0; k < 40; k++) sim.round();
+    // Their failures cost honest trainers their records, so an honest accusation of a fabrication can stand
+    // against a turncoat's qualified pass. Such a pass keeps the result out and strikes no one: only a
+    // trusted verifier's word refutes an accuser.
+    for (const id of sim.idsOf('honest')) {
+      expect(sim.refuted.get(id) ?? 0).toBe(0);
+      expect(sim.state.strikes[id] ?? 0).toBe(0);
+      expect(sim.state.ejected).not.toContain(id);
+      expect(sim.state.epoch.clients.find((c) => c.id === id)?.state).toBe('Healthy');
+    }
+    // Each turncoat's fabrications reach a trusted verifier once it has lost its record: all are out.
+    for (const id of sim.idsOf('turncoat')) expect(sim.state.ejected).toContain(id);
     expect(sim.appliedOf('honest').all).toBeGreaterThan(40);
   });
 

@@ -88,9 +88,9 @@ export type CoordinatorEffect =
   | { type: 'WitnessAccepted'; step: number; index: number; id: string }
   | { type: 'ResultAdmitted'; step: number; id: string; commitment: string }
   | { type: 'VerdictRecorded'; step: number; trainer: string; verifier: string; pass: boolean }
-  /** A verifier's conclusive accusation was refuted by a qualified verifier's pass: it takes a strike. */
+  /** A verifier's conclusive accusation was refuted by a trusted verifier's pass: it takes a strike. */
   | { type: 'AccusationRefuted'; step: number; trainer: string; verifier: string }
-  /** A trusted verifier, or accusers confirmed by a qualified one, failed `id`'s result of `step`: ejected. */
+  /** Verification confirmed that `id` cheated on its result of `step` (coordinator/verification.ts): ejected. */
   | { type: 'CheatConfirmed'; id: string; step: number }
   | { type: 'ClientJoined'; id: string }
   | { type: 'ClientLeft'; id: string; state: ClientState }

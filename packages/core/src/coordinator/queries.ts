@@ -230,7 +230,7 @@ function failedSlots(round: Round): Set<number> {
  * passed (probation as the round opened: the trainer's standing when it trained).
  */
 function judgedSlots(state: CoordinatorState, round: Round, attesting: Round): Set<number> {
-  const bySlot = new Map<number, { by: number; pass: boolean }[]>();
+  const bySlot = new Map<number, { by: number; pass: boolean; conclusive?: true }[]>();
   for (const v of round.verdicts ?? []) {
     const list = bySlot.get(v.slot) ?? [];
     list.push(v);
@@ -247,16 +247,23 @@ function judgedSlots(state: CoordinatorState, round: Round, attesting: Round): S
 /**
  * A result's judgement from its verdicts, as round `attesting` (its verifying round) weighs them: 'vetted'
  * when the deciding verifiers (trusted ones if any reported, else qualified ones) passed it, 'failed' when
- * they failed it — or, with no qualified verdict, when any verifier failed it — else 'unvetted'.
+ * they failed it — or, with no qualified verdict, when any verifier failed it — else 'unvetted'. A pass by
+ * qualified verifiers alone that another verifier's conclusive failure contradicts is 'failed' too: records
+ * are earned before they are spent, so either side may be lying, and only a trusted verifier can tell. The
+ * result stays out and the trainer loses its record, so its next results go to a trusted verifier first.
  */
 export function slotJudgement(
   state: CoordinatorState,
   attesting: Round,
-  verdicts: readonly { by: number; pass: boolean }[],
+  verdicts: readonly { by: number; pass: boolean; conclusive?: true }[],
 ): 'vetted' | 'failed' | 'unvetted' {
   const trusted = verdicts.filter((v) => isTrusted(state, state.epoch.clients[v.by]?.id ?? ''));
-  const deciding = trusted.length > 0 ? trusted : verdicts.filter((v) => qualifiedIn(attesting, v.by));
-  if (deciding.length > 0) return deciding.every((v) => v.pass) ? 'vetted' : 'failed';
+  if (trusted.length > 0) return trusted.every((v) => v.pass) ? 'vetted' : 'failed';
+  const qualified = verdicts.filter((v) => qualifiedIn(attesting, v.by));
+  if (qualified.length > 0)
+    return qualified.every((v) => v.pass) && !verdicts.some((v) => v.conclusive === true)
+      ? 'vetted'
+      : 'failed';
   return verdicts.some((v) => !v.pass) ? 'failed' : 'unvetted';
 }
 

@@ -153,13 +153,13 @@ export function verificationTasks(
  *  - CONFIRMING_STRIKES failed results among the trainer's last STRIKE_WINDOW, where a result counts as
  *    failed when a trusted verifier failed it (anchored), or every verifier failed it and they are of two
  *    origins or more (without anchor).
- * In an anchored run the word of verifiers with a record is not enough to eject: a result they fail (and none
- * of them passes) is kept out and costs the trainer its record, so its next results are all sampled and go
- * to a trusted verifier first (probation), which either catches the cheat itself or passes the work and
- * refutes whoever accuses it. An accusation that a trusted verifier (or, without one in the task, a qualified
- * one) contradicts — passes the result, none fails it — is refuted: the accuser takes a strike, and
- * MAX_STRIKES of them eject it. A verified record is earned, and can be spent on lying once; it never lets
- * colluders eject someone on their own.
+ * In an anchored run the word of verifiers with a record is not enough to eject or strike anyone: a result
+ * they fail, or pass against someone's conclusive failure, is kept out and costs the trainer its record, so
+ * its next results are all sampled and go to a trusted verifier first (probation), which either catches the
+ * cheat itself or passes the work and refutes whoever accuses it. An accusation that a trusted verifier
+ * contradicts — passes the result, none fails it — is refuted: the accuser takes a strike, and MAX_STRIKES of
+ * them eject it. A verified record is earned, and can be spent on lying once; it never lets colluders eject
+ * or strike someone on their own.
  */
 export interface VerdictSubmission {
   id: string;
@@ -247,13 +247,13 @@ interface Ruling {
 }
 
 /**
- * The ruling of an anchored round (`cur.qualified` frozen): trusted verifiers, else qualified ones, decide
- * whether the result is kept out and refute accusers, who take a strike; only a trusted failure counts
- * against the trainer.
+ * The ruling of an anchored round (`cur.qualified` frozen): only a trusted verifier's word counts against
+ * anyone. Its pass refutes every accuser, who takes a strike; its failure counts against the trainer. Verifiers
+ * with a record keep a result out or let it through (queries.slotJudgement) but strike no one: colluders can
+ * earn records before they lie, and no one else checked their word.
  */
 function anchoredRuling(
   state: CoordinatorState,
-  cur: Round,
   mine: readonly Verdict[],
   v: VerdictSubmission,
   trainerId: string,
@@ -263,24 +263,19 @@ function anchoredRuling(
   const clients = next.epoch.clients;
   const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
   const trusted = mine.filter((x) => isTrusted(next, clients[x.by]?.id ?? ''));
-  const qualified = trusted.length > 0 ? trusted : mine.filter((x) => qualifiedIn(cur, x.by));
-  const qPass = qualified.some((x) => x.pass);
-  const qFail = qualified.some((x) => !x.pass);
-  if (qPass && !qFail)
+  const trustedPass = trusted.some((x) => x.pass) && !trusted.some((x) => !x.pass);
+  const trustedFail = trusted.some((x) => !x.pass) && !trusted.some((x) => x.pass);
+  if (trustedPass)
     for (const x of accusers) {
-      if (qualified.includes(x)) continue;
       const liar = clients[x.by]?.id ?? '';
       ctx.effects.push({ type: 'AccusationRefuted', step: v.step, trainer: trainerId, verifier: liar });
       next = strike(
         next,
         liar,
-        `its conclusive failure of step ${v.step} was refuted by a qualified verifier`,
+        `its conclusive failure of step ${v.step} was refuted by a trusted verifier`,
         ctx,
       );
     }
-  // Only a trusted verifier's failure counts towards confirming a cheat: qualified accusers that all agree
-  // could be colluders who earned their records first, and no one else checked their evidence.
-  const trustedFail = trusted.some((x) => !x.pass) && !trusted.some((x) => x.pass);
   return { next, failed: trustedFail };
 }
 
@@ -343,7 +338,7 @@ export function verdict(
   if (mine.length < task.verifiers.length) return next;
   const ruling =
     cur.qualified !== undefined
-      ? anchoredRuling(next, cur, mine, v, trainerId, ctx)
+      ? anchoredRuling(next, mine, v, trainerId, ctx)
       : unanchoredRuling(next, mine, task.verifiers.length);
   if (ruling.cheat !== undefined)
     return confirmCheat(ruling.next, task, cur.height, v.step, ruling.cheat, ctx);
