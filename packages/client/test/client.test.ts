@@ -4,6 +4,7 @@
 // a client that cannot obtain an accepted result re-syncs from the checkpoint instead of diverging.
 import {
   bytesToHex,
+  CoordinatorError,
   decodeSignedResult,
   encodeSignedResult,
   signResult,
@@ -11,6 +12,7 @@ import {
 } from '@meshtrain/core';
 import { describe, expect, it } from 'vitest';
 import { LocalHub } from '../src/testing.ts';
+import type { CoordinatorLink } from '../src/index.ts';
 import { createWebGpuBackend } from '@meshtrain/distro';
 import { dawnDevice } from '@meshtrain/distro/node';
 import {
@@ -120,6 +122,32 @@ describe('client', () => {
     },
     90_000,
   );
+
+  it('a warmup witness refused because the phase ended in flight is no error', async () => {
+    const run = testRun({ ...BASE, total_steps: 4 });
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
+    let refused = 0;
+    // The relay took the witness but the reply says the phase had ended: the race a slow model load loses.
+    const late = (link: CoordinatorLink): CoordinatorLink =>
+      new Proxy(link, {
+        get(target, prop, receiver) {
+          if (prop === 'submitWarmupWitness')
+            return async (epoch: number) => {
+              await target.submitWarmupWitness(epoch);
+              refused++;
+              throw new CoordinatorError('WrongPhase', 'warmup_witness is only accepted in Warmup');
+            };
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    peers = [startPeer(hub, run, 1, 300, { wrapLink: late }), startPeer(hub, run, 2), startPeer(hub, run, 3)];
+    await drive(hub, () => hub.state.run_state === 'Finished');
+    expect(hub.state.run_state).toBe('Finished');
+    expect(refused).toBeGreaterThan(0);
+    expect(peers[0]!.events.filter((e) => e.type === 'error')).toEqual([]);
+    expect(peers[0]!.events.filter((e) => e.type === 'trained').length).toBeGreaterThan(0);
+  }, 60_000);
 
   it('applies only the witnessed result when a trainer equivocates to one peer', async () => {
     const run = testRun({ ...BASE, total_steps: 6 });

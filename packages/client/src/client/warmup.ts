@@ -1,7 +1,7 @@
 // Warmup (docs/protocol.md "Client state machine"): the epoch's members get the parameters the epoch starts
 // from — kept from the last epoch's end, the run seed's init for the very first epoch, or a checkpoint
 // verified by its hash — then send the warmup witness that tells the coordinator this client is ready.
-import { bytesToHex, type CoordinatorState } from '@meshtrain/core';
+import { bytesToHex, refusalCode, type CoordinatorState } from '@meshtrain/core';
 import { parameterHash } from '@meshtrain/model';
 import type { Checkpoint, ParameterMap } from '../interfaces.ts';
 import type { ClientContext, EpochProgress } from './context.ts';
@@ -23,7 +23,10 @@ export class WarmupPhase {
     const latest = this.ctx.latest() ?? s;
     if (latest.run_state !== 'Warmup' || latest.progress.epoch !== s.progress.epoch) return;
     epoch.warmupSent = true;
-    await this.ctx.o.link.submitWarmupWitness(s.progress.epoch);
+    // The phase can still end while the witness is in flight; refused as WrongPhase, it was not needed.
+    await this.ctx.o.link.submitWarmupWitness(s.progress.epoch).catch((e: unknown) => {
+      if (refusalCode(e) !== 'WrongPhase') throw e;
+    });
   }
 
   /** The parameters of `progress.step`: kept if this replica holds them, else initialised or loaded. */
