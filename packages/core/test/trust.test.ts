@@ -70,7 +70,7 @@ class Sim {
   replica: CoordinatorState;
   private seq = 0;
 
-  constructor(members: Member[], config: Partial<CoordinatorConfig>) {
+  constructor(members: Member[], config: Partial<CoordinatorConfig>, runSeed = 'ab'.repeat(32)) {
     this.members = members;
     for (const m of members) this.roleOf.set(m.id, m.role);
     const trusted = members.filter((m) => m.role === 'trusted' || m.role === 'verifier').map((m) => m.id);
@@ -87,7 +87,7 @@ class Sim {
       ...config,
     };
     expect(checkCoordinatorConfig(full)).toEqual([]);
-    this.state = createCoordinator({ run_id: 't', run_seed: 'ab'.repeat(32), config: full, now: this.now });
+    this.state = createCoordinator({ run_id: 't', run_seed: runSeed, config: full, now: this.now });
     this.light = this.state;
     this.replica = this.state;
     for (const m of members)
@@ -453,6 +453,32 @@ describe('a run without anchor', () => {
     // (one failing verdict does) but confirm no cheat.
     const honest = sim.idsOf('honest')[0]!;
     expect(sim.state.ejected).not.toContain(honest);
+  });
+
+  it('30 % lying verifiers from three origins eject no honest trainer: two agreeing accusers are one strike', () => {
+    for (const seed of ['ab', 'cd', 'ef']) {
+      const spec: [Role, number, string][] = [];
+      for (let i = 0; i < 7; i++) spec.push(['honest', 1, ORIGIN(2 + i)]);
+      for (let i = 0; i < 3; i++) spec.push(['liar', 1, ORIGIN(30 + i)]);
+      const sim = new Sim(members(spec), { verification_percent: 10 }, seed.repeat(32));
+      for (let k = 0; k < 60; k++) sim.round();
+      for (const id of sim.idsOf('honest')) expect(sim.state.ejected).not.toContain(id);
+      expect(sim.appliedOf('honest').all).toBeGreaterThan(200);
+    }
+  });
+
+  it('a cheater is still ejected, once three verifier pairs have each failed one of its results', () => {
+    for (const seed of ['ab', 'cd', 'ef']) {
+      const spec: [Role, number, string][] = [['cheat', 1, ORIGIN(30)]];
+      for (let i = 0; i < 4; i++) spec.push(['honest', 1, ORIGIN(2 + i)]);
+      const sim = new Sim(members(spec), { verification_percent: 25 }, seed.repeat(32));
+      const cheater = sim.idsOf('cheat')[0]!;
+      for (let k = 0; k < 80 && !sim.state.ejected.includes(cheater); k++) sim.round();
+      expect(sim.state.ejected).toContain(cheater);
+      // Three sampled results at 25 %: about a dozen results (7, 10 and 18 with these seeds).
+      expect(sim.ejectedAfter.get(cheater)).toBeLessThanOrEqual(30);
+      for (const id of sim.idsOf('honest')) expect(sim.state.ejected).not.toContain(id);
+    }
   });
 
   it('a trusted verifier checks results of its own origin; others never do', () => {

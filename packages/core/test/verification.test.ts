@@ -1,6 +1,6 @@
 // Verification of work in core: which results are sampled and who verifies them, the verdict event (one fail
-// excludes a result; both verifiers failing it conclusively, or CONFIRMING_STRIKES results failed by both
-// among the last STRIKE_WINDOW, confirm a cheat; no single accuser ejects), the exclusions every replica
+// excludes a result; without anchor, CONFIRMING_STRIKES results failed by both verifiers among the last
+// STRIKE_WINDOW confirm a cheat; no accuser or pair of accusers ejects at once), the exclusions every replica
 // derives, the fingerprint positions and agreement, and the Verdict frame.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -203,21 +203,27 @@ describe('verdicts', () => {
     expect(currentRound(r.state)!.retries).toContainEqual(task.trainer.batch);
   });
 
-  it('two conclusive failing verdicts confirm the cheat: ejected, its results excluded, replicas told to replay', () => {
+  it('two conclusive failing verdicts are one strike without anchor; the CONFIRMING_STRIKES-th ejects, excludes and replays', () => {
     const { r, task, v } = withTask();
-    const heightAtConfirm = currentRound(r.state)!.height;
     r.ok(v(task.verifiers[0]!, false, true));
-    const res = r.ok(v(task.verifiers[1]!, false, true));
-    expect(res.effects).toContainEqual(
-      expect.objectContaining({ type: 'CheatConfirmed', id: task.trainer.id }),
-    );
+    const first = r.ok(v(task.verifiers[1]!, false, true));
+    // Two accusers who agree could be colluders, and nothing outranks them: the result stays out, no ejection.
+    expect(first.effects.some((e) => e.type === 'CheatConfirmed')).toBe(false);
+    expect(r.state.ejected).toEqual([]);
+    expect(acceptedCommitments(r.state, 0)![task.slot]!.commitment).toBeNull();
+    expect(r.state.verified?.[task.trainer.id]).toEqual([1]);
+    r.now += 1;
+    r.ok({ type: 'tick' });
+    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    expect(judgeRounds(r, task.trainer.id, ['conclusive', 'conclusive'])).toEqual([false, true]);
+    const heightAtConfirm = currentRound(r.state)!.height;
     expect(r.state.ejected).toContain(task.trainer.id);
     expect(r.state.epoch.cheats).toEqual([
       { client_index: task.trainer.client_index, height: heightAtConfirm },
     ]);
-    // Round h (0) and the open round (1) are excluded; round h−1 does not exist here, so the replay is for
-    // the round applied next (height 0 at the start of round 2).
-    expect(excludedClients(r.state, 0).has(task.trainer.client_index)).toBe(true);
+    // The judged round and the open one are excluded; the round before them was applied already, so replicas
+    // are told to replay it without the cheat.
+    expect(excludedClients(r.state, heightAtConfirm - 1).has(task.trainer.client_index)).toBe(true);
     expect(replayExclusions(r.state, heightAtConfirm - 1)).toEqual(new Set([task.trainer.client_index]));
     expect(replayExclusions(r.state, heightAtConfirm)).toBeNull();
     expect(excludedClients(r.state, heightAtConfirm - 2).size).toBe(0);

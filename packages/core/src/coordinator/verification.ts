@@ -149,7 +149,6 @@ export function verificationTasks(
  * height it was confirmed at (queries.acceptedCommitments excludes its results, queries.replayExclusions
  * tells replicas to rebuild without those already applied) — by:
  *  - a trusted verifier's conclusive failure, at once;
- *  - in a run without anchor, conclusive failures by every verifier, from two or more origins where known;
  *  - CONFIRMING_STRIKES failed results among the trainer's last STRIKE_WINDOW, where a result counts as
  *    failed when a trusted verifier failed it (anchored), or every verifier failed it and they are of two
  *    origins or more (without anchor).
@@ -242,8 +241,6 @@ interface Ruling {
   next: CoordinatorState;
   /** The result failed (a strike in the trainer's verified record). */
   failed: boolean;
-  /** Set when the verdicts confirm a cheat on their own: why. */
-  cheat?: string;
 }
 
 /**
@@ -279,23 +276,19 @@ function anchoredRuling(
   return { next, failed: trustedFail };
 }
 
-/** The ruling of an unanchored round: the verifiers' agreement alone. */
+/**
+ * The ruling of an unanchored round: the verifiers' agreement alone, and never at once. Two accusers that
+ * agree may be colluders, and nothing outranks them, so a result they fail only counts against its trainer as
+ * one of CONFIRMING_STRIKES among its last STRIKE_WINDOW: three verifier pairs, drawn apart by three round
+ * seeds, must each fail one of its results.
+ */
 function unanchoredRuling(state: CoordinatorState, mine: readonly Verdict[], verifiers: number): Ruling {
-  const clients = state.epoch.clients;
-  const accusers = mine.filter((x) => !x.pass && x.conclusive === true);
   // Failures from one origin are one voice: they keep the result out but count against nobody.
-  const failOrigins = originsOf(clients, mine);
-  const failed = verifiers >= VERIFIERS_PER_RESULT && mine.every((x) => !x.pass) && failOrigins.size >= 2;
-  const cheat =
-    allConclusive(mine, accusers, verifiers) &&
-    originsOf(clients, accusers).size >= Math.min(2, accusers.length)
-      ? `failed conclusively by ${mine.length} verifiers`
-      : undefined;
-  return { next: state, failed, ...(cheat !== undefined ? { cheat } : {}) };
-}
-
-function allConclusive(mine: readonly Verdict[], accusers: readonly Verdict[], verifiers: number): boolean {
-  return verifiers >= VERIFIERS_PER_RESULT && accusers.length === mine.length;
+  const failed =
+    verifiers >= VERIFIERS_PER_RESULT &&
+    mine.every((x) => !x.pass) &&
+    originsOf(state.epoch.clients, mine).size >= 2;
+  return { next: state, failed };
 }
 
 function originsOf(clients: CoordinatorState['epoch']['clients'], verdicts: readonly Verdict[]): Set<string> {
@@ -340,8 +333,6 @@ export function verdict(
     cur.qualified !== undefined
       ? anchoredRuling(next, mine, v, trainerId, ctx)
       : unanchoredRuling(next, mine, task.verifiers.length);
-  if (ruling.cheat !== undefined)
-    return confirmCheat(ruling.next, task, cur.height, v.step, ruling.cheat, ctx);
   return countStrike(ruling.next, task, cur.height, v.step, ruling.failed, ctx);
 }
 
