@@ -4,7 +4,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { identityFromSeed } from '@meshtrain/core';
+import { identityFromSeed, isHex32 } from '@meshtrain/core';
 import type { Identity } from '@meshtrain/core';
 
 export const IDENTITY_FILE = 'relay-identity.json';
@@ -13,7 +13,7 @@ export function loadOrCreateRelayIdentity(dataDir: string): Identity {
   const file = join(dataDir, IDENTITY_FILE);
   if (existsSync(file)) {
     const parsed = JSON.parse(readFileSync(file, 'utf8')) as { seed?: unknown };
-    if (typeof parsed.seed !== 'string' || !/^[0-9a-f]{64}$/.test(parsed.seed))
+    if (typeof parsed.seed !== 'string' || !isHex32(parsed.seed))
       throw new Error(`${file}: "seed" must be 64 lowercase hex digits`);
     return identityFromSeed(Uint8Array.from(Buffer.from(parsed.seed, 'hex')));
   }

@@ -208,6 +208,7 @@ export {
   adminCanonical,
   bytesEqual,
   bytesToHex,
+  isHex32,
   CHECKPOINT_HEADER_EPOCH,
   CHECKPOINT_HEADER_STEP,
   CHECKPOINT_SIGNATURE_TAG,

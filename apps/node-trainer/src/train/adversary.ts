@@ -6,7 +6,7 @@
 // (`lying-verifier` processes) are told each other's ids with --colluders, as one attacker would know them.
 import type { CheckpointSource } from '@meshtrain/client';
 import type { AdversaryKind, AdversaryParts } from '@meshtrain/client/testing';
-import { bytesToHex } from '@meshtrain/core';
+import { bytesToHex, isHex32 } from '@meshtrain/core';
 import { CliError } from '../command.ts';
 import type { Output } from './options.ts';
 
@@ -84,8 +84,7 @@ export function colludersFlag(text: string | undefined, kind: AdversaryName | un
   if (text === undefined) return [];
   if (kind !== 'lying-verifier') throw new CliError('--colluders only goes with --adversary lying-verifier');
   const ids = text.split(',').filter((x) => x !== '');
-  for (const id of ids)
-    if (!/^[0-9a-f]{64}$/.test(id)) throw new CliError(`--colluders: '${id}' is not a 64-digit hex id`);
+  for (const id of ids) if (!isHex32(id)) throw new CliError(`--colluders: '${id}' is not a 64-digit hex id`);
   return ids;
 }
 

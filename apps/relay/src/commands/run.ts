@@ -13,6 +13,7 @@ import {
   parseRunConfig,
   RunConfigError,
   withTrustedVerifiers,
+  isHex32,
 } from '@meshtrain/core';
 import { CliError, type Command } from '../command.ts';
 import {
@@ -39,13 +40,12 @@ const USAGE =
   `[--max-runs-per-creator ${DEFAULT_MAX_RUNS_PER_CREATOR}] [--max-runs ${DEFAULT_MAX_RUNS}] ` +
   `[--join-pow-bits ${DEFAULT_JOIN_POW_BITS}] [--max-identities-per-address ${DEFAULT_MAX_IDENTITIES_PER_ADDRESS}] ` +
   '[--public-host NAME] [--no-p2p] [--verifier-identity FILE]... [--trusted-verifier HEX]...';
-const KEY_HEX = /^[0-9a-f]{64}$/;
 
 /** `--run-creators a,b --run-creators c` (and the older `--admin-key a --admin-key b`) as one list. */
 function keyList(name: string, values: readonly string[]): string[] {
   const keys = values.flatMap((v) => v.split(',')).map((k) => k.trim());
   for (const k of keys)
-    if (!KEY_HEX.test(k)) throw new CliError(`run: --${name} takes public keys of 64 lowercase hex digits`);
+    if (!isHex32(k)) throw new CliError(`run: --${name} takes public keys of 64 lowercase hex digits`);
   return keys;
 }
 
@@ -138,7 +138,7 @@ type Flags = ReturnType<typeof parseFlags>;
  */
 function verifierKeyOf(file: string): string {
   const hex = readConfig(file).trim().toLowerCase();
-  if (!/^[0-9a-f]{64}$/.test(hex))
+  if (!isHex32(hex))
     throw new CliError(`run: --verifier-identity ${file}: expected a node-trainer identity (64 hex digits)`);
   return bytesToHex(identityFromSeed(hexToBytes(hex)).publicKey);
 }

@@ -10,6 +10,7 @@ import {
   hexToBytes,
   utf8Bytes,
   verify,
+  isHex32,
 } from '@meshtrain/core';
 
 // The request format is core's (clients sign with the same code); re-exported for the relay's API.
@@ -18,7 +19,6 @@ export { HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP };
 /** Timestamps further than this from the relay's clock (either way) are refused. */
 export const ADMIN_WINDOW_MS = 5 * 60 * 1000;
 
-const KEY_HEX = /^[0-9a-f]{64}$/;
 const SIG_HEX = /^[0-9a-f]{128}$/;
 const DIGITS = /^[0-9]{1,16}$/;
 
@@ -47,7 +47,7 @@ export function readSignedHeaders(header: (name: string) => string | undefined, 
     return {
       problem: `sign the request: ${HEADER_KEY}, ${HEADER_TIMESTAMP} and ${HEADER_SIGNATURE} are required`,
     };
-  if (!KEY_HEX.test(key)) return { problem: `${HEADER_KEY} must be 64 lowercase hex digits` };
+  if (!isHex32(key)) return { problem: `${HEADER_KEY} must be 64 lowercase hex digits` };
   if (!DIGITS.test(ts)) return { problem: `${HEADER_TIMESTAMP} must be unix milliseconds` };
   if (!SIG_HEX.test(sig)) return { problem: `${HEADER_SIGNATURE} must be 128 lowercase hex digits` };
   if (Math.abs(now - Number(ts)) > ADMIN_WINDOW_MS)

@@ -9,6 +9,7 @@ import {
   parseRunConfig,
   replayTransition,
   RunConfigError,
+  isHex32,
 } from '@meshtrain/core';
 import type { CoordinatorState, RunConfig, WireLimits } from '@meshtrain/core';
 import { modelConfigForRun, parameterCount } from '@meshtrain/model';
@@ -17,7 +18,6 @@ import type { Clock, CommittedTransition } from '../run-host.ts';
 import type { RelayStore } from '../store.ts';
 import { PERMISSIONLESS, RelayError, type RelayLog } from './types.ts';
 
-const KEY_HEX = /^[0-9a-f]{64}$/;
 const RUN_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 export interface CreateRunOptions {
@@ -172,10 +172,10 @@ export class RunRegistry {
 
   /** The new run's config, id and join authority, checked (400, 409, 413). */
   private checkNewRun(opts: CreateRunOptions): { config: RunConfig; runId: string; joinAuthority: string } {
-    if (!KEY_HEX.test(opts.mainAuthority))
+    if (!isHex32(opts.mainAuthority))
       throw new RelayError(400, 'bad_request', 'main authority must be 64 lowercase hex digits');
     const joinAuthority = opts.joinAuthority ?? opts.mainAuthority;
-    if (!KEY_HEX.test(joinAuthority))
+    if (!isHex32(joinAuthority))
       throw new RelayError(400, 'bad_request', 'join_authority must be 64 lowercase hex digits');
     const { config } = parseToml(opts.toml);
     this.checkModelSize(config);

@@ -13,8 +13,8 @@ import type { RunHost } from '../run-host.ts';
 import { errorBody, onRouteError } from './errors.ts';
 import { runSummary } from './runs.ts';
 import { MAX_GRANTS } from '../store.ts';
+import { isHex32 } from '@meshtrain/core';
 
-const KEY_HEX = /^[0-9a-f]{64}$/;
 /** TOML and JSON bodies of admin requests are small; refuse anything bigger before reading it. */
 const MAX_ADMIN_BODY = 1024 * 1024;
 const MAX_DELEGATES = 1000;
@@ -95,7 +95,7 @@ function setGrant(relay: Relay, c: Context<AdminEnv>): GrantReply {
   if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
   // Fields named as the API's request body, each checked here before use.
   const { grantee, active }: { [K in keyof GrantRequest]?: unknown } = jsonBody(c);
-  if (typeof grantee !== 'string' || !KEY_HEX.test(grantee))
+  if (typeof grantee !== 'string' || !isHex32(grantee))
     throw new RelayError(
       400,
       'bad_request',
@@ -126,7 +126,7 @@ function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
   if (
     !Array.isArray(delegates) ||
     delegates.length > MAX_DELEGATES ||
-    !delegates.every((d): d is string => typeof d === 'string' && KEY_HEX.test(d))
+    !delegates.every((d): d is string => typeof d === 'string' && isHex32(d))
   )
     throw new RelayError(
       400,

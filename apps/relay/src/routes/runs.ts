@@ -1,7 +1,7 @@
 // Public run routes under /api/runs: the list, one run in detail, and stored results by commitment (the
 // guaranteed delivery path for results whose P2P download failed).
 import { Hono } from 'hono';
-import { currentRound, parseRunConfig, RUN_STATE_NAMES, trustWarning } from '@meshtrain/core';
+import { currentRound, parseRunConfig, RUN_STATE_NAMES, trustWarning, isHex32 } from '@meshtrain/core';
 import type { RunConfig } from '@meshtrain/core';
 // Types only (erased at run time): the reply shapes every side reads, so a change here or there fails the
 // type check (the module says why it is not Hono's typed client).
@@ -11,8 +11,6 @@ import { PERMISSIONLESS, RelayError } from '../relay.ts';
 import type { RunHost } from '../run-host.ts';
 import { onRouteError } from './errors.ts';
 import { REPORT_SAMPLES, witnessReports } from './witness-reports.ts';
-
-const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
 
 /** What lists and admin replies show about a run. */
 export function runSummary(relay: Relay, host: RunHost): RunSummary {
@@ -112,8 +110,7 @@ export function runsRoutes(relay: Relay): Hono {
   app.get('/:id/results/:commitment', (c) => {
     const host = relay.mustRun(c.req.param('id'));
     const commitment = c.req.param('commitment').toLowerCase();
-    if (!COMMITMENT_HEX.test(commitment))
-      throw new RelayError(400, 'bad_request', 'the commitment is 64 hex digits');
+    if (!isHex32(commitment)) throw new RelayError(400, 'bad_request', 'the commitment is 64 hex digits');
     const r = relay.store.rounds.result(host.runId, commitment);
     if (!r)
       throw new RelayError(404, 'unknown_result', `no stored result ${commitment.slice(0, 16)}… in this run`);
@@ -128,8 +125,7 @@ export function runsRoutes(relay: Relay): Hono {
   app.get('/:id/admitted/:address', (c) => {
     const host = relay.mustRun(c.req.param('id'));
     const address = c.req.param('address').toLowerCase();
-    if (!COMMITMENT_HEX.test(address))
-      throw new RelayError(400, 'bad_request', 'the address is 64 hex digits');
+    if (!isHex32(address)) throw new RelayError(400, 'bad_request', 'the address is 64 hex digits');
     const frame = host.admittedListFrame(address);
     if (!frame)
       throw new RelayError(

@@ -1,6 +1,6 @@
 // Ed25519 keys generated once per browser and kept in IndexedDB (Dexie). The secret never leaves the browser
 // except through an explicit export by the user.
-import { bytesToHex, hexToBytes, identityFromSeed } from '@meshtrain/core';
+import { bytesToHex, hexToBytes, identityFromSeed, isHex32 } from '@meshtrain/core';
 import { meshtrainDb } from './db.ts';
 import type { StoredKey } from './db.ts';
 
@@ -38,7 +38,7 @@ export async function loadOrCreateKey(role: StoredKey['role']): Promise<KeyPair>
 /** Replaces the stored key with one imported from its 64-hex-digit secret seed. */
 export async function importKey(role: StoredKey['role'], seedHex: string): Promise<KeyPair> {
   const clean = seedHex.trim().toLowerCase();
-  if (!/^[0-9a-f]{64}$/.test(clean)) throw new Error('the secret key is 64 hex digits (32 bytes)');
+  if (!isHex32(clean)) throw new Error('the secret key is 64 hex digits (32 bytes)');
   const k = fromSeed(role, hexToBytes(clean, 32));
   await meshtrainDb().keys.put(k);
   return toPair(k);

@@ -5,7 +5,7 @@
 // failed or late request gives null (the client then asks the relay), as MeshNetwork's own failures do.
 import { peerDirectoryOf } from '@meshtrain/client';
 import type { Checkpoint } from '@meshtrain/client';
-import { decodeAnnounce, encodeAnnounce } from '@meshtrain/core';
+import { decodeAnnounce, encodeAnnounce, isHex32 } from '@meshtrain/core';
 import type { Announce, CoordinatorState } from '@meshtrain/core';
 import { parameterOrder } from '@meshtrain/model';
 import { MAX_BLOB_BYTES, MAX_FRAME_BYTES, parseHostReply } from './peer-messages.ts';
@@ -152,7 +152,7 @@ export class PagePeerNetwork implements TabNetwork {
 
   async fetch(commitment: Uint8Array, hintClientIds: readonly string[]): Promise<Uint8Array | null> {
     const c = commitment.slice().buffer;
-    const hints = hintClientIds.filter((h) => /^[0-9a-f]{64}$/.test(h)).slice(0, 16);
+    const hints = hintClientIds.filter((h) => isHex32(h)).slice(0, 16);
     try {
       const bytes = await this.request('fetch', (id) => ({ type: 'fetch', id, commitment: c, hints }), [c]);
       // The client checks the frame against the commitment; here only its size is bounded.

@@ -5,6 +5,7 @@
 import { MESH_STAT_KEYS } from '@meshtrain/client/mesh-stats';
 import { MAX_DIRECTORY_CLIENTS, MAX_LISTED_PEERS } from './protocol.ts';
 import type { PeerDirectoryMessage, PeerHostReply, PeerHostRequest, PeerStatsMessage } from './protocol.ts';
+import { isHex32 } from '@meshtrain/core';
 
 /** Largest SignedResult / TrainingResult frame the channel carries (MeshNetwork fetches at most this). */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
@@ -19,7 +20,6 @@ export const MAX_PARAM_FLOATS = 2 ** 29;
 export const MAX_RELAY_ADDRS = 16;
 export const MAX_HINTS = 16;
 
-const HEX64 = /^[0-9a-f]{64}$/;
 /** A libp2p PeerId as text (base58btc or base32 CID); or a hex client id, which the relay uses when a client has none. */
 const PEER_ID = /^[A-Za-z0-9]{1,128}$/;
 
@@ -44,7 +44,7 @@ function directory(x: unknown): PeerDirectoryMessage | null {
     const out: { id: string; p2p_id: string }[] = [];
     for (const c of v) {
       if (!isObj(c) || typeof c.id !== 'string' || typeof c.p2p_id !== 'string') return null;
-      if (!HEX64.test(c.id) || !(c.p2p_id === '' || PEER_ID.test(c.p2p_id))) return null;
+      if (!isHex32(c.id) || !(c.p2p_id === '' || PEER_ID.test(c.p2p_id))) return null;
       out.push({ id: c.id, p2p_id: c.p2p_id });
     }
     return out;
@@ -71,7 +71,7 @@ export function parseHostRequest(x: unknown): PeerHostRequest | null {
         return null;
       return { type: 'publish', id: x.id, announce: x.announce, frame: x.frame };
     case 'fetch': {
-      const hints = stringList(x.hints, MAX_HINTS, (s) => HEX64.test(s));
+      const hints = stringList(x.hints, MAX_HINTS, (s) => isHex32(s));
       if (!isCount(x.id) || !isHash(x.commitment) || !hints) return null;
       return { type: 'fetch', id: x.id, commitment: x.commitment, hints };
     }

@@ -6,6 +6,7 @@
 import { CONFIG_RULES, ruleMessage } from '../state/config-rules.ts';
 import { MAX_INNER_STEPS, type CoordinatorConfig } from '../state/coordinator-config.ts';
 import { MAX_TRUSTED_VERIFIERS } from './trust.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 const POSITIVE_INTEGERS = [
   'warmup_time',
@@ -51,7 +52,7 @@ export function checkCoordinatorConfig(config: CoordinatorConfig): string[] {
   if (tv !== undefined) {
     if (!Array.isArray(tv) || tv.length > MAX_TRUSTED_VERIFIERS)
       errors.push(`config.trusted_verifiers: must be a list of at most ${MAX_TRUSTED_VERIFIERS} keys`);
-    else if (!tv.every((k) => typeof k === 'string' && /^[0-9a-f]{64}$/.test(k)))
+    else if (!tv.every((k) => typeof k === 'string' && isHex32(k)))
       errors.push(
         'config.trusted_verifiers: each key must be 64 lowercase hex digits (an Ed25519 public key)',
       );

@@ -2,6 +2,7 @@ import type { CoordinatorConfig } from '../state/coordinator-config.ts';
 import { checkCoordinatorConfig } from './config-check.ts';
 import { CoordinatorError } from './errors.ts';
 import type { CoordinatorState, RunState } from '../state/coordinator-state.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 export interface CreateCoordinatorOptions {
   run_id: string;
@@ -23,7 +24,7 @@ export function createCoordinator(options: CreateCoordinatorOptions): Coordinato
   if (typeof options.run_id !== 'string' || options.run_id.length === 0 || options.run_id.length > 64) {
     throw new CoordinatorError('BadEvent', 'run_id must be a non-empty string of at most 64 characters');
   }
-  if (!/^[0-9a-f]{64}$/.test(options.run_seed))
+  if (!isHex32(options.run_seed))
     throw new CoordinatorError('BadEvent', 'run_seed must be 32 bytes as 64 lowercase hex digits');
   if (!Number.isSafeInteger(options.now) || options.now < 0)
     throw new CoordinatorError('BadEvent', 'now must be whole unix seconds');

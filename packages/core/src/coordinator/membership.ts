@@ -5,6 +5,7 @@ import type { Ctx } from './context.ts';
 import { currentRound } from '../state/rounds.ts';
 import type { CoordinatorState, EpochClient } from '../state/coordinator-state.ts';
 import { withoutTrust } from './trust.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 /**
  * Invalid witness submissions (bad proof, not a witness, malformed attestation) and refuted accusations
@@ -12,11 +13,10 @@ import { withoutTrust } from './trust.ts';
  */
 export const MAX_STRIKES = 3;
 
-const ID = /^[0-9a-f]{64}$/;
 const ORIGIN = /^[0-9a-f]{16}$/;
 
 export function checkId(id: unknown): CoordinatorError | null {
-  return typeof id === 'string' && ID.test(id)
+  return typeof id === 'string' && isHex32(id)
     ? null
     : new CoordinatorError('BadEvent', 'client id must be an Ed25519 public key as 64 lowercase hex digits');
 }

@@ -8,8 +8,7 @@ import { eject } from './membership.ts';
 import { resultRoundByStep, roundAdmitted, roundAssignments, withRound } from './queries.ts';
 import type { CoordinatorState } from '../state/coordinator-state.ts';
 import type { Ctx } from './context.ts';
-
-const COMMITMENT_HEX = /^[0-9a-f]{64}$/;
+import { isHex32 } from '../crypto/bytes.ts';
 
 export interface AdmittedResult {
   id: string;
@@ -24,7 +23,7 @@ export function resultAdmitted(
   ctx: Ctx,
 ): { state: CoordinatorState; error?: CoordinatorError } {
   const refuse = (error: CoordinatorError) => ({ state, error });
-  if (typeof r.commitment !== 'string' || !COMMITMENT_HEX.test(r.commitment))
+  if (typeof r.commitment !== 'string' || !isHex32(r.commitment))
     return refuse(new CoordinatorError('BadEvent', 'commitment must be 64 lowercase hex digits'));
   if (!Number.isSafeInteger(r.step) || typeof r.batch !== 'object' || r.batch === null)
     return refuse(new CoordinatorError('BadEvent', 'result_admitted needs a step and a batch'));

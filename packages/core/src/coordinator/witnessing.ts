@@ -20,6 +20,7 @@ import type { CoordinatorState, Round, WitnessRecord } from '../state/coordinato
 import { roundAttestations, toBase64 } from './stored-attestation.ts';
 import { changeState, type Ctx } from './context.ts';
 import { startRoundTrain } from './transitions.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 function healthyClient(state: CoordinatorState, id: string): number | CoordinatorError {
   const bad = checkId(id);
@@ -124,7 +125,7 @@ export function witness(
       error: new CoordinatorError('DuplicateWitness', 'this witness already submitted for the round'),
     };
   }
-  if (sub.broadcast_merkle !== undefined && !/^[0-9a-f]{64}$/.test(sub.broadcast_merkle)) {
+  if (sub.broadcast_merkle !== undefined && !isHex32(sub.broadcast_merkle)) {
     return {
       state,
       error: new CoordinatorError('BadEvent', 'broadcast_merkle must be 64 lowercase hex digits'),

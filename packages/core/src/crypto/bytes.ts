@@ -73,3 +73,10 @@ export function assertLength(bytes: Uint8Array, n: number, what: string): void {
   if (bytes.length !== n)
     throw new CryptoError('bad_length', `${what}: expected ${n} bytes, got ${bytes.length}`);
 }
+
+const HEX32 = /^[0-9a-f]{64}$/;
+
+/** 32 bytes as 64 lower-case hex digits: how keys, client ids, commitments and seeds are written. */
+export function isHex32(v: unknown): v is string {
+  return typeof v === 'string' && HEX32.test(v);
+}

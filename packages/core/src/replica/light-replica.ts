@@ -16,6 +16,7 @@ import { tickIn } from '../coordinator/tick.ts';
 import type { Ctx } from '../coordinator/context.ts';
 import { witnessSeen } from '../coordinator/witnessing.ts';
 import { roundListAddress, withListAddress } from './admitted-lists.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 /** A round outcome as a light replica receives it: with the address of the ended round's admitted list. */
 export type LightOutcome = RoundOutcome & { admitted_list: string };
@@ -145,7 +146,7 @@ export function lightTick(state: CoordinatorState, event: LightEvent, now: numbe
     return next instanceof CoordinatorError ? refuse(next) : { state: next, effects };
   }
   const outcome = event.type === 'tick' ? event.outcome : undefined;
-  if (outcome && !/^[0-9a-f]{64}$/.test(String((outcome as Partial<LightOutcome>).admitted_list)))
+  if (outcome && !isHex32(String((outcome as Partial<LightOutcome>).admitted_list)))
     return refuse(new CoordinatorError('BadEvent', 'admitted_list must be 64 lowercase hex digits'));
   const plain: CoordinatorEvent =
     event.type === 'tick'
@@ -184,7 +185,7 @@ function retire(
     !Array.isArray(e.ejected) ||
     !e.cheats.every((c) => index(c?.client_index) && Number.isInteger(c.height) && c.height >= 0) ||
     !e.dropped.every(index) ||
-    !e.ejected.every((id) => typeof id === 'string' && /^[0-9a-f]{64}$/.test(id))
+    !e.ejected.every((id) => typeof id === 'string' && isHex32(id))
   )
     return new CoordinatorError(
       'BadEvent',

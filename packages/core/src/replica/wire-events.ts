@@ -10,6 +10,7 @@ import { WireError } from '../wire/errors.ts';
 import type { WireTransition } from '../wire/state-delta.ts';
 import type { ClientRef, WireEvent } from '../wire/transition.ts';
 import { ORIGIN_BYTES } from '../wire/transition.ts';
+import { isHex32 } from '../crypto/bytes.ts';
 
 /** A transition in the coordinator's terms: `entropy` (hex) fed as an `entropy` event, then `event`, at `now`. */
 export interface AppliedTransition {
@@ -41,10 +42,8 @@ function clientIndexOf(state: CoordinatorState, id: string): number {
   return m.get(id) ?? -1;
 }
 
-const ID = /^[0-9a-f]{64}$/;
-
 function keyOf(id: string, field: string): Uint8Array {
-  if (typeof id !== 'string' || !ID.test(id))
+  if (typeof id !== 'string' || !isHex32(id))
     throw new WireError('inconsistent', field, 'client id must be 64 lowercase hex digits');
   return hexToBytes(id);
 }

@@ -13,12 +13,11 @@
 // decoding turns each back into its original spelling, so the decoded text is the relay's exact JSON and the
 // state hash is unchanged.
 import { base58btc } from 'multiformats/bases/base58';
-import { bytesToHex, hexToBytes } from '../crypto/bytes.ts';
+import { bytesToHex, hexToBytes, isHex32 } from '../crypto/bytes.ts';
 import { WireError } from './errors.ts';
 
 export const INTERNED_VALUE_BYTES = 32;
 
-const HEX64 = /^[0-9a-f]{64}$/;
 const REF = /^~(p?)(0|[1-9][0-9]*)$/;
 /** Identity multihash (0x00, length 36) of a libp2p protobuf PublicKey { Type: Ed25519, Data: 32 bytes }. */
 const PEER_ID_PREFIX = Uint8Array.from([0x00, 0x24, 0x08, 0x01, 0x12, 0x20]);
@@ -140,7 +139,7 @@ export function internState(value: unknown): InternedState {
     return i;
   };
   const text = mapStrings(JSON.stringify(value), (s) => {
-    if (s.length === 64 && HEX64.test(s)) return `~${ref(s)}`;
+    if (s.length === 64 && isHex32(s)) return `~${ref(s)}`;
     if (s.length === PEER_ID_CHARS) {
       const key = ed25519KeyOfPeerId(s);
       if (key !== null) return `~p${ref(key)}`;
@@ -166,7 +165,7 @@ export function externState(table: readonly Uint8Array[], text: string): unknown
   let used = 0;
   const plain = mapStrings(text, (s) => {
     if (s.charCodeAt(0) !== 0x7e) {
-      if (s.length === 64 && HEX64.test(s)) bad('a 64-hex-digit string must be interned');
+      if (s.length === 64 && isHex32(s)) bad('a 64-hex-digit string must be interned');
       if (s.length === PEER_ID_CHARS && ed25519KeyOfPeerId(s) !== null)
         bad('an Ed25519 PeerId must be interned');
       return null;
