@@ -107,8 +107,9 @@ describe('local-testnet --adversary sybil:N', () => {
   it(
     'with a trusted verifier, colluding sybils get no fabricated result applied and eject no honest trainer; the per-epoch figures are the relay’s',
     async () => {
-      // Two epochs (the sybils join during the first and act from the second): a 30 s epoch holds at most 15
-      // rounds of ≥ 2 s, so 24 steps always reach the second.
+      // Two epochs or more (the sybils join during the first and act from the second). A round can end well
+      // before its 2 s witness time: a 30 s first epoch held 17 to 22 steps here, which at 24 steps left the
+      // sybils none to train before the drain. At 40 steps, even 1 s rounds leave the second epoch ten.
       const r = await testnet(
         '--num-clients',
         '2',
@@ -117,7 +118,7 @@ describe('local-testnet --adversary sybil:N', () => {
         '--trusted-verifiers',
         '1',
         '--steps',
-        '24',
+        '40',
         '--epoch-time',
         '30',
         '--round-witness-time',
