@@ -58,10 +58,15 @@ function fromDatabase(db: DatabaseSync) {
     );
   const sybils = ofKind('sybil');
   const verifiers = ofKind('verify-only %');
-  const results = db.prepare('SELECT commitment, sender FROM results').all() as {
-    commitment: string;
-    sender: string;
-  }[];
+  // From the transition log, not the results table: the relay prunes stored results 8 steps behind.
+  const results = (
+    db.prepare('SELECT label FROM transition_log WHERE label LIKE \'{"type":"result_admitted"%\'').all() as {
+      label: string;
+    }[]
+  ).map(({ label }) => {
+    const e = JSON.parse(label) as { id: string; commitment: string };
+    return { commitment: e.commitment, sender: e.id };
+  });
   const sender = new Map(results.map((r) => [r.commitment, r.sender]));
   // Every result a sybil got the relay to admit, applied or not.
   const sybilSent = results.filter((r) => sybils.has(r.sender)).map((r) => r.commitment);
@@ -108,8 +113,8 @@ describe('local-testnet --adversary sybil:N', () => {
     'with a trusted verifier, colluding sybils get no fabricated result applied and eject no honest trainer; the per-epoch figures are the relay’s',
     async () => {
       // Two epochs or more (the sybils join during the first and act from the second). A round can end well
-      // before its 2 s witness time: a 30 s first epoch held 17 to 22 steps here, which at 24 steps left the
-      // sybils none to train before the drain. At 40 steps, even 1 s rounds leave the second epoch ten.
+      // before its 2 s witness time (a 30 s first epoch held 12 to 17 steps here), so 40 steps leave the
+      // second epoch rounds to train even at 1 s a round.
       const r = await testnet(
         '--num-clients',
         '2',
