@@ -13,8 +13,7 @@ export function loadOrCreateRelayIdentity(dataDir: string): Identity {
   const file = join(dataDir, IDENTITY_FILE);
   if (existsSync(file)) {
     const parsed = JSON.parse(readFileSync(file, 'utf8')) as { seed?: unknown };
-    if (typeof parsed.seed !== 'string' || !isHex32(parsed.seed))
-      throw new Error(`${file}: "seed" must be 64 lowercase hex digits`);
+    if (!isHex32(parsed.seed)) throw new Error(`${file}: "seed" must be 64 lowercase hex digits`);
     return identityFromSeed(Uint8Array.from(Buffer.from(parsed.seed, 'hex')));
   }
   const seed = randomBytes(32);

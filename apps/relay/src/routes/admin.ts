@@ -95,7 +95,7 @@ function setGrant(relay: Relay, c: Context<AdminEnv>): GrantReply {
   if (c.get('signer') !== host.row.join_authority) throw forbidden("the run's join authority");
   // Fields named as the API's request body, each checked here before use.
   const { grantee, active }: { [K in keyof GrantRequest]?: unknown } = jsonBody(c);
-  if (typeof grantee !== 'string' || !isHex32(grantee))
+  if (!isHex32(grantee))
     throw new RelayError(
       400,
       'bad_request',
@@ -123,11 +123,7 @@ function setDelegates(relay: Relay, c: Context<AdminEnv>): GrantReply {
   if (!grant) throw new RelayError(404, 'unknown_grant', `no grant to ${grantee.slice(0, 16)}… in this run`);
   if (c.get('signer') !== grantee) throw forbidden('the grantee');
   const { delegates }: { [K in keyof DelegatesRequest]?: unknown } = jsonBody(c);
-  if (
-    !Array.isArray(delegates) ||
-    delegates.length > MAX_DELEGATES ||
-    !delegates.every((d): d is string => typeof d === 'string' && isHex32(d))
-  )
+  if (!Array.isArray(delegates) || delegates.length > MAX_DELEGATES || !delegates.every(isHex32))
     throw new RelayError(
       400,
       'bad_request',

@@ -152,7 +152,7 @@ export class PagePeerNetwork implements TabNetwork {
 
   async fetch(commitment: Uint8Array, hintClientIds: readonly string[]): Promise<Uint8Array | null> {
     const c = commitment.slice().buffer;
-    const hints = hintClientIds.filter((h) => isHex32(h)).slice(0, 16);
+    const hints = hintClientIds.filter(isHex32).slice(0, 16);
     try {
       const bytes = await this.request('fetch', (id) => ({ type: 'fetch', id, commitment: c, hints }), [c]);
       // The client checks the frame against the commitment; here only its size is bounded.

@@ -71,7 +71,7 @@ export function parseHostRequest(x: unknown): PeerHostRequest | null {
         return null;
       return { type: 'publish', id: x.id, announce: x.announce, frame: x.frame };
     case 'fetch': {
-      const hints = stringList(x.hints, MAX_HINTS, (s) => isHex32(s));
+      const hints = stringList(x.hints, MAX_HINTS, isHex32);
       if (!isCount(x.id) || !isHash(x.commitment) || !hints) return null;
       return { type: 'fetch', id: x.id, commitment: x.commitment, hints };
     }

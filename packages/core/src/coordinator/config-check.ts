@@ -52,7 +52,7 @@ export function checkCoordinatorConfig(config: CoordinatorConfig): string[] {
   if (tv !== undefined) {
     if (!Array.isArray(tv) || tv.length > MAX_TRUSTED_VERIFIERS)
       errors.push(`config.trusted_verifiers: must be a list of at most ${MAX_TRUSTED_VERIFIERS} keys`);
-    else if (!tv.every((k) => typeof k === 'string' && isHex32(k)))
+    else if (!tv.every(isHex32))
       errors.push(
         'config.trusted_verifiers: each key must be 64 lowercase hex digits (an Ed25519 public key)',
       );

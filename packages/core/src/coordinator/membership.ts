@@ -16,7 +16,7 @@ export const MAX_STRIKES = 3;
 const ORIGIN = /^[0-9a-f]{16}$/;
 
 export function checkId(id: unknown): CoordinatorError | null {
-  return typeof id === 'string' && isHex32(id)
+  return isHex32(id)
     ? null
     : new CoordinatorError('BadEvent', 'client id must be an Ed25519 public key as 64 lowercase hex digits');
 }

@@ -23,7 +23,7 @@ export function resultAdmitted(
   ctx: Ctx,
 ): { state: CoordinatorState; error?: CoordinatorError } {
   const refuse = (error: CoordinatorError) => ({ state, error });
-  if (typeof r.commitment !== 'string' || !isHex32(r.commitment))
+  if (!isHex32(r.commitment))
     return refuse(new CoordinatorError('BadEvent', 'commitment must be 64 lowercase hex digits'));
   if (!Number.isSafeInteger(r.step) || typeof r.batch !== 'object' || r.batch === null)
     return refuse(new CoordinatorError('BadEvent', 'result_admitted needs a step and a batch'));

@@ -185,7 +185,7 @@ function retire(
     !Array.isArray(e.ejected) ||
     !e.cheats.every((c) => index(c?.client_index) && Number.isInteger(c.height) && c.height >= 0) ||
     !e.dropped.every(index) ||
-    !e.ejected.every((id) => typeof id === 'string' && isHex32(id))
+    !e.ejected.every(isHex32)
   )
     return new CoordinatorError(
       'BadEvent',

@@ -43,8 +43,7 @@ function clientIndexOf(state: CoordinatorState, id: string): number {
 }
 
 function keyOf(id: string, field: string): Uint8Array {
-  if (typeof id !== 'string' || !isHex32(id))
-    throw new WireError('inconsistent', field, 'client id must be 64 lowercase hex digits');
+  if (!isHex32(id)) throw new WireError('inconsistent', field, 'client id must be 64 lowercase hex digits');
   return hexToBytes(id);
 }
 
