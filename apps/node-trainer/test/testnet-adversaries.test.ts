@@ -73,7 +73,8 @@ const MINUTES = 60_000;
  * steps take over 72 s and span at least two epoch ends (with 1 s rounds an idle CI machine once finished all
  * 24 steps in the first epoch).
  */
-const SEVERAL_EPOCHS = ['--epoch-time', '30', '--round-witness-time', '3', '--steps', '24'] as const;
+const EPOCH_TIMERS = ['--epoch-time', '30', '--round-witness-time', '3'] as const;
+const SEVERAL_EPOCHS = [...EPOCH_TIMERS, '--steps', '24'] as const;
 
 describe('local-testnet --adversary', () => {
   for (const kind of ['random-signs', 'sign-flip', 'stale-replay', 'other-batch'])
@@ -167,7 +168,7 @@ describe('local-testnet --adversary', () => {
     async () => {
       // 36 steps, not 24: a loaded machine can start the sybil process late enough that its identities enter
       // the third epoch, which then still has rounds to drop them in.
-      const r = await testnet('--adversary', 'sybil-idle:50', ...SEVERAL_EPOCHS.slice(0, 4), '--steps', '36');
+      const r = await testnet('--adversary', 'sybil-idle:50', ...EPOCH_TIMERS, '--steps', '36');
       honestUnaffected(r);
       expect(r.adversary_identities).toBe(50);
       expect(r.adversaries_joined).toBeLessThanOrEqual(16 - 3);

@@ -172,6 +172,24 @@ describe('verdicts', () => {
     return confirmed;
   }
 
+  /**
+   * `withTask`'s result failed by both verifiers (conclusively or not): checks that this is one strike and no
+   * ejection, then opens the next round with this one's results admitted.
+   */
+  function firstStrike(conclusive: boolean) {
+    const { r, task, v } = withTask();
+    r.ok(v(task.verifiers[0]!, false, conclusive));
+    const first = r.ok(v(task.verifiers[1]!, false, conclusive));
+    expect(first.effects.some((e) => e.type === 'CheatConfirmed')).toBe(false);
+    expect(r.state.ejected).toEqual([]);
+    expect(acceptedCommitments(r.state, 0)![task.slot]!.commitment).toBeNull();
+    expect(r.state.verified?.[task.trainer.id]).toEqual([1]);
+    r.now += 1;
+    r.ok({ type: 'tick' });
+    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    return { r, task };
+  }
+
   it('refuses verdicts from others than the task verifiers, twice from one, or for a closed round', () => {
     const { r, task, v, judged } = withTask();
     const outsider = r.state.epoch.clients.find((c) => !task.verifiers.includes(c.id))!.id;
@@ -204,17 +222,8 @@ describe('verdicts', () => {
   });
 
   it('two conclusive failing verdicts are one strike without anchor; the CONFIRMING_STRIKES-th ejects, excludes and replays', () => {
-    const { r, task, v } = withTask();
-    r.ok(v(task.verifiers[0]!, false, true));
-    const first = r.ok(v(task.verifiers[1]!, false, true));
     // Two accusers who agree could be colluders, and nothing outranks them: the result stays out, no ejection.
-    expect(first.effects.some((e) => e.type === 'CheatConfirmed')).toBe(false);
-    expect(r.state.ejected).toEqual([]);
-    expect(acceptedCommitments(r.state, 0)![task.slot]!.commitment).toBeNull();
-    expect(r.state.verified?.[task.trainer.id]).toEqual([1]);
-    r.now += 1;
-    r.ok({ type: 'tick' });
-    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    const { r, task } = firstStrike(true);
     expect(judgeRounds(r, task.trainer.id, ['conclusive', 'conclusive'])).toEqual([false, true]);
     const heightAtConfirm = currentRound(r.state)!.height;
     expect(r.state.ejected).toContain(task.trainer.id);
@@ -234,16 +243,7 @@ describe('verdicts', () => {
   });
 
   it('a result failed inconclusively by both verifiers is a strike: the CONFIRMING_STRIKES-th confirms', () => {
-    const { r, task, v } = withTask();
-    r.ok(v(task.verifiers[0]!, false));
-    const first = r.ok(v(task.verifiers[1]!, false));
-    expect(first.effects.some((e) => e.type === 'CheatConfirmed')).toBe(false);
-    expect(r.state.ejected).toEqual([]);
-    expect(acceptedCommitments(r.state, 0)![task.slot]!.commitment).toBeNull();
-    expect(r.state.verified?.[task.trainer.id]).toEqual([1]);
-    r.now += 1;
-    r.ok({ type: 'tick' });
-    for (const e of honestWitnessEvents(r.state)) r.ok(e);
+    const { r, task } = firstStrike(false);
     // Passed results in between count in the window but are not strikes.
     const confirmed = judgeRounds(r, task.trainer.id, ['pass', 'fail', 'pass', 'fail']);
     expect(confirmed).toEqual([false, false, false, true]);
