@@ -4,10 +4,12 @@
 // buffer-to-buffer copy bandwidth for a buffer of the tensor's size, measured in the same run (the practical
 // memory-bound ceiling), with the dispatches, submits, readbacks (mapAsync) and buffers one call issues.
 // `apply` is a whole round's apply (host aggregation of `reps` peers included), `apply_device` the backend's
-// part alone. Prints exactly one JSON object with --json:
+// part alone. `outer_raw` is SparseLoCo's outer step as the default run takes it (raw domain, top-`--outer-topk`
+// at 2 bits, `reps` peers): the whole call, results checked and decoded on the host; on WebGPU the peers are
+// aggregated on the device, and `outer_raw_host_aggregate` is the same step aggregated on the host instead. Prints exactly one JSON object with --json:
 //   {"presets":{"tiny":{"params","bytes_per_step","ratio_vs_fp32"},…},"backends":{"cpu":{…},"webgpu":{…}}}
 // Usage: npm run -s bench:distro -- --json [--chunk 64] [--topk 8] [--float-values] [--backends cpu,webgpu]
-//   [--shape 512,512] [--reps 2] [--step tiny]
+//   [--shape 512,512] [--reps 2] [--step tiny] [--outer-topk 64]
 import {
   encodeTrainingResult,
   packSigns as packWireSigns,
@@ -18,10 +20,14 @@ import {
   applyResults,
   createCpuBackend,
   createWebGpuBackend,
+  outerStep,
   quantize1bit,
+  quantizeResult,
   tensorLayout,
   updateScalars,
   type DistroBackend,
+  type DistroTensor,
+  type QuantTensorResult,
   type TensorResult,
   type WebGpuDistroBackend,
 } from '../packages/distro/src/index.ts';
@@ -40,6 +46,8 @@ const JSON_OUT = process.argv.includes('--json');
 /** The benchmarked tensor, e.g. `--shape 256,256` on a software adapter (default 512×512 there, 8192×8192 on a GPU). */
 const SHAPE = flag('shape')?.split(',').map(Number);
 const REPS = flag('reps') === undefined ? undefined : Number(flag('reps'));
+/** Entries per chunk of the SparseLoCo results `outer_raw` applies (the default run's 64). */
+const OUTER_TOPK = Number(flag('outer-topk') ?? 64);
 /** With `--step tiny` (any preset): a whole step's compression per tensor and with compressAll. */
 const STEP = flag('step') as PresetName | undefined;
 const log = (msg: string): void => {
@@ -138,6 +146,7 @@ async function throughput(
   await be.read(probe);
   await be.finish();
   const applyKernel = (performance.now() - t) / reps;
+  const outer = await outerRawMs(be, shape, params, probe, reps);
   for (const x of [delta, params, probe]) be.release(x);
   const gbps = (ms: number): number => +((n * 4) / (ms * 1e6)).toPrecision(3);
   log(
@@ -152,7 +161,47 @@ async function throughput(
     apply_device_ms: +applyKernel.toFixed(3),
     per_compress: compressCounts,
     per_apply: applyCounts,
+    outer_raw_gbps: gbps(outer.ms),
+    outer_raw_ms: +outer.ms.toFixed(3),
+    ...(outer.hostMs === undefined
+      ? {}
+      : {
+          outer_raw_host_aggregate_gbps: gbps(outer.hostMs),
+          outer_raw_host_aggregate_ms: +outer.hostMs.toFixed(3),
+        }),
   };
+}
+
+/**
+ * SparseLoCo's raw outer step of `reps` peers' results (each the top-OUTER_TOPK of its own random tensor, 2-bit)
+ * on `params`, in ms per step; on a backend that aggregates on the device also with the host's aggregation.
+ */
+async function outerRawMs(
+  be: DistroBackend,
+  shape: number[],
+  params: DistroTensor,
+  probe: DistroTensor,
+  reps: number,
+): Promise<{ ms: number; hostMs?: number }> {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const results: QuantTensorResult[][] = [];
+  for (let p = 0; p < reps; p++) {
+    const rnd = seeded(100 + p);
+    const t = be.tensor(shape, Float32Array.from({ length: n }, rnd));
+    results.push([quantizeResult(await be.selectTopk(t, OUTER_TOPK, 'raw'), 2)]);
+    be.release(t);
+  }
+  const time = async (b: DistroBackend): Promise<number> => {
+    outerStep(b, [params], results, { lr: 1e-3, domain: 'raw' }); // warm-up: pipelines, kept buffers
+    await be.read(probe);
+    const t = performance.now();
+    for (let i = 0; i < reps; i++) outerStep(b, [params], results, { lr: 1e-3, domain: 'raw' });
+    await be.read(probe); // queue order: completes after every step above
+    return (performance.now() - t) / reps;
+  };
+  const ms = await time(be);
+  if (!be.applyOuterRawResults) return { ms };
+  return { ms, hostMs: await time({ ...be, applyOuterRawResults: undefined }) };
 }
 
 /**
@@ -249,6 +298,7 @@ if (BACKENDS.includes('webgpu')) {
       compress_vs_copy: ratio(r.compress_gbps),
       apply_vs_copy: ratio(r.apply_gbps),
       apply_device_vs_copy: ratio(r.apply_device_gbps),
+      outer_raw_vs_copy: ratio(r.outer_raw_gbps),
     };
     if (STEP) backends.webgpu.step = await stepCompress(be, STEP);
     be.destroy();

@@ -22,6 +22,7 @@ import {
   type QuantTensorResult,
   type SparseDomain,
   type TensorResult,
+  type WebGpuDistroBackend,
 } from '../src/index.ts';
 import { INT64 } from '../src/gpu/wgsl.ts';
 import { dawnDevice, type Dawn } from '../src/node/index.ts';
@@ -295,6 +296,101 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
         expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
         gpu.destroy();
       }
+  });
+
+  it('the raw outer step aggregates on the device, bit-identical to the host, and falls back beyond its limits', async () => {
+    const shape = [96, 32];
+    const chunk = 16;
+    const l = tensorLayout(shape, chunk);
+    /** Results of `peers` peers: the same indices in every peer when `same`, values of awkward magnitudes. */
+    const quant = (
+      peers: number,
+      k: number,
+      same: boolean,
+      scale: number,
+      bits: number,
+    ): QuantTensorResult[][] => {
+      const base = randomQuant(shape, chunk, k, bits);
+      return Array.from({ length: peers }, (_, p) => {
+        const values = randn(l.blocks * k, scale).map((v, i) =>
+          i % 11 === 0 ? 0 : i % 13 === 0 ? -0 : i % 17 === 0 ? 2 ** -149 * (1 + (i % 5)) : v,
+        );
+        const indices = same ? base.indices : randomQuant(shape, chunk, k, bits).indices;
+        const r: TensorResult = { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+        return [quantizeResult(r, p % 2 ? bits : 8)];
+      });
+    };
+    const cases: {
+      peers: number;
+      k: number;
+      same: boolean;
+      scale: number;
+      divideBy: 'senders' | 'results';
+    }[] = [
+      { peers: 3, k: 5, same: false, scale: 1e-3, divideBy: 'senders' },
+      { peers: 6, k: 16, same: true, scale: 3e37, divideBy: 'senders' },
+      { peers: 5, k: 64, same: false, scale: 1e-40, divideBy: 'results' },
+      { peers: 127, k: 8, same: true, scale: 0.5, divideBy: 'senders' },
+      { peers: 127, k: 8, same: false, scale: 2, divideBy: 'results' },
+      { peers: 128, k: 4, same: true, scale: 1, divideBy: 'senders' }, // past the device path's bound
+    ];
+    for (const c of cases) {
+      const [cpu, gpu] = pair(chunk, 32 * 32 * 4); // 3 segments
+      let hostAggregates = 0;
+      const spied: DistroBackend = {
+        ...gpu,
+        applyOuter: (param, agg, step) => {
+          hostAggregates++;
+          gpu.applyOuter(param, agg, step);
+        },
+      };
+      const p0 = randn(l.size, 0.1).map((x, i) => (i === 1 ? -0 : i === 2 ? 2 ** -149 : x));
+      const pc = cpu.tensor(shape, p0);
+      const pg = gpu.tensor(shape, p0);
+      const results = quant(c.peers, c.k, c.same, c.scale, 2);
+      const o = { lr: 0.37, domain: 'raw' as const, divideBy: c.divideBy };
+      const before = { ...(gpu as WebGpuDistroBackend).stats };
+      outerStep(cpu, [pc], results, o);
+      outerStep(spied, [pg], results, o);
+      const stats = { ...(gpu as WebGpuDistroBackend).stats };
+      const a = await cpu.read(pc);
+      const b = await gpu.read(pg);
+      const viaHost = c.peers > 127;
+      expect({
+        ...c,
+        peers: c.peers,
+        identical: Buffer.from(b.buffer).equals(Buffer.from(a.buffer)),
+      }).toEqual({
+        ...c,
+        identical: true,
+      });
+      expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
+      expect(hostAggregates).toBe(viaHost ? 1 : 0);
+      if (!viaHost) {
+        // One dispatch per segment in one submit, nothing read back.
+        expect(stats.dispatches - before.dispatches).toBe(3);
+        expect(stats.submits - before.submits).toBe(1);
+        expect(stats.readbacks - before.readbacks).toBe(0);
+      }
+      gpu.destroy();
+    }
+    // Results of different k cannot share the device path's layout: the host aggregates them.
+    const [cpu, gpu] = pair(chunk);
+    let hostAggregates = 0;
+    const spied: DistroBackend = {
+      ...gpu,
+      applyOuter: (p, agg, step) => (hostAggregates++, gpu.applyOuter(p, agg, step)),
+    };
+    const p0 = randn(l.size, 0.1);
+    const [pc, pg] = [cpu.tensor(shape, p0), gpu.tensor(shape, p0)];
+    const mixed = [[randomQuant(shape, chunk, 3, 2)], [randomQuant(shape, chunk, 7, 2)]];
+    outerStep(cpu, [pc], mixed, { lr: 1, domain: 'raw' });
+    outerStep(spied, [pg], mixed, { lr: 1, domain: 'raw' });
+    expect(Buffer.from((await gpu.read(pg)).buffer).equals(Buffer.from((await cpu.read(pc)).buffer))).toBe(
+      true,
+    );
+    expect(hostAggregates).toBe(1);
+    gpu.destroy();
   });
 
   it(

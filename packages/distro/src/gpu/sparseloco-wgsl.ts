@@ -2,7 +2,14 @@
 // into FMA (local state, allowed to differ in the last bits between devices). The two outer-step kernels
 // touch parameters only as u32 bit patterns and integers (wgsl.ts's exact_update_value), so they are
 // bit-identical to the CPU reference on every device.
-import { ELEMENT_IN_BLOCK, EXACT_IDCT_BUFFERS, EXACT_IDCT_SUMS, INT64, perElement } from './wgsl.ts';
+import {
+  bindings,
+  ELEMENT_IN_BLOCK,
+  EXACT_IDCT_BUFFERS,
+  EXACT_IDCT_SUMS,
+  INT64,
+  perElement,
+} from './wgsl.ts';
 
 /** One AdamW step (sparseloco/adamw.ts), in the operation order of torch.optim.AdamW. */
 export const ADAMW = perElement({
@@ -83,3 +90,120 @@ ${EXACT_IDCT_SUMS}
   }
   param[i] = exact_update_value(param[i], ${ONE_BITS}, u.step, ab);`,
 });
+
+/** Coefficients per block the peer-fused outer step can aggregate in workgroup memory (16 KiB, WebGPU's minimum). */
+export const FUSED_TOTALK = 4096;
+/**
+ * The most results the peer-fused outer step takes: a coordinate's sum of |q| ≤ 2^24 from that many peers,
+ * doubled and plus the divisor, still fits in a u32 (fixedMean's numerator).
+ */
+export const FUSED_MAX_PEERS = 127;
+
+/** Invocations per block of the peer-fused outer step; few, so a block's fixed cost stays small. */
+export const FUSED_WG = 64;
+
+/**
+ * Raw-domain outer step straight from the peers' results, one workgroup per block: outer.ts's aggregateRaw done
+ * with workgroup atomics on the block's coordinates, then p ← RN_f32(p − l·A) at each coordinate by the one
+ * entry whose count increment came first (its owner). Every maximum, count and sum is an integer, so the order
+ * the atomics land in changes nothing: the result is aggregateRaw's bit for bit. Entry t of peer p for block
+ * blk is at p·perPeer + blk·k + t (t < k); `val` holds float32 bits. A coordinate's word starts at 0 (WGSL
+ * zero-fills workgroup memory), then holds its largest biased exponent (< 2^9), then that plus 2^9 per entry
+ * (each increment returns the exponent, and whether it came first), then, cleared by its owner, its sum.
+ * `scratch` keeps two words per entry between passes: q (the entry's fixed-point value) and info (bits 0..8
+ * the biased exponent, bit 9 ownership, bits 16.. the count).
+ */
+export const OUTER_RAW_PEERS = /* wgsl */ `
+${INT64}
+${bindings(
+  'first: u32, end: u32, stride: u32, k: u32, peers: u32, perPeer: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, segOffset: u32, step: u32, byResults: u32, p0: u32, p1: u32, p2: u32',
+  [
+    'read_write param: array<u32>',
+    'read idx: array<u32>',
+    'read val: array<u32>',
+    'read_write scratch: array<u32>',
+  ],
+)}
+var<workgroup> sh: array<atomic<u32>, ${FUSED_TOTALK}>;
+const OWNER = 0x200u;
+const ONE_COUNT = 0x200u;
+// ⌊log2 |v|⌋ + 150 (≥ 1) of a nonzero magnitude's bits.
+fn biased_exp(m: u32) -> u32 {
+  let ex = m >> 23u;
+  if (ex == 0u) { return 32u - countLeadingZeros(m); }
+  return ex + 23u;
+}
+// roundHalfEven(v·2^(23 − e)) for the float32 bits vb, e = eb − 150 (the coordinate's largest ⌊log2 |v|⌋).
+fn fixed_value(vb: u32, eb: u32) -> i32 {
+  let m = vb & 0x7fffffffu;
+  if (m == 0u) { return 0; }
+  let ex = m >> 23u;
+  var mant = m & 0x7fffffu;
+  var ev = -149;
+  if (ex != 0u) { mant = mant | 0x800000u; ev = i32(ex) - 150; }
+  let s = i32(eb) - 173 - ev;
+  var q = 0u;
+  if (s <= 0) {
+    q = mant << u32(-s);
+  } else if (s < 32) {
+    q = mant >> u32(s);
+    let rem = mant - (q << u32(s));
+    let half = 1u << u32(s - 1);
+    if (rem > half || (rem == half && (q & 1u) == 1u)) { q = q + 1u; }
+  }
+  if ((vb >> 31u) == 1u) { return -i32(q); }
+  return i32(q);
+}
+fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j % u.k; }
+@compute @workgroup_size(${FUSED_WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let blk = u.first + wid.x + wid.y * u.stride;
+  if (blk >= u.end) { return; }
+  let n = u.peers * u.k;
+  for (var j = lid; j < n; j += ${FUSED_WG}u) {
+    let g = entry(j, blk);
+    let m = val[g] & 0x7fffffffu;
+    if (m != 0u) { atomicMax(&sh[idx[g]], biased_exp(m)); }
+  }
+  workgroupBarrier();
+  for (var j = lid; j < n; j += ${FUSED_WG}u) {
+    let g = entry(j, blk);
+    let old = atomicAdd(&sh[idx[g]], ONE_COUNT);
+    let eb = old & 0x1ffu;
+    scratch[2u * g] = bitcast<u32>(select(0, fixed_value(val[g], eb), eb != 0u));
+    scratch[2u * g + 1u] = eb | select(0u, OWNER, old < ONE_COUNT);
+  }
+  workgroupBarrier();
+  // Only owners touch the word now, one per coordinate: each takes the count and clears the word for the sum.
+  for (var j = lid; j < n; j += ${FUSED_WG}u) {
+    let g = entry(j, blk);
+    let info = scratch[2u * g + 1u];
+    if ((info & OWNER) != 0u) {
+      scratch[2u * g + 1u] = info | ((atomicExchange(&sh[idx[g]], 0u) / ONE_COUNT) << 16u);
+    }
+  }
+  workgroupBarrier();
+  for (var j = lid; j < n; j += ${FUSED_WG}u) {
+    let g = entry(j, blk);
+    atomicAdd(&sh[idx[g]], scratch[2u * g]);
+  }
+  workgroupBarrier();
+  for (var j = lid; j < n; j += ${FUSED_WG}u) {
+    let g = entry(j, blk);
+    let info = scratch[2u * g + 1u];
+    let eb = info & 0x1ffu;
+    if ((info & OWNER) == 0u || eb == 0u) { continue; }
+    let c = idx[g];
+    let sum = bitcast<i32>(atomicLoad(&sh[c]));
+    let d = select(info >> 16u, u.peers, u.byResults == 1u);
+    // fixedMean: round half away from zero of sum / d.
+    let mag = (2u * u32(abs(sum)) + d) / (2u * d);
+    if (mag == 0u) { continue; }
+    var ab = round_f32(select(0u, 1u, sum < 0), vec2<u32>(mag, 0u), i32(eb) - 173);
+    if ((ab & 0x7fffffffu) == 0x7f800000u) { ab = (ab & 0x80000000u) | 0x7f7fffffu; }
+    if ((ab & 0x7fffffffu) == 0u) { continue; }
+    let h = c / u.n2;
+    let by = blk / u.blocksX;
+    let el = (by * u.n1 + h) * u.cols + (blk - by * u.blocksX) * u.n2 + (c - h * u.n2) - u.segOffset;
+    param[el] = exact_update_value(param[el], ${ONE_BITS}, u.step, ab);
+  }
+}`;

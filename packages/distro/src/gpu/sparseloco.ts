@@ -7,7 +7,7 @@ import { checkResult, type TensorResult } from '../result.ts';
 import type { AdamWScalars } from '../sparseloco/adamw.ts';
 import type { SparseLoCoOps } from '../sparseloco/ops.ts';
 import type { DctOuterAggregate, OuterAggregate, RawOuterAggregate } from '../sparseloco/outer.ts';
-import type { GpuContext } from './context.ts';
+import { COPY_DST, grid, STORAGE, type GpuContext } from './context.ts';
 import { bitsOf } from './op.ts';
 import * as S from './sparseloco-wgsl.ts';
 import { perSegment, perSegmentWith } from './dispatch.ts';
@@ -46,6 +46,51 @@ function applyDct(ctx: GpuContext, t: GpuTensor, outer: DctOuterAggregate, step:
     (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
     [starts, coef, mean, basis.buffer, shift],
   );
+}
+
+/**
+ * The raw outer step from the peers' results, aggregated on the device (OUTER_RAW_PEERS); false when they do
+ * not fit it: a block wider than its workgroup memory, too many peers, results of different k, or entries
+ * past one binding.
+ */
+function applyOuterRawResults(
+  ctx: GpuContext,
+  param: DistroTensor,
+  results: readonly TensorResult[],
+  divideBy: 'senders' | 'results',
+  step: number,
+): boolean {
+  const t = asGpu(param);
+  const l = t.layout;
+  const k = results[0]?.k ?? 0;
+  if (
+    results.length === 0 ||
+    results.length > S.FUSED_MAX_PEERS ||
+    l.totalk > S.FUSED_TOTALK ||
+    results.some((r) => r.k !== k || r.indices.length !== l.blocks * k)
+  )
+    return false;
+  const perPeer = l.blocks * k;
+  const bytes = results.length * perPeer * 4;
+  const lim = ctx.device.limits;
+  if (2 * bytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) return false;
+  const idx = ctx.keep('outer-peers-idx', bytes, STORAGE | COPY_DST);
+  const val = ctx.keep('outer-peers-val', bytes, STORAGE | COPY_DST);
+  const scratch = ctx.keep('outer-peers-scratch', 2 * bytes, STORAGE);
+  results.forEach((r, p) => {
+    ctx.device.queue.writeBuffer(idx, p * perPeer * 4, r.indices.buffer, r.indices.byteOffset, perPeer * 4);
+    ctx.device.queue.writeBuffer(val, p * perPeer * 4, r.values.buffer, r.values.byteOffset, perPeer * 4);
+  });
+  const o = ctx.op();
+  for (const p of t.parts) {
+    const { first, end } = blocksOf(t, p);
+    const g = grid(end - first);
+    const words = [first, end, g.x, k, results.length, perPeer, l.cols, l.n1, l.n2, l.blocksX];
+    words.push(p.seg.offset, bitsOf(Math.fround(step)), divideBy === 'results' ? 1 : 0);
+    o.add(S.OUTER_RAW_PEERS, words, [bind(p), whole(idx), whole(val), whole(scratch)], g);
+  }
+  o.submit();
+  return true;
 }
 
 function applyOuter(ctx: GpuContext, param: DistroTensor, agg: OuterAggregate, step: number): void {
@@ -128,5 +173,7 @@ export function gpuSparseLoCoOps(ctx: GpuContext): Omit<SparseLoCoOps, 'selectTo
     errorFeedback: (ef, start, local, beta) => errorFeedback(ctx, ef, start, local, beta),
     subtractSparse: (x, r) => subtractSparse(ctx, x, r),
     applyOuter: (param, agg, step) => applyOuter(ctx, param, agg, step),
+    applyOuterRawResults: (param, results, divideBy, step) =>
+      applyOuterRawResults(ctx, param, results, divideBy, step),
   };
 }

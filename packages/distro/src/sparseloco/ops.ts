@@ -27,4 +27,16 @@ export interface SparseLoCoOps {
   subtractSparse(t: DistroTensor, r: TensorResult): void;
   /** p ← RN_f32(p − step·A) for the aggregate's parameters (outer.ts); bit-identical on every backend. */
   applyOuter(param: DistroTensor, agg: OuterAggregate, step: number): void;
+  /**
+   * The raw-domain outer step straight from the peers' dequantised results (already checked against the
+   * layout): `applyOuter` of their raw aggregate, bit for bit, with the aggregation done by the backend (a GPU
+   * backend does it on the device). Returns false, having changed nothing, when it cannot take these results;
+   * the caller then aggregates on the host. Optional.
+   */
+  applyOuterRawResults?(
+    param: DistroTensor,
+    results: readonly TensorResult[],
+    divideBy: 'senders' | 'results',
+    step: number,
+  ): boolean;
 }

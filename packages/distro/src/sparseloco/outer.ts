@@ -1,6 +1,7 @@
 // SparseLoCo's outer step: every replica applies the same accepted results and must end with bit-identical
-// parameters. Aggregation runs on the host (shared by both backends, integers and exactly rounded float64
-// steps only); the backends apply it with one correctly rounded float32 operation per parameter:
+// parameters. Aggregation uses integers and exactly rounded float64 steps only, on the host (shared by both
+// backends) or, in the raw domain, on a backend that does it itself (the WGSL one); the backends apply it with
+// one correctly rounded float32 operation per parameter:
 //   p ← RN_f32(p − l·A),  l = fround(outer lr), A = the parameter's aggregate (a float32 defined below).
 //
 // Raw domain (top-k on the entries themselves), per coordinate c sent by `count` entries v_1..v_count
@@ -21,6 +22,7 @@
 import { aggregateTensor, fixedMean, floorLog2, roundHalfEven, type AggregatedTensor } from '../aggregate.ts';
 import type { DistroBackend, DistroTensor } from '../backend.ts';
 import { DistroShapeError, elementIndex, tensorLayout, type BlockLayout } from '../layout.ts';
+import type { TensorResult } from '../result.ts';
 import { checkQuantResult, dequantizeResult, type QuantTensorResult } from './quantize.ts';
 
 /** Where top-k selects: the chunk's DCT-II coefficients, or its entries themselves. */
@@ -62,8 +64,7 @@ const saturate = (a: number): number => (Number.isFinite(a) ? a : Math.sign(a) *
 
 function aggregateRaw(
   l: BlockLayout,
-  values: readonly Float32Array[],
-  results: readonly QuantTensorResult[],
+  results: readonly TensorResult[],
   byResults: boolean,
 ): RawOuterAggregate {
   if (l.size > 0xffffffff) throw new DistroShapeError(`tensor of ${l.size} elements exceeds u32 indexing`);
@@ -75,22 +76,20 @@ function aggregateRaw(
   const element: number[] = [];
   const value: number[] = [];
   for (let b = 0; b < l.blocks; b++) {
-    results.forEach((r, p) => {
-      const v = values[p] as Float32Array;
+    results.forEach((r) => {
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
-        const x = v[j] as number;
+        const x = r.values[j] as number;
         if (count[c] === 0) touched.push(c);
         count[c]! += 1;
         if (x !== 0) maxExp[c] = Math.max(maxExp[c] as number, floorLog2(x));
       }
     });
-    results.forEach((r, p) => {
-      const v = values[p] as Float32Array;
+    results.forEach((r) => {
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
         const e = maxExp[c] as number;
-        if (e !== -Infinity) sum[c]! += roundHalfEven((v[j] as number) * 2 ** (VALUE_TOP - e));
+        if (e !== -Infinity) sum[c]! += roundHalfEven((r.values[j] as number) * 2 ** (VALUE_TOP - e));
       }
     });
     touched.sort((x, y) => x - y);
@@ -121,28 +120,34 @@ function aggregateRaw(
   };
 }
 
-/** Checks every result against the layout and aggregates them (see the header). */
-export function aggregateOuter(
+/** Checks every (untrusted) result against the layout and returns the values each stands for. */
+function checkedValues(layout: BlockLayout, results: readonly QuantTensorResult[]): TensorResult[] {
+  results.forEach((r, i) => checkQuantResult(r, layout, `result ${i}`));
+  return results.map(dequantizeResult);
+}
+
+function aggregateValues(
   layout: BlockLayout,
-  results: readonly QuantTensorResult[],
+  deq: readonly TensorResult[],
   options: OuterAggregateOptions,
 ): OuterAggregate {
-  results.forEach((r, i) => checkQuantResult(r, layout, `result ${i}`));
-  const deq = results.map(dequantizeResult);
   const byResults = options.divideBy === 'results';
-  if (options.domain === 'raw')
-    return aggregateRaw(
-      layout,
-      deq.map((d) => d.values),
-      results,
-      byResults,
-    );
+  if (options.domain === 'raw') return aggregateRaw(layout, deq, byResults);
   if (options.domain !== 'dct') throw new DistroShapeError(`unknown domain ${String(options.domain)}`);
   return {
     domain: 'dct',
     layout,
     agg: aggregateTensor(layout, deq, { divideBy: byResults ? 'results' : 'senders' }),
   };
+}
+
+/** Checks every result against the layout and aggregates them (see the header). */
+export function aggregateOuter(
+  layout: BlockLayout,
+  results: readonly QuantTensorResult[],
+  options: OuterAggregateOptions,
+): OuterAggregate {
+  return aggregateValues(layout, checkedValues(layout, results), options);
 }
 
 /** fround(lr), checked: the outer learning rate the kernels read. */
@@ -173,11 +178,17 @@ export function outerStep(
     if (r.length !== params.length)
       throw new DistroShapeError(`peer ${peer}: ${r.length} tensor results for ${params.length} parameters`);
   params.forEach((p, i) => {
-    const agg = aggregateOuter(
-      tensorLayout(p.shape, backend.chunk),
+    const layout = tensorLayout(p.shape, backend.chunk);
+    const deq = checkedValues(
+      layout,
       results.map((r) => r[i] as QuantTensorResult),
-      options,
     );
-    backend.applyOuter(p, agg, step);
+    // A backend that aggregates raw results itself (on the GPU) saves the host's pass over every entry.
+    if (
+      options.domain === 'raw' &&
+      backend.applyOuterRawResults?.(p, deq, options.divideBy ?? 'senders', step)
+    )
+      return;
+    backend.applyOuter(p, aggregateValues(layout, deq, options), step);
   });
 }
