@@ -3,10 +3,12 @@
 // backend in GB/s of float32 parameters. The WebGPU figures are also given as a fraction of the same device's
 // buffer-to-buffer copy bandwidth for a buffer of the tensor's size, measured in the same run (the practical
 // memory-bound ceiling), with the dispatches, submits, readbacks (mapAsync) and buffers one call issues.
-// `apply` is a whole round's apply (host aggregation of `reps` peers included), `apply_device` the backend's
-// part alone. `outer_raw` is SparseLoCo's outer step as the default run takes it (raw domain, top-`--outer-topk`
-// at 2 bits, `reps` peers): the whole call, results checked and decoded on the host; on WebGPU the peers are
-// aggregated on the device, and `outer_raw_host_aggregate` is the same step aggregated on the host instead. Prints exactly one JSON object with --json:
+// `apply` is a whole round's apply of `reps` peers' results, their aggregation included (on the device where
+// the backend does it, else on the host); `apply_host_aggregate` the same with the host's aggregation on such
+// a backend; `apply_device` the backend's decode and update alone on a pre-built aggregate. `outer_raw` is
+// SparseLoCo's outer step as the default run takes it (raw domain, top-`--outer-topk` at 2 bits, `reps`
+// peers): the whole call, results checked and decoded on the host, aggregated on the device on WebGPU;
+// `outer_raw_host_aggregate` the same aggregated on the host. Prints exactly one JSON object with --json:
 //   {"presets":{"tiny":{"params","bytes_per_step","ratio_vs_fp32"},…},"backends":{"cpu":{…},"webgpu":{…}}}
 // Usage: npm run -s bench:distro -- --json [--chunk 64] [--topk 8] [--float-values] [--backends cpu,webgpu]
 //   [--shape 512,512] [--reps 2] [--step tiny] [--outer-topk 64]
@@ -123,13 +125,17 @@ async function throughput(
     peers.push([ONE_BIT ? quantize1bit(r) : r]);
   }
   const compress = (performance.now() - t) / reps;
-  applyResults(be, [params], peers.slice(0, 1), { lr: 1e-4 });
-  await be.read(probe);
-  t = performance.now();
-  for (let i = 0; i < reps; i++) applyResults(be, [params], peers, { lr: 1e-4, weightDecay: 0.1 }); // `reps` peers per round
-  await be.read(probe); // queue order: this read completes after every apply above
-  await be.finish();
-  const apply = (performance.now() - t) / reps;
+  const applyMs = async (b: DistroBackend): Promise<number> => {
+    applyResults(b, [params], peers.slice(0, 1), { lr: 1e-4 }); // warm-up: pipelines, kept buffers
+    await be.read(probe);
+    const t0 = performance.now();
+    for (let i = 0; i < reps; i++) applyResults(b, [params], peers, { lr: 1e-4, weightDecay: 0.1 }); // `reps` peers per round
+    await be.read(probe); // queue order: this read completes after every apply above
+    await be.finish();
+    return (performance.now() - t0) / reps;
+  };
+  const apply = await applyMs(be);
+  const applyHost = be.applyResults ? await applyMs({ ...be, applyResults: undefined }) : undefined;
   // The device part alone: the host's integer aggregation of the peers' results done once beforehand.
   const agg = aggregateTensor(
     tensorLayout(shape, be.chunk),
@@ -161,6 +167,9 @@ async function throughput(
     apply_device_ms: +applyKernel.toFixed(3),
     per_compress: compressCounts,
     per_apply: applyCounts,
+    ...(applyHost === undefined
+      ? {}
+      : { apply_host_aggregate_gbps: gbps(applyHost), apply_host_aggregate_ms: +applyHost.toFixed(3) }),
     outer_raw_gbps: gbps(outer.ms),
     outer_raw_ms: +outer.ms.toFixed(3),
     ...(outer.hostMs === undefined
@@ -200,8 +209,8 @@ async function outerRawMs(
     return (performance.now() - t) / reps;
   };
   const ms = await time(be);
-  if (!be.applyOuterRawResults) return { ms };
-  return { ms, hostMs: await time({ ...be, applyOuterRawResults: undefined }) };
+  if (!be.applyOuterResults) return { ms };
+  return { ms, hostMs: await time({ ...be, applyOuterResults: undefined }) };
 }
 
 /**

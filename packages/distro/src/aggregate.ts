@@ -65,12 +65,11 @@ export function fixedMean(sum: number, count: number): number {
   return sum < 0 ? -q : q;
 }
 
-export function aggregateTensor(
-  layout: BlockLayout,
-  results: readonly TensorResult[],
-  options: AggregateOptions = {},
-): AggregatedTensor {
-  const byResults = options.divideBy === 'results';
+/**
+ * What aggregation requires of (untrusted) results, checked: each fits the layout, all of one kind (1-bit or
+ * float), every value finite.
+ */
+export function checkAggregateInputs(layout: BlockLayout, results: readonly TensorResult[]): void {
   results.forEach((r, i) => checkResult(r, layout, `result ${i}`));
   const quantized = results.length > 0 && results[0]!.quantized;
   if (results.some((r) => r.quantized !== quantized))
@@ -78,6 +77,24 @@ export function aggregateTensor(
   for (const [i, r] of results.entries())
     for (const v of r.values)
       if (!Number.isFinite(v)) throw new DistroShapeError(`result ${i}: non-finite value ${v}`);
+}
+
+export function aggregateTensor(
+  layout: BlockLayout,
+  results: readonly TensorResult[],
+  options: AggregateOptions = {},
+): AggregatedTensor {
+  checkAggregateInputs(layout, results);
+  return aggregateChecked(layout, results, options);
+}
+
+function aggregateChecked(
+  layout: BlockLayout,
+  results: readonly TensorResult[],
+  options: AggregateOptions,
+): AggregatedTensor {
+  const byResults = options.divideBy === 'results';
+  const quantized = results.length > 0 && results[0]!.quantized;
 
   const totalk = layout.totalk;
   const sum = new Float64Array(totalk);

@@ -1,7 +1,7 @@
-// One round's apply, shared by every backend: aggregate on the host (exact integers), then each backend
-// decodes and updates. Results come peer-major, as Psyche's Vec<Vec<DistroResult>>: results[peer][tensor],
+// One round's apply, shared by every backend: aggregate in exact integers (on the host, or on the device by a
+// backend that can), then each backend decodes and updates. Results come peer-major, as Psyche's Vec<Vec<DistroResult>>: results[peer][tensor],
 // tensors in the parameter order (ascending byte-lexicographic names).
-import { aggregateTensor } from './aggregate.ts';
+import { aggregateTensor, checkAggregateInputs } from './aggregate.ts';
 import type { DistroBackend, DistroTensor } from './backend.ts';
 import { updateScalars } from './exact-update.ts';
 import { DistroShapeError, tensorLayout } from './layout.ts';
@@ -28,10 +28,11 @@ export function applyResults(
     if (r.length !== params.length)
       throw new DistroShapeError(`peer ${peer}: ${r.length} tensor results for ${params.length} parameters`);
   params.forEach((p, i) => {
-    const agg = aggregateTensor(
-      tensorLayout(p.shape, backend.chunk),
-      results.map((r) => r[i] as TensorResult),
-    );
-    backend.applyAggregated(p, agg, u);
+    const layout = tensorLayout(p.shape, backend.chunk);
+    const rs = results.map((r) => r[i] as TensorResult);
+    checkAggregateInputs(layout, rs);
+    // A backend that aggregates results itself (on the GPU) saves the host's pass over every entry.
+    if (backend.applyResults?.(p, rs, u)) return;
+    backend.applyAggregated(p, aggregateTensor(layout, rs), u);
   });
 }

@@ -53,6 +53,12 @@ export interface DistroBackend extends SparseLoCoOps {
   subtractResidual(delta: DistroTensor, own: TensorResult): void;
   /** p ← RN(p·factor − step·sign(IDCT(mean))) with the exact integer decode; bit-identical on every backend. */
   applyAggregated(param: DistroTensor, agg: AggregatedTensor, u: UpdateScalars): void;
+  /**
+   * `applyAggregated` of the peers' results (already checked: `checkAggregateInputs`), bit for bit, with the
+   * aggregation done by the backend (a GPU backend does it on the device). Returns false, having changed
+   * nothing, when it cannot take these results; the caller then aggregates on the host. Optional.
+   */
+  applyResults?(param: DistroTensor, results: readonly TensorResult[], u: UpdateScalars): boolean;
   /** Resolves when all queued work is done. */
   finish(): Promise<void>;
   destroy(): void;

@@ -298,7 +298,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
       }
   });
 
-  it('the raw outer step aggregates on the device, bit-identical to the host, and falls back beyond its limits', async () => {
+  it('the outer step aggregates on the device in both domains, bit-identical to the host, and falls back beyond its limits', async () => {
     const shape = [96, 32];
     const chunk = 16;
     const l = tensorLayout(shape, chunk);
@@ -334,7 +334,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
       { peers: 127, k: 8, same: false, scale: 2, divideBy: 'results' },
       { peers: 128, k: 4, same: true, scale: 1, divideBy: 'senders' }, // past the device path's bound
     ];
-    for (const c of cases) {
+    for (const c of cases.flatMap((x) => (['raw', 'dct'] as const).map((domain) => ({ ...x, domain })))) {
       const [cpu, gpu] = pair(chunk, 32 * 32 * 4); // 3 segments
       let hostAggregates = 0;
       const spied: DistroBackend = {
@@ -348,7 +348,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
       const pc = cpu.tensor(shape, p0);
       const pg = gpu.tensor(shape, p0);
       const results = quant(c.peers, c.k, c.same, c.scale, 2);
-      const o = { lr: 0.37, domain: 'raw' as const, divideBy: c.divideBy };
+      const o = { lr: 0.37, domain: c.domain, divideBy: c.divideBy };
       const before = { ...(gpu as WebGpuDistroBackend).stats };
       outerStep(cpu, [pc], results, o);
       outerStep(spied, [pg], results, o);
@@ -358,7 +358,6 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
       const viaHost = c.peers > 127;
       expect({
         ...c,
-        peers: c.peers,
         identical: Buffer.from(b.buffer).equals(Buffer.from(a.buffer)),
       }).toEqual({
         ...c,
@@ -367,8 +366,8 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
       expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
       expect(hostAggregates).toBe(viaHost ? 1 : 0);
       if (!viaHost) {
-        // One dispatch per segment in one submit, nothing read back.
-        expect(stats.dispatches - before.dispatches).toBe(3);
+        // One dispatch per segment (after the aggregate's in the DCT domain) in one submit, nothing read back.
+        expect(stats.dispatches - before.dispatches).toBe(c.domain === 'dct' ? 4 : 3);
         expect(stats.submits - before.submits).toBe(1);
         expect(stats.readbacks - before.readbacks).toBe(0);
       }
@@ -384,12 +383,21 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
     const p0 = randn(l.size, 0.1);
     const [pc, pg] = [cpu.tensor(shape, p0), gpu.tensor(shape, p0)];
     const mixed = [[randomQuant(shape, chunk, 3, 2)], [randomQuant(shape, chunk, 7, 2)]];
-    outerStep(cpu, [pc], mixed, { lr: 1, domain: 'raw' });
-    outerStep(spied, [pg], mixed, { lr: 1, domain: 'raw' });
+    // Hostile peers naming one coordinate eight times per chunk, the same one in all 20: 160 entries on it,
+    // more than the device's integer fields are sized for. The host aggregates those too.
+    const repeated = Array.from({ length: 20 }, () => {
+      const r = randomQuant(shape, chunk, 8, 2);
+      return [{ ...r, indices: r.indices.map((_, i) => (Math.floor(i / 8) * 7) % l.totalk) }];
+    });
+    for (const domain of ['raw', 'dct'] as const)
+      for (const peers of [mixed, repeated]) {
+        outerStep(cpu, [pc], peers, { lr: 1, domain });
+        outerStep(spied, [pg], peers, { lr: 1, domain });
+      }
     expect(Buffer.from((await gpu.read(pg)).buffer).equals(Buffer.from((await cpu.read(pc)).buffer))).toBe(
       true,
     );
-    expect(hostAggregates).toBe(1);
+    expect(hostAggregates).toBe(4);
     gpu.destroy();
   });
 

@@ -11,6 +11,7 @@ import {
   updateValue,
   type DistroBackend,
   type TensorResult,
+  type WebGpuDistroBackend,
 } from '../src/index.ts';
 import { INT64 } from '../src/gpu/wgsl.ts';
 import { dawnDevice, type Dawn } from '../src/node/index.ts';
@@ -335,5 +336,100 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
       }
       gpu.destroy();
     }
+  });
+  it('the apply aggregates the peers on the device, bit-identical to the host, and falls back beyond its limits', async () => {
+    const shape = [96, 32];
+    const chunk = 16;
+    const l = tensorLayout(shape, chunk);
+    /** One peer's result: k distinct indices per chunk (`base`'s when given), values of awkward magnitudes. */
+    const result = (k: number, quantized: boolean, scale: number, base?: Uint32Array): TensorResult => {
+      const indices = base ?? new Uint32Array(l.blocks * k);
+      if (!base)
+        for (let b = 0; b < l.blocks; b++) {
+          const seen = new Set<number>();
+          while (seen.size < k) seen.add(Math.floor(rand() * l.totalk));
+          indices.set([...seen], b * k);
+        }
+      const values = randn(l.blocks * k, scale).map((v, i) =>
+        i % 11 === 0 ? 0 : i % 13 === 0 ? -0 : i % 17 === 0 ? 2 ** -149 * (1 + (i % 5)) : v,
+      );
+      const r: TensorResult = { xshape: l.xshape, totalk: l.totalk, k, indices, values, quantized: false };
+      return quantized ? quantize1bit(r) : r;
+    };
+    const cases = [
+      { peers: 3, k: 5, quantized: false, same: false, scale: 1e-3 },
+      { peers: 6, k: 16, quantized: true, same: true, scale: 1 },
+      { peers: 5, k: 64, quantized: false, same: false, scale: 1e-40 },
+      { peers: 4, k: 8, quantized: false, same: true, scale: 3e38 },
+      { peers: 127, k: 8, quantized: true, same: true, scale: 1 },
+      { peers: 127, k: 8, quantized: false, same: false, scale: 2 },
+      { peers: 128, k: 4, quantized: true, same: true, scale: 1 }, // past the device aggregate's bound
+    ];
+    for (const c of cases) {
+      const [cpu, gpu] = backends(chunk, 32 * 32 * 4); // 3 segments
+      let hostAggregates = 0;
+      const spied: DistroBackend = {
+        ...gpu,
+        applyAggregated: (param, agg, u) => {
+          hostAggregates++;
+          gpu.applyAggregated(param, agg, u);
+        },
+      };
+      const base = c.same ? result(c.k, false, 1).indices : undefined;
+      const peers = Array.from({ length: c.peers }, () => [result(c.k, c.quantized, c.scale, base)]);
+      const p0 = randn(l.size, 0.1).map((x, i) => (i === 1 ? -0 : i === 2 ? 2 ** -149 : x));
+      const pc = cpu.tensor(shape, p0);
+      const pg = gpu.tensor(shape, p0);
+      const stats = (gpu as WebGpuDistroBackend).stats;
+      const before = { ...stats };
+      applyResults(cpu, [pc], peers, { lr: 0.37, weightDecay: 0.1 });
+      applyResults(spied, [pg], peers, { lr: 0.37, weightDecay: 0.1 });
+      const after = { ...stats };
+      const a = await cpu.read(pc);
+      const b = await gpu.read(pg);
+      expect({ ...c, identical: Buffer.from(b.buffer).equals(Buffer.from(a.buffer)) }).toEqual({
+        ...c,
+        identical: true,
+      });
+      expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
+      const onHost = c.peers > 127;
+      expect(hostAggregates).toBe(onHost ? 1 : 0);
+      if (!onHost)
+        // The aggregate and one apply per segment in one submit, nothing read back.
+        expect([
+          after.dispatches - before.dispatches,
+          after.submits - before.submits,
+          after.readbacks - before.readbacks,
+        ]).toEqual([4, 1, 0]);
+      gpu.destroy();
+    }
+    // Results of different k do not share one layout of entries: the host aggregates them.
+    const [cpu, gpu] = backends(chunk);
+    let hostAggregates = 0;
+    const spied: DistroBackend = {
+      ...gpu,
+      applyAggregated: (p, agg, u) => {
+        hostAggregates++;
+        gpu.applyAggregated(p, agg, u);
+      },
+    };
+    const p0 = randn(l.size, 0.1);
+    const [pc, pg] = [cpu.tensor(shape, p0), gpu.tensor(shape, p0)];
+    const mixed = [[result(3, true, 1)], [result(7, true, 1)]];
+    // Hostile peers naming one coordinate eight times per chunk, the same one in all 20: 160 entries on it,
+    // more than the device's integer fields are sized for. The host aggregates those too.
+    const repeated = Array.from({ length: 20 }, () => {
+      const r = result(8, false, 1);
+      return [{ ...r, indices: r.indices.map((_, i) => (Math.floor(i / 8) * 7) % l.totalk) }];
+    });
+    for (const peers of [mixed, repeated]) {
+      applyResults(cpu, [pc], peers, { lr: 1e-2 });
+      applyResults(spied, [pg], peers, { lr: 1e-2 });
+    }
+    expect(Buffer.from((await gpu.read(pg)).buffer).equals(Buffer.from((await cpu.read(pc)).buffer))).toBe(
+      true,
+    );
+    expect(hostAggregates).toBe(2);
+    gpu.destroy();
   });
 });

@@ -8,7 +8,7 @@ import { tensorLayout } from '../layout.ts';
 import type { TensorResult } from '../result.ts';
 import type { SparseDomain } from '../sparseloco/outer.ts';
 import { GpuContext, type GpuStats } from './context.ts';
-import { applyAggregated, subtractResidual } from './decode.ts';
+import { applyAggregated, applyResultsOnDevice, subtractResidual } from './decode.ts';
 import { momentum, scale, signStep, sumOfSquares, sumsOfSquares } from './elementwise-ops.ts';
 import { coefficientsAt, gatherElements } from './gather.ts';
 import { selectMany } from './select.ts';
@@ -95,6 +95,7 @@ export function createWebGpuBackend(device: GPUDevice, options: WebGpuBackendOpt
     selectTopkAll: (ts, topk, domain) => selectMany(ctx, ts, topk, domain),
     subtractResidual: (delta, own) => subtractResidual(ctx, delta, own),
     applyAggregated: (param, agg, u) => applyAggregated(ctx, param, agg, u),
+    applyResults: (param, results, u) => applyResultsOnDevice(ctx, param, results, u),
     ...gpuSparseLoCoOps(ctx),
     finish: () => device.queue.onSubmittedWorkDone(),
     destroy: () => ctx.destroy(),

@@ -6,9 +6,10 @@ import type { UpdateScalars } from '../exact-update.ts';
 import { DistroShapeError, sameShape } from '../layout.ts';
 import { checkResult, type TensorResult } from '../result.ts';
 import type { GpuContext } from './context.ts';
-import { bitsOf } from './op.ts';
 import { perSegmentWith } from './dispatch.ts';
-import { asGpu } from './tensor.ts';
+import { bitsOf, type GpuOp } from './op.ts';
+import { asGpu, bind, whole, type GpuTensor } from './tensor.ts';
+import { deviceAggregateFits, hostBounds, recordBlockAggregate, type BlockLists } from './aggregate.ts';
 import * as W from './wgsl.ts';
 
 export function subtractResidual(ctx: GpuContext, delta: DistroTensor, own: TensorResult): void {
@@ -27,6 +28,26 @@ export function subtractResidual(ctx: GpuContext, delta: DistroTensor, own: Tens
   );
 }
 
+/** The exact apply of per-block lists into every segment of `t`, recorded into `o`. */
+function recordApply(
+  ctx: GpuContext,
+  o: GpuOp,
+  t: GpuTensor,
+  lists: Omit<BlockLists, 'shift'>,
+  u: UpdateScalars,
+): void {
+  const l = t.layout;
+  const basis = ctx.basisPair(l.n1, l.n2, 'int');
+  for (const p of t.parts)
+    ctx.elementwise(
+      o,
+      W.APPLY,
+      p.seg.elements,
+      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
+      [bind(p), ...[lists.bounds, lists.coef, lists.mean, basis.buffer].map(whole)],
+    );
+}
+
 export function applyAggregated(
   ctx: GpuContext,
   param: DistroTensor,
@@ -34,18 +55,32 @@ export function applyAggregated(
   u: UpdateScalars,
 ): void {
   const t = asGpu(param);
-  const l = t.layout;
-  if (!sameShape(agg.layout.xshape, l.xshape))
+  if (!sameShape(agg.layout.xshape, t.layout.xshape))
     throw new DistroShapeError('aggregate was built for another layout');
-  const starts = ctx.input('apply-starts', agg.blockStart);
-  const coef = ctx.input('apply-coef', agg.coef);
-  const mean = ctx.input('apply-mean', agg.mean);
-  const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  perSegmentWith(
-    ctx,
-    W.APPLY,
-    t,
-    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
-    [starts, coef, mean, basis.buffer],
-  );
+  const lists = {
+    bounds: ctx.input('apply-bounds', hostBounds(agg.blockStart)),
+    coef: ctx.input('apply-coef', agg.coef),
+    mean: ctx.input('apply-mean', agg.mean),
+  };
+  const o = ctx.op();
+  recordApply(ctx, o, t, lists, u);
+  o.submit();
+}
+
+/**
+ * `applyAggregated` of the peers' results (checked by the caller), aggregated on the device in the same
+ * submit; false, changing nothing, when they do not fit the device's aggregate (aggregate.ts).
+ */
+export function applyResultsOnDevice(
+  ctx: GpuContext,
+  param: DistroTensor,
+  results: readonly TensorResult[],
+  u: UpdateScalars,
+): boolean {
+  const t = asGpu(param);
+  if (!deviceAggregateFits(ctx, t.layout, results)) return false;
+  const o = ctx.op();
+  recordApply(ctx, o, t, recordBlockAggregate(ctx, o, t.layout, results, 'senders'), u);
+  o.submit();
+  return true;
 }

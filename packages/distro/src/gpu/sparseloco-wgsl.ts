@@ -2,6 +2,7 @@
 // into FMA (local state, allowed to differ in the last bits between devices). The two outer-step kernels
 // touch parameters only as u32 bit patterns and integers (wgsl.ts's exact_update_value), so they are
 // bit-identical to the CPU reference on every device.
+import { FIXED_POINT, FUSED_TOTALK, FUSED_WG } from './aggregate-wgsl.ts';
 import {
   bindings,
   ELEMENT_IN_BLOCK,
@@ -77,7 +78,7 @@ export const OUTER_DCT = perElement({
     'cols: u32, n1: u32, n2: u32, blocksX: u32, firstRow: u32, off1: u32, off2: u32, step: u32, p0: u32, p1: u32',
   buffers: [...EXACT_IDCT_BUFFERS, 'read shift: array<i32>'],
   body: `${ELEMENT_IN_BLOCK}
-  if (blockStart[blk] == blockStart[blk + 1u]) { return; }
+  if (bounds[2u * blk] == bounds[2u * blk + 1u]) { return; }
 ${EXACT_IDCT_SUMS}
   let S = add64(shl64(H, 15u), vec2<u32>(lo.x & 0x7fffu, 0u));
   var ab = 0u;
@@ -90,17 +91,6 @@ ${EXACT_IDCT_SUMS}
   }
   param[i] = exact_update_value(param[i], ${ONE_BITS}, u.step, ab);`,
 });
-
-/** Coefficients per block the peer-fused outer step can aggregate in workgroup memory (16 KiB, WebGPU's minimum). */
-export const FUSED_TOTALK = 4096;
-/**
- * The most results the peer-fused outer step takes: a coordinate's sum of |q| ≤ 2^24 from that many peers,
- * doubled and plus the divisor, still fits in a u32 (fixedMean's numerator).
- */
-export const FUSED_MAX_PEERS = 127;
-
-/** Invocations per block of the peer-fused outer step; few, so a block's fixed cost stays small. */
-export const FUSED_WG = 64;
 
 /**
  * Raw-domain outer step straight from the peers' results, one workgroup per block: outer.ts's aggregateRaw done
@@ -115,6 +105,7 @@ export const FUSED_WG = 64;
  */
 export const OUTER_RAW_PEERS = /* wgsl */ `
 ${INT64}
+${FIXED_POINT}
 ${bindings(
   'first: u32, end: u32, stride: u32, k: u32, peers: u32, perPeer: u32, cols: u32, n1: u32, n2: u32, blocksX: u32, segOffset: u32, step: u32, byResults: u32, p0: u32, p1: u32, p2: u32',
   [
@@ -127,33 +118,6 @@ ${bindings(
 var<workgroup> sh: array<atomic<u32>, ${FUSED_TOTALK}>;
 const OWNER = 0x200u;
 const ONE_COUNT = 0x200u;
-// ⌊log2 |v|⌋ + 150 (≥ 1) of a nonzero magnitude's bits.
-fn biased_exp(m: u32) -> u32 {
-  let ex = m >> 23u;
-  if (ex == 0u) { return 32u - countLeadingZeros(m); }
-  return ex + 23u;
-}
-// roundHalfEven(v·2^(23 − e)) for the float32 bits vb, e = eb − 150 (the coordinate's largest ⌊log2 |v|⌋).
-fn fixed_value(vb: u32, eb: u32) -> i32 {
-  let m = vb & 0x7fffffffu;
-  if (m == 0u) { return 0; }
-  let ex = m >> 23u;
-  var mant = m & 0x7fffffu;
-  var ev = -149;
-  if (ex != 0u) { mant = mant | 0x800000u; ev = i32(ex) - 150; }
-  let s = i32(eb) - 173 - ev;
-  var q = 0u;
-  if (s <= 0) {
-    q = mant << u32(-s);
-  } else if (s < 32) {
-    q = mant >> u32(s);
-    let rem = mant - (q << u32(s));
-    let half = 1u << u32(s - 1);
-    if (rem > half || (rem == half && (q & 1u) == 1u)) { q = q + 1u; }
-  }
-  if ((vb >> 31u) == 1u) { return -i32(q); }
-  return i32(q);
-}
 fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j % u.k; }
 @compute @workgroup_size(${FUSED_WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let blk = u.first + wid.x + wid.y * u.stride;
@@ -169,7 +133,7 @@ fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j
     let g = entry(j, blk);
     let old = atomicAdd(&sh[idx[g]], ONE_COUNT);
     let eb = old & 0x1ffu;
-    scratch[2u * g] = bitcast<u32>(select(0, fixed_value(val[g], eb), eb != 0u));
+    scratch[2u * g] = bitcast<u32>(select(0, fixed_scaled(val[g], 173 - i32(eb)), eb != 0u));
     scratch[2u * g + 1u] = eb | select(0u, OWNER, old < ONE_COUNT);
   }
   workgroupBarrier();

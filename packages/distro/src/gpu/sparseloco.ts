@@ -6,11 +6,23 @@ import { checkSameShapes, DistroShapeError, sameShape } from '../layout.ts';
 import { checkResult, type TensorResult } from '../result.ts';
 import type { AdamWScalars } from '../sparseloco/adamw.ts';
 import type { SparseLoCoOps } from '../sparseloco/ops.ts';
-import type { DctOuterAggregate, OuterAggregate, RawOuterAggregate } from '../sparseloco/outer.ts';
-import { COPY_DST, grid, STORAGE, type GpuContext } from './context.ts';
-import { bitsOf } from './op.ts';
+import type {
+  DctOuterAggregate,
+  OuterAggregate,
+  RawOuterAggregate,
+  SparseDomain,
+} from '../sparseloco/outer.ts';
+import {
+  deviceAggregateFits,
+  hostBounds,
+  recordBlockAggregate,
+  uploadEntries,
+  type BlockLists,
+} from './aggregate.ts';
+import { grid, STORAGE, type GpuContext } from './context.ts';
+import { bitsOf, type GpuOp } from './op.ts';
 import * as S from './sparseloco-wgsl.ts';
-import { perSegment, perSegmentWith } from './dispatch.ts';
+import { perSegment } from './dispatch.ts';
 import { asGpu, bind, blocksOf, whole, type GpuTensor } from './tensor.ts';
 
 function applyRaw(ctx: GpuContext, t: GpuTensor, agg: RawOuterAggregate, step: number): void {
@@ -31,57 +43,57 @@ function applyRaw(ctx: GpuContext, t: GpuTensor, agg: RawOuterAggregate, step: n
   o.submit();
 }
 
-function applyDct(ctx: GpuContext, t: GpuTensor, outer: DctOuterAggregate, step: number): void {
+/** The DCT-domain outer step of per-block lists into every segment of `t`, recorded into `o`. */
+function recordOuterDct(ctx: GpuContext, o: GpuOp, t: GpuTensor, lists: BlockLists, step: number): void {
   const l = t.layout;
-  const { agg } = outer;
-  const starts = ctx.input('outer-starts', agg.blockStart);
-  const coef = ctx.input('outer-coef', agg.coef);
-  const mean = ctx.input('outer-mean', agg.mean);
-  const shift = ctx.input('outer-shift', agg.shift);
   const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  perSegmentWith(
-    ctx,
-    S.OUTER_DCT,
-    t,
-    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
-    [starts, coef, mean, basis.buffer, shift],
-  );
+  for (const p of t.parts)
+    ctx.elementwise(
+      o,
+      S.OUTER_DCT,
+      p.seg.elements,
+      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
+      [bind(p), ...[lists.bounds, lists.coef, lists.mean, basis.buffer, lists.shift].map(whole)],
+    );
+}
+
+function applyDct(ctx: GpuContext, t: GpuTensor, outer: DctOuterAggregate, step: number): void {
+  const { agg } = outer;
+  const lists = {
+    bounds: ctx.input('outer-bounds', hostBounds(agg.blockStart)),
+    coef: ctx.input('outer-coef', agg.coef),
+    mean: ctx.input('outer-mean', agg.mean),
+    shift: ctx.input('outer-shift', agg.shift),
+  };
+  const o = ctx.op();
+  recordOuterDct(ctx, o, t, lists, step);
+  o.submit();
 }
 
 /**
- * The raw outer step from the peers' results, aggregated on the device (OUTER_RAW_PEERS); false when they do
- * not fit it: a block wider than its workgroup memory, too many peers, results of different k, or entries
- * past one binding.
+ * The outer step from the peers' results, aggregated on the device (the raw domain by OUTER_RAW_PEERS, the DCT
+ * domain by aggregate.ts's block lists) in one submit; false, changing nothing, when they do not fit it.
  */
-function applyOuterRawResults(
+function applyOuterResults(
   ctx: GpuContext,
   param: DistroTensor,
   results: readonly TensorResult[],
+  domain: SparseDomain,
   divideBy: 'senders' | 'results',
   step: number,
 ): boolean {
   const t = asGpu(param);
   const l = t.layout;
-  const k = results[0]?.k ?? 0;
-  if (
-    results.length === 0 ||
-    results.length > S.FUSED_MAX_PEERS ||
-    l.totalk > S.FUSED_TOTALK ||
-    results.some((r) => r.k !== k || r.indices.length !== l.blocks * k)
-  )
-    return false;
-  const perPeer = l.blocks * k;
-  const bytes = results.length * perPeer * 4;
-  const lim = ctx.device.limits;
-  if (2 * bytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) return false;
-  const idx = ctx.keep('outer-peers-idx', bytes, STORAGE | COPY_DST);
-  const val = ctx.keep('outer-peers-val', bytes, STORAGE | COPY_DST);
-  const scratch = ctx.keep('outer-peers-scratch', 2 * bytes, STORAGE);
-  results.forEach((r, p) => {
-    ctx.device.queue.writeBuffer(idx, p * perPeer * 4, r.indices.buffer, r.indices.byteOffset, perPeer * 4);
-    ctx.device.queue.writeBuffer(val, p * perPeer * 4, r.values.buffer, r.values.byteOffset, perPeer * 4);
-  });
+  if (!deviceAggregateFits(ctx, l, results)) return false;
   const o = ctx.op();
+  if (domain === 'dct') {
+    recordOuterDct(ctx, o, t, recordBlockAggregate(ctx, o, l, results, divideBy), Math.fround(step));
+    o.submit();
+    return true;
+  }
+  const k = (results[0] as TensorResult).k;
+  const { idx, val, perPeer } = uploadEntries(ctx, results);
+  const scratch = ctx.keep('outer-peers-scratch', 8 * results.length * perPeer, STORAGE);
   for (const p of t.parts) {
     const { first, end } = blocksOf(t, p);
     const g = grid(end - first);
@@ -173,7 +185,7 @@ export function gpuSparseLoCoOps(ctx: GpuContext): Omit<SparseLoCoOps, 'selectTo
     errorFeedback: (ef, start, local, beta) => errorFeedback(ctx, ef, start, local, beta),
     subtractSparse: (x, r) => subtractSparse(ctx, x, r),
     applyOuter: (param, agg, step) => applyOuter(ctx, param, agg, step),
-    applyOuterRawResults: (param, results, divideBy, step) =>
-      applyOuterRawResults(ctx, param, results, divideBy, step),
+    applyOuterResults: (param, results, domain, divideBy, step) =>
+      applyOuterResults(ctx, param, results, domain, divideBy, step),
   };
 }

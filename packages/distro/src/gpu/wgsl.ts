@@ -482,13 +482,13 @@ fn exact_update_value(pb: u32, fb: u32, lb: u32, ab: u32) -> u32 {
 /**
  * The exact integer IDCT of the element's block (the CPU's accumulateExact): S = Σ m·Bq1[b][h]·Bq2[d][w] =
  * H·2^15 + (lo & 0x7fff), H and lo emulated i64. a = m·Bq1 ≤ 2^30 fits i32; a = ah·2^15 + al keeps both
- * partial products ≤ 2^30. Needs ELEMENT_IN_BLOCK's h, w, blk, the bindings blockStart, coef, mean, ibasis
- * and the uniforms n1, n2, off1, off2. Shared by the DisTrO apply (sign of S) and SparseLoCo's outer step
+ * partial products ≤ 2^30. Needs ELEMENT_IN_BLOCK's h, w, blk, the bindings bounds (entries
+ * [bounds[2·blk], bounds[2·blk + 1]) are the block's), coef, mean, ibasis and the uniforms n1, n2, off1, off2. Shared by the DisTrO apply (sign of S) and SparseLoCo's outer step
  * (value of S).
  */
 export const EXACT_IDCT_SUMS = /* wgsl */ `  var hi = vec2<u32>(0u, 0u);
   var lo = vec2<u32>(0u, 0u);
-  for (var e = blockStart[blk]; e < blockStart[blk + 1u]; e++) {
+  for (var e = bounds[2u * blk]; e < bounds[2u * blk + 1u]; e++) {
     let cf = coef[e];
     let b = cf / u.n2;
     let d = cf - b * u.n2;
@@ -504,7 +504,7 @@ export const EXACT_IDCT_SUMS = /* wgsl */ `  var hi = vec2<u32>(0u, 0u);
 /** The parameters an exact decode updates (as u32 bits) and the bindings EXACT_IDCT_SUMS reads, in order. */
 export const EXACT_IDCT_BUFFERS: readonly string[] = [
   'read_write param: array<u32>',
-  'read blockStart: array<u32>',
+  'read bounds: array<u32>',
   'read coef: array<u32>',
   'read mean: array<i32>',
   'read ibasis: array<i32>',

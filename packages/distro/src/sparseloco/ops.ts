@@ -28,14 +28,15 @@ export interface SparseLoCoOps {
   /** p ← RN_f32(p − step·A) for the aggregate's parameters (outer.ts); bit-identical on every backend. */
   applyOuter(param: DistroTensor, agg: OuterAggregate, step: number): void;
   /**
-   * The raw-domain outer step straight from the peers' dequantised results (already checked against the
-   * layout): `applyOuter` of their raw aggregate, bit for bit, with the aggregation done by the backend (a GPU
+   * The outer step straight from the peers' dequantised results (already checked against the layout):
+   * `applyOuter` of their aggregate in `domain`, bit for bit, with the aggregation done by the backend (a GPU
    * backend does it on the device). Returns false, having changed nothing, when it cannot take these results;
    * the caller then aggregates on the host. Optional.
    */
-  applyOuterRawResults?(
+  applyOuterResults?(
     param: DistroTensor,
     results: readonly TensorResult[],
+    domain: SparseDomain,
     divideBy: 'senders' | 'results',
     step: number,
   ): boolean;

@@ -1,6 +1,6 @@
 // SparseLoCo's outer step: every replica applies the same accepted results and must end with bit-identical
 // parameters. Aggregation uses integers and exactly rounded float64 steps only, on the host (shared by both
-// backends) or, in the raw domain, on a backend that does it itself (the WGSL one); the backends apply it with
+// backends) or on a backend that does it itself (the WGSL one, on the device); the backends apply it with
 // one correctly rounded float32 operation per parameter:
 //   p ← RN_f32(p − l·A),  l = fround(outer lr), A = the parameter's aggregate (a float32 defined below).
 //
@@ -173,6 +173,8 @@ export function outerStep(
   options: OuterStepOptions,
 ): void {
   const step = outerStepScalar(options.lr);
+  if (options.domain !== 'raw' && options.domain !== 'dct')
+    throw new DistroShapeError(`unknown domain ${String(options.domain)}`);
   if (results.length === 0) return;
   for (const [peer, r] of results.entries())
     if (r.length !== params.length)
@@ -183,12 +185,8 @@ export function outerStep(
       layout,
       results.map((r) => r[i] as QuantTensorResult),
     );
-    // A backend that aggregates raw results itself (on the GPU) saves the host's pass over every entry.
-    if (
-      options.domain === 'raw' &&
-      backend.applyOuterRawResults?.(p, deq, options.divideBy ?? 'senders', step)
-    )
-      return;
+    // A backend that aggregates results itself (on the GPU) saves the host's pass over every entry.
+    if (backend.applyOuterResults?.(p, deq, options.domain, options.divideBy ?? 'senders', step)) return;
     backend.applyOuter(p, aggregateValues(layout, deq, options), step);
   });
 }
