@@ -95,15 +95,18 @@ function aggregateChecked(
 ): AggregatedTensor {
   const byResults = options.divideBy === 'results';
   const quantized = results.length > 0 && results[0]!.quantized;
-
   const totalk = layout.totalk;
   const sum = new Float64Array(totalk);
   const count = new Uint32Array(totalk);
-  const touched: number[] = [];
+  let entries = 0;
+  for (const r of results) entries += r.indices.length;
+  // A block's coefficients in the order first seen, then sorted numerically (a typed array needs no comparator).
+  const touched = new Uint32Array(Math.min(totalk, entries));
   const blockStart = new Uint32Array(layout.blocks + 1);
   const shift = new Int32Array(layout.blocks);
-  const coef: number[] = [];
-  const mean: number[] = [];
+  const coef = new Uint32Array(entries);
+  const mean = new Int32Array(entries);
+  let out = 0;
   for (let b = 0; b < layout.blocks; b++) {
     let scale = 1;
     if (!quantized) {
@@ -114,31 +117,31 @@ function aggregateChecked(
       shift[b] = maxAbs === 0 ? 0 : VALUE_BITS - 1 - floorLog2(maxAbs);
       scale = 2 ** (shift[b] as number);
     } else shift[b] = VALUE_BITS;
+    let nTouched = 0;
     for (const r of results) {
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
         const v = r.values[j] as number;
         const q = quantized ? (v < 0 || Object.is(v, -0) ? -VALUE_ONE : VALUE_ONE) : roundHalfEven(v * scale);
-        if (count[c] === 0) touched.push(c);
+        if (count[c] === 0) touched[nTouched++] = c;
         sum[c]! += Math.max(-VALUE_ONE, Math.min(VALUE_ONE, q)); // saturation never triggers with this scale
         count[c]! += 1;
       }
     }
-    touched.sort((x, y) => x - y);
-    for (const c of touched) {
+    const block = touched.subarray(0, nTouched).sort();
+    for (const c of block) {
       // Dividing by the result count, a result repeating an index could push |m| past VALUE_ONE: clamp.
       const m = byResults
         ? Math.max(-VALUE_ONE, Math.min(VALUE_ONE, fixedMean(sum[c] as number, results.length)))
         : fixedMean(sum[c] as number, count[c] as number);
       if (m !== 0) {
-        coef.push(c);
-        mean.push(m);
+        coef[out] = c;
+        mean[out++] = m;
       }
       sum[c] = 0;
       count[c] = 0;
     }
-    touched.length = 0;
-    blockStart[b + 1] = coef.length;
+    blockStart[b + 1] = out;
   }
-  return { layout, blockStart, coef: Uint32Array.from(coef), mean: Int32Array.from(mean), shift };
+  return { layout, blockStart, coef: coef.slice(0, out), mean: mean.slice(0, out), shift };
 }

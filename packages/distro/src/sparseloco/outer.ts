@@ -62,62 +62,62 @@ const VALUE_TOP = 23;
 
 const saturate = (a: number): number => (Number.isFinite(a) ? a : Math.sign(a) * F32_MAX);
 
+/** 2^(VALUE_TOP − e) and 2^(e − VALUE_TOP) for every ⌊log2 |v|⌋ e of a nonzero float32 (−149..127). */
+const SCALE_UP = Float64Array.from({ length: 277 }, (_, i) => 2 ** (VALUE_TOP - (i - 149)));
+const SCALE_DOWN = Float64Array.from({ length: 277 }, (_, i) => 2 ** (i - 149 - VALUE_TOP));
+const NO_EXP = -1000;
+
 function aggregateRaw(
   l: BlockLayout,
   results: readonly TensorResult[],
   byResults: boolean,
 ): RawOuterAggregate {
   if (l.size > 0xffffffff) throw new DistroShapeError(`tensor of ${l.size} elements exceeds u32 indexing`);
-  const maxExp = new Float64Array(l.totalk).fill(-Infinity);
+  const maxExp = new Int32Array(l.totalk).fill(NO_EXP);
   const sum = new Float64Array(l.totalk);
   const count = new Uint32Array(l.totalk);
-  const touched: number[] = [];
+  let entries = 0;
+  for (const r of results) entries += r.indices.length;
+  const touched = new Uint32Array(Math.min(l.totalk, entries));
   const blockStart = new Uint32Array(l.blocks + 1);
-  const element: number[] = [];
-  const value: number[] = [];
+  const element = new Uint32Array(entries);
+  const value = new Float32Array(entries);
+  let out = 0;
   for (let b = 0; b < l.blocks; b++) {
-    results.forEach((r) => {
+    let nTouched = 0;
+    for (const r of results)
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
         const x = r.values[j] as number;
-        if (count[c] === 0) touched.push(c);
+        if (count[c] === 0) touched[nTouched++] = c;
         count[c]! += 1;
         if (x !== 0) maxExp[c] = Math.max(maxExp[c] as number, floorLog2(x));
       }
-    });
-    results.forEach((r) => {
+    for (const r of results)
       for (let j = b * r.k; j < (b + 1) * r.k; j++) {
         const c = r.indices[j] as number;
         const e = maxExp[c] as number;
-        if (e !== -Infinity) sum[c]! += roundHalfEven((r.values[j] as number) * 2 ** (VALUE_TOP - e));
+        if (e !== NO_EXP) sum[c]! += roundHalfEven((r.values[j] as number) * (SCALE_UP[e + 149] as number));
       }
-    });
-    touched.sort((x, y) => x - y);
-    for (const c of touched) {
+    const block = touched.subarray(0, nTouched).sort();
+    for (const c of block) {
       const e = maxExp[c] as number;
-      if (e !== -Infinity) {
+      if (e !== NO_EXP) {
         const m = fixedMean(sum[c] as number, byResults ? results.length : (count[c] as number));
-        const a = saturate(Math.fround(m * 2 ** (e - VALUE_TOP)));
+        const a = saturate(Math.fround(m * (SCALE_DOWN[e + 149] as number)));
         if (a !== 0) {
           const h = Math.floor(c / l.n2);
-          element.push(elementIndex(l, b, h, c - h * l.n2));
-          value.push(a);
+          element[out] = elementIndex(l, b, h, c - h * l.n2);
+          value[out++] = a;
         }
       }
-      maxExp[c] = -Infinity;
+      maxExp[c] = NO_EXP;
       sum[c] = 0;
       count[c] = 0;
     }
-    touched.length = 0;
-    blockStart[b + 1] = element.length;
+    blockStart[b + 1] = out;
   }
-  return {
-    domain: 'raw',
-    layout: l,
-    blockStart,
-    element: Uint32Array.from(element),
-    value: Float32Array.from(value),
-  };
+  return { domain: 'raw', layout: l, blockStart, element: element.slice(0, out), value: value.slice(0, out) };
 }
 
 /** Checks every (untrusted) result against the layout and returns the values each stands for. */

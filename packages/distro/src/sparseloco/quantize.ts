@@ -76,19 +76,36 @@ export function unpackCodes(packed: Uint8Array, bits: number, count: number): Ui
   return out;
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-const signBit = (v: number): number => {
-  f32[0] = v;
-  return (u32[0] as number) >>> 31;
-};
+const LLOYD_ROUNDS = 32;
 
-/** Index of the level nearest to `m` among `table[0..L)` (ties to the lower level). */
-function nearest(table: ArrayLike<number>, m: number): number {
+/** Work arrays for one chunk's level table, allocated once per result instead of once per chunk. */
+interface LloydScratch {
+  group: Int32Array;
+  sum: Float64Array;
+  count: Uint32Array;
+  centre: Float64Array;
+  /** The levels with members (their indices, then their centres), rebuilt each round. */
+  live: Int32Array;
+  liveCentres: Float64Array;
+}
+
+function lloydScratch(k: number, levels: number): LloydScratch {
+  return {
+    group: new Int32Array(k),
+    sum: new Float64Array(levels),
+    count: new Uint32Array(levels),
+    centre: new Float64Array(levels),
+    live: new Int32Array(levels),
+    liveCentres: new Float64Array(levels),
+  };
+}
+
+/** Index of the level nearest to `m` among `table[at..at + n)` (ties to the lower level). */
+function nearestOf(table: ArrayLike<number>, at: number, n: number, m: number): number {
   let best = 0;
-  let dist = Math.abs(m - (table[0] as number));
-  for (let l = 1; l < table.length; l++) {
-    const d = Math.abs(m - (table[l] as number));
+  let dist = Math.abs(m - (table[at] as number));
+  for (let l = 1; l < n; l++) {
+    const d = Math.abs(m - (table[at + l] as number));
     if (d < dist) {
       dist = d;
       best = l;
@@ -97,36 +114,42 @@ function nearest(table: ArrayLike<number>, m: number): number {
   return best;
 }
 
-const LLOYD_ROUNDS = 32;
-
 /**
- * Lloyd-Max level table for `mags` (ascending): groups are runs of adjacent magnitudes, starting from equal
- * counts; then alternately each level becomes its group's mean and each magnitude joins its nearest level,
- * until nothing moves. A level whose group is empty stays 0. Returns float32 levels (means rounded once).
+ * Lloyd-Max level table for `mags` (ascending, k of them): groups are runs of adjacent magnitudes, starting
+ * from equal counts; then alternately each level becomes its group's mean and each magnitude joins its nearest
+ * level, until nothing moves. A level whose group is empty stays 0. Writes float32 levels (means rounded once)
+ * to out[at..at + levels).
  */
-function levelTable(mags: Float64Array, levels: number, out: Float32Array): void {
-  const k = mags.length;
-  const group = new Int32Array(k);
+function levelTable(
+  mags: Float64Array,
+  k: number,
+  levels: number,
+  out: Float32Array,
+  at: number,
+  w: LloydScratch,
+): void {
+  const { group, sum, count, centre, live, liveCentres } = w;
   for (let i = 0; i < k; i++) group[i] = Math.min(levels - 1, Math.floor((i * levels) / k));
-  const sum = new Float64Array(levels);
-  const count = new Uint32Array(levels);
-  const centre = new Float64Array(levels);
   for (let round = 0; round < LLOYD_ROUNDS; round++) {
     sum.fill(0);
     count.fill(0);
     for (let i = 0; i < k; i++) {
-      sum[group[i] as number]! += mags[i] as number;
-      count[group[i] as number]! += 1;
+      const g = group[i] as number;
+      sum[g]! += mags[i] as number;
+      count[g]! += 1;
     }
-    const live: number[] = [];
+    let nLive = 0;
     for (let l = 0; l < levels; l++) {
-      centre[l] = count[l] ? (sum[l] as number) / (count[l] as number) : 0;
-      if (count[l]) live.push(l);
+      const c = count[l] as number;
+      centre[l] = c ? (sum[l] as number) / c : 0;
+      if (c) {
+        live[nLive] = l;
+        liveCentres[nLive++] = centre[l] as number;
+      }
     }
-    const liveCentres = live.map((l) => centre[l] as number);
     let moved = false;
     for (let i = 0; i < k; i++) {
-      const g = live[nearest(liveCentres, mags[i] as number)] as number;
+      const g = live[nearestOf(liveCentres, 0, nLive, mags[i] as number)] as number;
       if (g !== group[i]) {
         group[i] = g;
         moved = true;
@@ -134,7 +157,7 @@ function levelTable(mags: Float64Array, levels: number, out: Float32Array): void
     }
     if (!moved) break;
   }
-  for (let l = 0; l < levels; l++) out[l] = centre[l] as number;
+  for (let l = 0; l < levels; l++) out[at + l] = centre[l] as number;
 }
 
 /**
@@ -150,23 +173,23 @@ export function quantizeResult(r: TensorResult, bits: number): QuantTensorResult
     throw new DistroShapeError(`result has ${r.values.length} values for k = ${k}`);
   const scales = new Float32Array(chunks * L);
   const codes = new Uint8Array(chunks * k);
-  const order = new Uint32Array(k);
   const mags = new Float64Array(k);
+  const bitsOfValues = new Uint32Array(r.values.buffer, r.values.byteOffset, r.values.length);
+  const w = lloydScratch(k, L);
   for (let c = 0; c < chunks; c++) {
-    const vals = r.values.subarray(c * k, (c + 1) * k);
+    const base = c * k;
     for (let j = 0; j < k; j++) {
-      const v = vals[j] as number;
+      const v = r.values[base + j] as number;
       if (!Number.isFinite(v)) throw new DistroShapeError(`cannot quantise the non-finite value ${v}`);
-      order[j] = j;
+      mags[j] = Math.abs(v);
     }
-    order.sort((a, b) => Math.abs(vals[a] as number) - Math.abs(vals[b] as number) || a - b);
-    for (let j = 0; j < k; j++) mags[j] = Math.abs(vals[order[j] as number] as number);
-    const table = scales.subarray(c * L, (c + 1) * L);
-    levelTable(mags, L, table);
+    mags.sort(); // numeric: the chunk's magnitudes ascending (equal ones are interchangeable)
+    levelTable(mags, k, L, scales, c * L, w);
     for (let j = 0; j < k; j++) {
-      const v = vals[j] as number;
+      const v = r.values[base + j] as number;
       // The nearest level of the float32 table actually sent, so rounding the means cannot misplace one.
-      codes[c * k + j] = signBit(v) | (nearest(table, Math.abs(v)) << 1);
+      codes[base + j] =
+        ((bitsOfValues[base + j] as number) >>> 31) | (nearestOf(scales, c * L, L, Math.abs(v)) << 1);
     }
   }
   return {
