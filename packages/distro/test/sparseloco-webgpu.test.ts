@@ -27,6 +27,7 @@ import {
 import { INT64 } from '../src/gpu/wgsl.ts';
 import { dawnDevice, type Dawn } from '../src/node/index.ts';
 import { bitsOf, fromBits } from './reference.ts';
+import { countCalls } from './count-calls.ts';
 import { rng } from './rng.ts';
 import { adamw64, exactOuterUpdate } from './sparseloco-reference.ts';
 import { toyRounds } from './sparseloco-toy.ts';
@@ -336,14 +337,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
     ];
     for (const c of cases.flatMap((x) => (['raw', 'dct'] as const).map((domain) => ({ ...x, domain })))) {
       const [cpu, gpu] = pair(chunk, 32 * 32 * 4); // 3 segments
-      let hostAggregates = 0;
-      const spied: DistroBackend = {
-        ...gpu,
-        applyOuter: (param, agg, step) => {
-          hostAggregates++;
-          gpu.applyOuter(param, agg, step);
-        },
-      };
+      const { spied, calls: host } = countCalls(gpu, 'applyOuter');
       const p0 = randn(l.size, 0.1).map((x, i) => (i === 1 ? -0 : i === 2 ? 2 ** -149 : x));
       const pc = cpu.tensor(shape, p0);
       const pg = gpu.tensor(shape, p0);
@@ -364,7 +358,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
         identical: true,
       });
       expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
-      expect(hostAggregates).toBe(viaHost ? 1 : 0);
+      expect(host.n).toBe(viaHost ? 1 : 0);
       if (!viaHost) {
         // One dispatch per segment (after the aggregate's in the DCT domain) in one submit, nothing read back.
         expect(stats.dispatches - before.dispatches).toBe(c.domain === 'dct' ? 4 : 3);
@@ -375,11 +369,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
     }
     // Results of different k cannot share the device path's layout: the host aggregates them.
     const [cpu, gpu] = pair(chunk);
-    let hostAggregates = 0;
-    const spied: DistroBackend = {
-      ...gpu,
-      applyOuter: (p, agg, step) => (hostAggregates++, gpu.applyOuter(p, agg, step)),
-    };
+    const { spied, calls: host } = countCalls(gpu, 'applyOuter');
     const p0 = randn(l.size, 0.1);
     const [pc, pg] = [cpu.tensor(shape, p0), gpu.tensor(shape, p0)];
     const mixed = [[randomQuant(shape, chunk, 3, 2)], [randomQuant(shape, chunk, 7, 2)]];
@@ -397,7 +387,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('SparseLoCo WGSL kerne
     expect(Buffer.from((await gpu.read(pg)).buffer).equals(Buffer.from((await cpu.read(pc)).buffer))).toBe(
       true,
     );
-    expect(hostAggregates).toBe(4);
+    expect(host.n).toBe(4);
     gpu.destroy();
   });
 

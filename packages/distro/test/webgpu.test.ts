@@ -16,6 +16,7 @@ import {
 import { INT64 } from '../src/gpu/wgsl.ts';
 import { dawnDevice, type Dawn } from '../src/node/index.ts';
 import { bitsOf, fromBits } from './reference.ts';
+import { countCalls } from './count-calls.ts';
 import { rng } from './rng.ts';
 
 let dawn: Dawn | undefined;
@@ -367,14 +368,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     ];
     for (const c of cases) {
       const [cpu, gpu] = backends(chunk, 32 * 32 * 4); // 3 segments
-      let hostAggregates = 0;
-      const spied: DistroBackend = {
-        ...gpu,
-        applyAggregated: (param, agg, u) => {
-          hostAggregates++;
-          gpu.applyAggregated(param, agg, u);
-        },
-      };
+      const { spied, calls: host } = countCalls(gpu, 'applyAggregated');
       const base = c.same ? result(c.k, false, 1).indices : undefined;
       const peers = Array.from({ length: c.peers }, () => [result(c.k, c.quantized, c.scale, base)]);
       const p0 = randn(l.size, 0.1).map((x, i) => (i === 1 ? -0 : i === 2 ? 2 ** -149 : x));
@@ -393,7 +387,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
       });
       expect(a.some((v, i) => bitsOf(v) !== bitsOf(p0[i]!))).toBe(true);
       const onHost = c.peers > 127;
-      expect(hostAggregates).toBe(onHost ? 1 : 0);
+      expect(host.n).toBe(onHost ? 1 : 0);
       if (!onHost)
         // The aggregate and one apply per segment in one submit, nothing read back.
         expect([
@@ -405,14 +399,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     }
     // Results of different k do not share one layout of entries: the host aggregates them.
     const [cpu, gpu] = backends(chunk);
-    let hostAggregates = 0;
-    const spied: DistroBackend = {
-      ...gpu,
-      applyAggregated: (p, agg, u) => {
-        hostAggregates++;
-        gpu.applyAggregated(p, agg, u);
-      },
-    };
+    const { spied, calls: host } = countCalls(gpu, 'applyAggregated');
     const p0 = randn(l.size, 0.1);
     const [pc, pg] = [cpu.tensor(shape, p0), gpu.tensor(shape, p0)];
     const mixed = [[result(3, true, 1)], [result(7, true, 1)]];
@@ -429,7 +416,7 @@ describe.runIf(process.env.MESHTRAIN_SKIP_WEBGPU !== '1')('WGSL kernels', () => 
     expect(Buffer.from((await gpu.read(pg)).buffer).equals(Buffer.from((await cpu.read(pc)).buffer))).toBe(
       true,
     );
-    expect(hostAggregates).toBe(2);
+    expect(host.n).toBe(2);
     gpu.destroy();
   });
 });

@@ -6,9 +6,9 @@ import type { UpdateScalars } from '../exact-update.ts';
 import { DistroShapeError, sameShape } from '../layout.ts';
 import { checkResult, type TensorResult } from '../result.ts';
 import type { GpuContext } from './context.ts';
-import { perSegmentWith } from './dispatch.ts';
+import { perSegmentWith, recordPerSegment } from './dispatch.ts';
 import { bitsOf, type GpuOp } from './op.ts';
-import { asGpu, bind, whole, type GpuTensor } from './tensor.ts';
+import { asGpu, type GpuTensor } from './tensor.ts';
 import { deviceAggregateFits, hostBounds, recordBlockAggregate, type BlockLists } from './aggregate.ts';
 import * as W from './wgsl.ts';
 
@@ -38,14 +38,14 @@ function recordApply(
 ): void {
   const l = t.layout;
   const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  for (const p of t.parts)
-    ctx.elementwise(
-      o,
-      W.APPLY,
-      p.seg.elements,
-      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
-      [bind(p), ...[lists.bounds, lists.coef, lists.mean, basis.buffer].map(whole)],
-    );
+  recordPerSegment(
+    ctx,
+    o,
+    W.APPLY,
+    t,
+    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(u.factor), bitsOf(u.step)],
+    [lists.bounds, lists.coef, lists.mean, basis.buffer],
+  );
 }
 
 export function applyAggregated(

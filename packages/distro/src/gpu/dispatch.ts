@@ -2,6 +2,7 @@
 // one submit.
 import type { DistroTensor } from '../backend.ts';
 import type { GpuContext } from './context.ts';
+import type { GpuOp } from './op.ts';
 import { asGpu, bind, whole, type GpuTensor, type Part } from './tensor.ts';
 
 /**
@@ -37,7 +38,19 @@ export function perSegmentWith(
   buffers: readonly GPUBuffer[],
 ): void {
   const o = ctx.op();
+  recordPerSegment(ctx, o, code, t, words, buffers);
+  o.submit();
+}
+
+/** perSegmentWith's dispatches recorded into `o`, after whatever it already holds. */
+export function recordPerSegment(
+  ctx: GpuContext,
+  o: GpuOp,
+  code: string,
+  t: GpuTensor,
+  words: (p: Part) => number[],
+  buffers: readonly GPUBuffer[],
+): void {
   for (const p of t.parts)
     ctx.elementwise(o, code, p.seg.elements, words(p), [bind(p), ...buffers.map(whole)]);
-  o.submit();
 }

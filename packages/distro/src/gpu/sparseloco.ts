@@ -22,7 +22,7 @@ import {
 import { grid, STORAGE, type GpuContext } from './context.ts';
 import { bitsOf, type GpuOp } from './op.ts';
 import * as S from './sparseloco-wgsl.ts';
-import { perSegment } from './dispatch.ts';
+import { perSegment, recordPerSegment } from './dispatch.ts';
 import { asGpu, bind, blocksOf, whole, type GpuTensor } from './tensor.ts';
 
 function applyRaw(ctx: GpuContext, t: GpuTensor, agg: RawOuterAggregate, step: number): void {
@@ -47,14 +47,14 @@ function applyRaw(ctx: GpuContext, t: GpuTensor, agg: RawOuterAggregate, step: n
 function recordOuterDct(ctx: GpuContext, o: GpuOp, t: GpuTensor, lists: BlockLists, step: number): void {
   const l = t.layout;
   const basis = ctx.basisPair(l.n1, l.n2, 'int');
-  for (const p of t.parts)
-    ctx.elementwise(
-      o,
-      S.OUTER_DCT,
-      p.seg.elements,
-      [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
-      [bind(p), ...[lists.bounds, lists.coef, lists.mean, basis.buffer, lists.shift].map(whole)],
-    );
+  recordPerSegment(
+    ctx,
+    o,
+    S.OUTER_DCT,
+    t,
+    (p) => [l.cols, l.n1, l.n2, l.blocksX, p.seg.firstRow, 0, basis.off2, bitsOf(step)],
+    [lists.bounds, lists.coef, lists.mean, basis.buffer, lists.shift],
+  );
 }
 
 function applyDct(ctx: GpuContext, t: GpuTensor, outer: DctOuterAggregate, step: number): void {
