@@ -113,9 +113,11 @@ fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j
     if (m > ONE) { m = ONE; }
     scratch[g] = select(m, -m, sum < 0);
   }
+  // The listing: each invocation owns a contiguous run of entries, whose means other invocations wrote to
+  // storage (hence the storage barrier as well); word lid counts its nonzero means, and invocation 0 turns the
+  // counts into offsets.
+  storageBarrier();
   workgroupBarrier();
-  // The listing: each invocation owns a contiguous run of entries; word lid counts its nonzero means, and
-  // invocation 0 turns the counts into offsets.
   let per = (n + ${FUSED_WG - 1}u) / ${FUSED_WG}u;
   let lo = min(lid * per, n);
   let hi = min(lo + per, n);
