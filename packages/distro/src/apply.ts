@@ -1,6 +1,7 @@
 // One round's apply, shared by every backend: aggregate in exact integers (on the host, or on the device by a
-// backend that can), then each backend decodes and updates. Results come peer-major, as Psyche's Vec<Vec<DistroResult>>: results[peer][tensor],
-// tensors in the parameter order (ascending byte-lexicographic names).
+// backend that can), then each backend decodes and updates. Results come peer-major, as Psyche's
+// Vec<Vec<DistroResult>>: results[peer][tensor], tensors in the parameter order (ascending byte-lexicographic
+// names).
 import { aggregateTensor, checkAggregateInputs } from './aggregate.ts';
 import type { DistroBackend, DistroTensor } from './backend.ts';
 import { updateScalars } from './exact-update.ts';
