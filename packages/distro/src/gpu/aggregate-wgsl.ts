@@ -49,6 +49,15 @@ fn fixed_scaled(vb: u32, x: i32) -> i32 {
 `;
 
 /**
+ * What both per-block kernels share: one workgroup word per coefficient of the block, and entry(j, blk), the
+ * index of the block's j-th entry (peer j / k, its t = j % k) when peer p's entries start at p·perPeer (needs
+ * the uniform fields k and perPeer).
+ */
+export const PER_BLOCK = /* wgsl */ `
+var<workgroup> sh: array<atomic<u32>, ${FUSED_TOTALK}>;
+fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j % u.k; }`;
+
+/**
  * aggregate.ts's aggregateTensor for the blocks [first, end) of one tensor, one workgroup per block. Entry t of
  * peer p for block blk is at p·perPeer + blk·k + t; `val` holds float32 bits (±1 when `quantized`).
  * 1. The block's fixed point: q = ±2^15 for 1-bit values; else shift = 14 − ⌊log2 max|v|⌋ over the block's
@@ -75,9 +84,8 @@ ${bindings(
     'read_write shift: array<i32>',
   ],
 )}
-var<workgroup> sh: array<atomic<u32>, ${FUSED_TOTALK}>;
 const ONE = 32768;
-fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j % u.k; }
+${PER_BLOCK}
 @compute @workgroup_size(${FUSED_WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let blk = u.first + wid.x + wid.y * u.stride;
   if (blk >= u.end) { return; }

@@ -2,7 +2,7 @@
 // into FMA (local state, allowed to differ in the last bits between devices). The two outer-step kernels
 // touch parameters only as u32 bit patterns and integers (wgsl.ts's exact_update_value), so they are
 // bit-identical to the CPU reference on every device.
-import { FIXED_POINT, FUSED_TOTALK, FUSED_WG } from './aggregate-wgsl.ts';
+import { FIXED_POINT, FUSED_WG, PER_BLOCK } from './aggregate-wgsl.ts';
 import {
   bindings,
   ELEMENT_IN_BLOCK,
@@ -115,10 +115,9 @@ ${bindings(
     'read_write scratch: array<u32>',
   ],
 )}
-var<workgroup> sh: array<atomic<u32>, ${FUSED_TOTALK}>;
+${PER_BLOCK}
 const OWNER = 0x200u;
 const ONE_COUNT = 0x200u;
-fn entry(j: u32, blk: u32) -> u32 { return (j / u.k) * u.perPeer + blk * u.k + j % u.k; }
 @compute @workgroup_size(${FUSED_WG}) fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let blk = u.first + wid.x + wid.y * u.stride;
   if (blk >= u.end) { return; }
