@@ -64,7 +64,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
     relay = new Relay({ ...relayOptions, store, limits });
   } catch (e) {
     // Also ends the checkpoint thread, whose warnings would have no relay to go to.
-    store.close();
+    await store.close();
     throw e;
   }
 
@@ -111,7 +111,7 @@ export async function startRelayServer(opts: RelayServerOptions): Promise<Runnin
           server.closeAllConnections();
         });
         relay.stop();
-        store.close();
+        await store.close();
       })();
       return closing;
     },

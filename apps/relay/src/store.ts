@@ -169,9 +169,14 @@ export class RelayStore {
     return this.sql.transaction(fn);
   }
 
-  close(): void {
-    this.wal?.stop();
+  /**
+   * Closes the relay's connection at once; the promise resolves when the WAL thread has closed its own too,
+   * after which nothing touches the data directory (a caller that removes or reopens it awaits this).
+   */
+  close(): Promise<void> {
+    const walClosed = this.wal?.stop() ?? Promise.resolve();
     this.wal = null;
     if (this.db.isOpen) this.db.close();
+    return walClosed;
   }
 }

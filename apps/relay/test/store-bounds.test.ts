@@ -32,8 +32,8 @@ store.runs.insertRunRows(
   '{}',
 );
 
-afterAll(() => {
-  store.close();
+afterAll(async () => {
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 

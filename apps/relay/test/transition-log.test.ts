@@ -21,7 +21,7 @@ function rows(store: RelayStore, sql: string, ...args: (string | number)[]): Rec
 }
 
 describe('the transition log', () => {
-  it('a join writes one small row; the snapshot stays where the last phase change put it', () => {
+  it('a join writes one small row; the snapshot stays where the last phase change put it', async () => {
     const data = join(dir, 'small');
     const store = new RelayStore(data);
     const relay = new Relay({ store });
@@ -52,10 +52,10 @@ describe('the transition log', () => {
       'log',
     )[0]!;
     expect(Number(widest.n)).toBeLessThan(400);
-    store.close();
+    await store.close();
   });
 
-  it('reopening replays the log onto the snapshot: the same state and seq, snapshots and log bounded', () => {
+  it('reopening replays the log onto the snapshot: the same state and seq, snapshots and log bounded', async () => {
     const data = join(dir, 'replay');
     let store = new RelayStore(data);
     let relay = new Relay({ store, clock: () => 5_000_000 });
@@ -80,7 +80,7 @@ describe('the transition log', () => {
     )[0]!;
     expect(Number(logRows.lo)).toBe(snapSeq - TRANSITION_HISTORY + 1);
     expect(Number(logRows.n)).toBe(seq - snapSeq + TRANSITION_HISTORY);
-    store.close();
+    await store.close();
 
     store = new RelayStore(data);
     relay = new Relay({ store, clock: () => 5_000_000 });
@@ -90,10 +90,10 @@ describe('the transition log', () => {
     // And it goes on from there: the next transition is seq + 1.
     back.apply({ type: 'join', id: idOf(n + 1), p2p_id: 'late' });
     expect(back.seq).toBe(seq + 1);
-    store.close();
+    await store.close();
   });
 
-  it('a damaged log (a gap) skips the run with a warning instead of serving a wrong state', () => {
+  it('a damaged log (a gap) skips the run with a warning instead of serving a wrong state', async () => {
     const data = join(dir, 'damaged');
     let store = new RelayStore(data);
     const relay = new Relay({ store });
@@ -103,16 +103,16 @@ describe('the transition log', () => {
     });
     for (let i = 1; i <= 5; i++) host.apply({ type: 'join', id: idOf(i), p2p_id: `p${i}` });
     store.db.prepare('DELETE FROM transition_log WHERE run_id = ? AND seq = 3').run('damaged');
-    store.close();
+    await store.close();
     store = new RelayStore(data);
     const warnings: string[] = [];
     const again = new Relay({ store, log: { info: () => {}, warn: (m) => warnings.push(m) } });
     expect(again.run('damaged')).toBeUndefined();
     expect(warnings.join('\n')).toMatch(/damaged: unreadable state .*skips from seq 2 to 4/);
-    store.close();
+    await store.close();
   });
 
-  it('a schema 1 database migrates: its snapshot is the run, its history stays readable', () => {
+  it('a schema 1 database migrates: its snapshot is the run, its history stays readable', async () => {
     const data = join(dir, 'v1');
     let store = new RelayStore(data);
     const relay = new Relay({ store });
@@ -133,7 +133,7 @@ describe('the transition log', () => {
     const ins = store.db.prepare('INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)');
     for (let seq = 1; seq <= 4; seq++)
       ins.run('old', seq, seq * 1000, `{"type":"join","n":${seq}}`, '[]', state);
-    store.close();
+    await store.close();
 
     store = new RelayStore(data);
     expect(rows(store, "SELECT value FROM meta WHERE key = 'schema_version'")[0]!.value).toBe('2');
@@ -150,10 +150,10 @@ describe('the transition log', () => {
     ]);
     back.apply({ type: 'join', id: idOf(9), p2p_id: 'p9' });
     expect(back.seq).toBe(5);
-    store.close();
+    await store.close();
     // And it opens again as schema 2, the new transition replayed.
     store = new RelayStore(data);
     expect(new Relay({ store }).run('old')!.seq).toBe(5);
-    store.close();
+    await store.close();
   });
 });

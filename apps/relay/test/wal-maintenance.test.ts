@@ -1,6 +1,6 @@
 // relay.db's WAL is checkpointed by a thread of its own, never by the relay's connection: a real SQLite file,
 // a real worker thread.
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -36,12 +36,15 @@ describe('WAL checkpoints', () => {
     expect(stats?.errors).toBe(0);
     expect(statSync(join(dir, 'relay.db')).size).toBeGreaterThan(before + 8_000_000);
 
-    store.close();
+    await store.close();
     store = new RelayStore(dir, { walPassMs: 60_000 });
     expect(store.db.prepare("SELECT COUNT(*) AS n FROM meta WHERE key LIKE 'row-%'").get()).toEqual({
       n: 200,
     });
-    store.close();
+    await store.close();
+    // Both connections are closed once close() resolves: the last one checkpointed and removed the WAL, so
+    // the directory can be removed or reopened at once.
+    expect(readdirSync(dir)).toEqual(['relay.db']);
   });
 
   it('passes every interval on their own', async () => {
@@ -52,17 +55,17 @@ describe('WAL checkpoints', () => {
     while ((store.walStats()?.lastCheckpointed ?? 0) === 0 && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 20));
     expect(store.walStats()?.lastCheckpointed).toBeGreaterThan(1_000);
-    store.close();
+    await store.close();
   });
 
-  it("are SQLite's own without the thread (in memory, or walPassMs 0)", () => {
+  it("are SQLite's own without the thread (in memory, or walPassMs 0)", async () => {
     const mem = new RelayStore(':memory:');
     expect(mem.walStats()).toBeNull();
-    mem.close();
+    await mem.close();
     const store = new RelayStore(join(root, 'c'), { walPassMs: 0 });
     expect(store.walStats()).toBeNull();
     expect(pragma(store, 'wal_autocheckpoint')).toBe(1000);
-    store.close();
+    await store.close();
   });
 
   it('a checkpoint thread that cannot open the database reports it and ends', async () => {

@@ -20,6 +20,7 @@ export class WalMaintenance {
   private readonly worker: Worker;
   private readonly waiters: (() => void)[] = [];
   private stopped = false;
+  private readonly exited: Promise<void>;
 
   /** `onError` hears a failed pass (the next pass tries again); `onExit` a worker that died. */
   constructor(path: string, intervalMs: number, onError: (message: string) => void, onExit: () => void) {
@@ -39,10 +40,13 @@ export class WalMaintenance {
       }
     });
     this.worker.on('error', (e) => onError(e.message));
-    this.worker.on('exit', () => {
-      for (const w of this.waiters.splice(0)) w();
-      if (!this.stopped) onExit();
-    });
+    this.exited = new Promise((resolve) =>
+      this.worker.on('exit', () => {
+        for (const w of this.waiters.splice(0)) w();
+        if (!this.stopped) onExit();
+        resolve();
+      }),
+    );
   }
 
   /** Runs a pass now; resolves when it is done (or the worker is gone). */
@@ -53,10 +57,17 @@ export class WalMaintenance {
     });
   }
 
-  /** The worker closes its connection (a full checkpoint, if it is the last one) and ends. */
-  stop(): void {
-    if (this.stopped) return;
-    this.stopped = true;
-    this.worker.postMessage('stop');
+  /**
+   * The worker closes its connection (a full checkpoint, if it is the last one) and ends. Until the returned
+   * promise resolves its connection may still create and remove relay.db's -wal and -shm files.
+   */
+  stop(): Promise<void> {
+    if (!this.stopped) {
+      this.stopped = true;
+      // Held until it ends: its last checkpoint must finish, and a process awaiting it must not exit first.
+      this.worker.ref();
+      this.worker.postMessage('stop');
+    }
+    return this.exited;
   }
 }
