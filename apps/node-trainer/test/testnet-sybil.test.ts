@@ -112,10 +112,9 @@ describe('local-testnet --adversary sybil:N', () => {
   it(
     'with a trusted verifier, colluding sybils get no fabricated result applied and eject no honest trainer; the per-epoch figures are the relay’s',
     async () => {
-      // Three epochs or more. The sybils join during the first and act from the next epoch that starts after
-      // their joins: the second, or the third when the machine is loaded and their joins land after the
-      // second began. A round can end well before its 2 s witness time (a 30 s epoch without sybils held up
-      // to 20 steps here), so 50 steps leave a third epoch rounds to train even at 1.5 s a round.
+      // Two epochs or more (the sybils join during the first and act from the second). A round can end well
+      // before its 2 s witness time (a 30 s first epoch held 12 to 17 steps here), so 40 steps leave the
+      // second epoch rounds to train even at 1 s a round.
       const r = await testnet(
         '--num-clients',
         '2',
@@ -124,7 +123,7 @@ describe('local-testnet --adversary sybil:N', () => {
         '--trusted-verifiers',
         '1',
         '--steps',
-        '50',
+        '40',
         '--epoch-time',
         '30',
         '--round-witness-time',
