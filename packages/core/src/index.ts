@@ -47,7 +47,6 @@ export {
   currentRound,
   excludedClients,
   isWitness,
-  liveWitnessCount,
   type Member,
   replayExclusions,
   rosterIndexOf,

@@ -14,7 +14,6 @@ import { healthScore } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
 import {
   acceptedByEvidence,
-  liveWitnessCount,
   roundAdmitted,
   roundAssignments,
   roundAtHeight,
@@ -231,5 +230,5 @@ export function seenAlive(
   slot: number,
 ): boolean {
   if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
-  return healthScore(slot, attestations) >= quorum(liveWitnessCount(attesting));
+  return healthScore(slot, attestations) >= quorum(attesting.witness_count);
 }
