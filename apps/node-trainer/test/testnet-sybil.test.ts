@@ -19,6 +19,8 @@ import type { TestnetResult } from '../src/testnet/index.ts';
 const bin = fileURLToPath(new URL('../bin/node-trainer.mjs', import.meta.url));
 const TIMEOUT_S = 420;
 let logs: string | null = null;
+/** A failed run keeps its logs, and the test prints what they say about the sybils. */
+let failed = false;
 
 /** The summary; the exit status is not checked (it is 1 when the attack dropped an honest trainer). */
 async function testnet(...args: string[]): Promise<TestnetResult> {
@@ -104,8 +106,52 @@ function fromDatabase(db: DatabaseSync) {
   return { sybils, verifiers, sybilSent, perEpoch, verdicts, ejected, trusted };
 }
 
+/**
+ * What a failed run leaves to read: the coordinator's transitions that name a sybil, start or end an epoch, or
+ * take a client out (one line each, ids shortened to their kind and first 4 hex digits), and the end of the sybil process's log.
+ */
+async function diagnosis(dir: string): Promise<string> {
+  const db = new DatabaseSync(join(dir, 'relay', 'relay.db'), { readOnly: true });
+  const kinds = new Map(
+    (
+      db.prepare('SELECT id, device_kind FROM clients').all() as { id: string; device_kind: string | null }[]
+    ).map((r) => [r.id, r.device_kind ?? '']),
+  );
+  const short = (id: string) => {
+    const kind = kinds.get(id) ?? '';
+    return `${kind.includes('sybil') ? 'S' : kind.startsWith('verify-only') ? 'V' : 'H'}${id.slice(0, 4)}`;
+  };
+  const named = (text: string) => text.replace(/[0-9a-f]{64}/g, (id) => (kinds.has(id) ? short(id) : id));
+  const lines: string[] = [];
+  for (const row of db.prepare('SELECT seq, now, label, effects FROM transition_log ORDER BY seq').all() as {
+    seq: number;
+    now: number;
+    label: string;
+    effects: string;
+  }[]) {
+    const sybil = [...kinds].some(
+      ([id, kind]) => kind.includes('sybil') && (row.label + row.effects).includes(id),
+    );
+    if (!sybil && !/"type":"(Epoch|Client)|"to":"(Warmup|Cooldown|Finished)"/.test(row.effects)) continue;
+    lines.push(
+      `${row.seq} t=${row.now} ${named(row.label).slice(0, 160)} -> ${named(row.effects).slice(0, 300)}`,
+    );
+  }
+  db.close();
+  const sybilLog = await readFile(join(dir, 'logs', 'adversary-2-sybil.log'), 'utf8').catch(
+    (e: Error) => e.message,
+  );
+  const tail = sybilLog
+    .split('\n')
+    .filter((l) => !l.includes('"fabricated"'))
+    .slice(-30);
+  return [`kept ${dir}`, ...lines, '-- sybil process log, last lines but fabricated ones:', ...tail].join(
+    '\n',
+  );
+}
+
 afterAll(async () => {
-  if (logs) await rm(logs, { recursive: true, force: true });
+  if (logs && !failed) await rm(logs, { recursive: true, force: true });
 });
 
 describe('local-testnet --adversary sybil:N', () => {
@@ -131,72 +177,84 @@ describe('local-testnet --adversary sybil:N', () => {
       );
       logs = r.logs;
       expect(logs).not.toBeNull();
-      const db = new DatabaseSync(join(logs as string, 'relay', 'relay.db'), { readOnly: true });
-      const { sybils, verifiers, sybilSent, perEpoch, verdicts, ejected, trusted } = fromDatabase(db);
-      db.close();
-      expect(sybils.size).toBe(4);
-      expect(r.adversaries_joined).toBe(4);
-      // The verifier joined verify-only, and the run's config lists its key as trusted.
-      expect(verifiers.size).toBe(1);
-      expect(trusted.some((toml) => toml.includes([...verifiers][0] as string))).toBe(true);
-      expect({ trusted: r.trusted_verifiers, dropped: r.trusted_verifiers_dropped }).toEqual({
-        trusted: 1,
-        dropped: 0,
-      });
-      // An anchored run with its verifier taking part gives no trust warning.
-      expect(r.trust_warnings).toEqual([]);
-
-      // The sybils acted: the relay admitted results from them (else nothing is checked).
-      expect(sybilSent.length).toBeGreaterThan(0);
-      // None of those stayed applied, and the sybils were caught: every result of an identity on probation is
-      // checked by the trusted verifier, whose conclusive failure ejects at once.
-      expect(r.fabricated_applied).toBe(0);
-      expect([...perEpoch.values()].reduce((n, e) => n + e.sybil, 0)).toBe(0);
-      const sybilsEjected = [...ejected].filter(([id]) => sybils.has(id));
-      expect(sybilsEjected.length).toBeGreaterThan(0);
-      for (const [, reason] of sybilsEjected) expect(reason).toMatch(/trusted verifier/);
-      expect(r.cheaters_ejected).toBe(sybilsEjected.length);
-      // No honest trainer was ejected or dropped, and the run went to its end.
-      expect([...ejected.keys()].filter((id) => !sybils.has(id))).toEqual([]);
-      expect(r.honest_dropped).toBe(0);
-      for (const e of r.by_epoch)
-        expect({ dropped: e.honest_dropped, ejected: e.honest_ejected }).toEqual({
+      try {
+        const db = new DatabaseSync(join(logs as string, 'relay', 'relay.db'), { readOnly: true });
+        const { sybils, verifiers, sybilSent, perEpoch, verdicts, ejected, trusted } = fromDatabase(db);
+        db.close();
+        expect(sybils.size).toBe(4);
+        expect(r.adversaries_joined).toBe(4);
+        // The verifier joined verify-only, and the run's config lists its key as trusted.
+        expect(verifiers.size).toBe(1);
+        expect(trusted.some((toml) => toml.includes([...verifiers][0] as string))).toBe(true);
+        expect({ trusted: r.trusted_verifiers, dropped: r.trusted_verifiers_dropped }).toEqual({
+          trusted: 1,
           dropped: 0,
-          ejected: 0,
         });
-      expect(r.completed).toBe(true);
-      for (const e of r.by_epoch) {
-        const want = perEpoch.get(e.epoch) ?? { accepted: 0, sybil: 0 };
-        expect({ epoch: e.epoch, accepted: e.results_accepted, sybil: e.attacker_results_accepted }).toEqual({
-          epoch: e.epoch,
-          accepted: want.accepted,
-          sybil: want.sybil,
-        });
-        expect(e.attacker_results_applied).toBeLessThanOrEqual(e.attacker_results_accepted);
-        expect(e.attacker_share).toBe(
-          e.results_applied > 0 ? e.attacker_results_applied / e.results_applied : null,
+        // An anchored run with its verifier taking part gives no trust warning.
+        expect(r.trust_warnings).toEqual([]);
+
+        // The sybils acted: the relay admitted results from them (else nothing is checked).
+        expect(sybilSent.length).toBeGreaterThan(0);
+        // None of those stayed applied, and the sybils were caught: every result of an identity on probation is
+        // checked by the trusted verifier, whose conclusive failure ejects at once.
+        expect(r.fabricated_applied).toBe(0);
+        expect([...perEpoch.values()].reduce((n, e) => n + e.sybil, 0)).toBe(0);
+        const sybilsEjected = [...ejected].filter(([id]) => sybils.has(id));
+        expect(sybilsEjected.length).toBeGreaterThan(0);
+        for (const [, reason] of sybilsEjected) expect(reason).toMatch(/trusted verifier/);
+        expect(r.cheaters_ejected).toBe(sybilsEjected.length);
+        // No honest trainer was ejected or dropped, and the run went to its end.
+        expect([...ejected.keys()].filter((id) => !sybils.has(id))).toEqual([]);
+        expect(r.honest_dropped).toBe(0);
+        for (const e of r.by_epoch)
+          expect({ dropped: e.honest_dropped, ejected: e.honest_ejected }).toEqual({
+            dropped: 0,
+            ejected: 0,
+          });
+        expect(r.completed).toBe(true);
+        for (const e of r.by_epoch) {
+          const want = perEpoch.get(e.epoch) ?? { accepted: 0, sybil: 0 };
+          expect({
+            epoch: e.epoch,
+            accepted: e.results_accepted,
+            sybil: e.attacker_results_accepted,
+          }).toEqual({
+            epoch: e.epoch,
+            accepted: want.accepted,
+            sybil: want.sybil,
+          });
+          expect(e.attacker_results_applied).toBeLessThanOrEqual(e.attacker_results_accepted);
+          expect(e.attacker_share).toBe(
+            e.results_applied > 0 ? e.attacker_results_applied / e.results_applied : null,
+          );
+        }
+        expect(r.by_epoch.map((e) => e.epoch).sort()).toEqual(
+          expect.arrayContaining([...perEpoch.keys()].sort()),
         );
+
+        // Every result a sybil sent is fabricated: its process logged each commitment it sent.
+        const sybilLog = await readFile(join(logs as string, 'logs', 'adversary-2-sybil.log'), 'utf8');
+        const fabricated = new Set(
+          sybilLog
+            .split('\n')
+            .filter((l) => l.includes('"fabricated"'))
+            .map((l) => (JSON.parse(l) as { commitment: string }).commitment),
+        );
+        for (const c of sybilSent) expect(fabricated.has(c)).toBe(true);
+        const applied = r.by_epoch.reduce((n, e) => n + e.attacker_results_applied, 0);
+        expect(r.fabricated_applied).toBe(applied);
+
+        // The verdicts the sybils sent, as the coordinator took them.
+        const sum = (k: 'attacker_verdicts_pass' | 'attacker_verdicts_fail') =>
+          r.by_epoch.reduce((n, e) => n + e[k], 0);
+        expect({ pass: sum('attacker_verdicts_pass'), fail: sum('attacker_verdicts_fail') }).toEqual(
+          verdicts,
+        );
+      } catch (e) {
+        failed = true;
+        console.error(await diagnosis(logs as string));
+        throw e;
       }
-      expect(r.by_epoch.map((e) => e.epoch).sort()).toEqual(
-        expect.arrayContaining([...perEpoch.keys()].sort()),
-      );
-
-      // Every result a sybil sent is fabricated: its process logged each commitment it sent.
-      const sybilLog = await readFile(join(logs as string, 'logs', 'adversary-2-sybil.log'), 'utf8');
-      const fabricated = new Set(
-        sybilLog
-          .split('\n')
-          .filter((l) => l.includes('"fabricated"'))
-          .map((l) => (JSON.parse(l) as { commitment: string }).commitment),
-      );
-      for (const c of sybilSent) expect(fabricated.has(c)).toBe(true);
-      const applied = r.by_epoch.reduce((n, e) => n + e.attacker_results_applied, 0);
-      expect(r.fabricated_applied).toBe(applied);
-
-      // The verdicts the sybils sent, as the coordinator took them.
-      const sum = (k: 'attacker_verdicts_pass' | 'attacker_verdicts_fail') =>
-        r.by_epoch.reduce((n, e) => n + e[k], 0);
-      expect({ pass: sum('attacker_verdicts_pass'), fail: sum('attacker_verdicts_fail') }).toEqual(verdicts);
     },
     8 * 60_000,
   );
