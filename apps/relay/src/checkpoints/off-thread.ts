@@ -19,23 +19,24 @@ export class BadCheckpointError extends Error {
 const WORKER_URL = new URL('./encode-worker.ts', import.meta.url);
 let queue: Promise<unknown> = Promise.resolve();
 
+/**
+ * Settles when the worker has exited, not when it answers: it ends by itself once it has posted its reply, so
+ * nothing terminates it, and the next job's worker starts only after this one is gone. Node's worker_threads
+ * has an open segfault when one worker is torn down while another starts; the relay never does that.
+ */
 function once(job: CheckpointJob): Promise<EncodedJob> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_URL, { workerData: job });
-    let answered = false;
-    worker.once('message', (reply: JobReply) => {
-      answered = true;
-      void worker.terminate();
-      if (reply.ok) resolve(reply.result);
+    let reply: JobReply | undefined;
+    let failure: Error | undefined;
+    worker.once('message', (r: JobReply) => (reply = r));
+    worker.once('error', (err) => (failure = err));
+    worker.once('exit', (code) => {
+      if (failure) reject(failure);
+      else if (!reply) reject(new Error(`checkpoint worker exited with ${code} before answering`));
+      else if (reply.ok) resolve(reply.result);
       else if (reply.code === 'bad_checkpoint') reject(new BadCheckpointError(reply.reason, reply.message));
       else reject(new Error(`checkpoint worker: ${reply.message}`));
-    });
-    worker.once('error', (err) => {
-      answered = true;
-      reject(err);
-    });
-    worker.once('exit', (code) => {
-      if (!answered) reject(new Error(`checkpoint worker exited with ${code} before answering`));
     });
   });
 }
