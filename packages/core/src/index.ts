@@ -47,6 +47,7 @@ export {
   currentRound,
   excludedClients,
   isWitness,
+  liveWitnessCount,
   type Member,
   replayExclusions,
   rosterIndexOf,

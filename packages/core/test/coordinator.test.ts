@@ -17,6 +17,8 @@ import {
   type TickResult,
 } from '../src/coordinator/index.ts';
 import { attestationOf } from '../src/witness/index.ts';
+import { acceptedByEvidence } from '../src/coordinator/queries.ts';
+import { retireClients } from '../src/coordinator/membership.ts';
 import { clientId, fakeCommitment, honestWitnessEvents } from '../../../bench/lib/honest-client.ts';
 import { baseConfig } from './fixtures/coordinator.ts';
 
@@ -178,8 +180,94 @@ describe('quorum and failures', () => {
     for (const c of dropped)
       expect(witnesses.map((i) => d.state.epoch.clients[r3.roster[i]!]!.id)).toContain(c.id);
     expect(d.state.members).toHaveLength(4);
+    // Dropped after the round was judged: they count in the quorum it missed, then and later.
+    expect(roundAtHeight(d.state, 3)!.departed).toBeUndefined();
     d.advance(3);
     expect(d.state.progress.epoch_start_data_index).toBe(r2.data_index);
+  });
+
+  it('witnesses that leave before submitting are neither waited for nor counted in the quorum', () => {
+    /** Round 1 (W = 6) attests round 0; two of its witnesses submit, and the other four stay silent or go. */
+    function run(go: 'leave' | 'stay') {
+      const d = new Driver({ witness_nodes: 6, min_clients: 2, init_min_clients: 8 });
+      d.join(8);
+      d.toFirstRound();
+      d.round();
+      const r1 = currentRound(d.state)!;
+      const ids = roundSelection(r1)
+        .witnesses()
+        .map((i) => d.state.epoch.clients[r1.roster[i]!]!.id);
+      expect(ids).toHaveLength(6);
+      const [a, b, c, e, f, g] = ids as [string, string, string, string, string, string];
+      // Every result delivered and seen; only a and b submit.
+      for (const ev of honestWitnessEvents(
+        d.state,
+        (id) => id === a || id === b,
+        () => true,
+        () => true,
+      ))
+        d.ok(ev);
+      expect(d.state.run_state).toBe('RoundTrain');
+      if (go === 'leave') {
+        d.ok({ type: 'leave', id: c });
+        d.ok({ type: 'eject', id: e, reason: 'test' });
+        d.ok({ type: 'leave', id: a }); // it submitted: it still counts
+        d.ok({ type: 'eject', id: f, reason: 'test' });
+        expect(d.state.run_state).toBe('RoundTrain');
+        d.ok({ type: 'leave', id: g });
+        expect(currentRound(d.state)!.departed).toHaveLength(4);
+      }
+      // The next timer tick, long before max_round_train_time (10 s), ends the train phase only when the
+      // silent witnesses are gone.
+      d.advance(1);
+      expect(d.state.run_state).toBe(go === 'leave' ? 'RoundWitness' : 'RoundTrain');
+      d.finishRound();
+      const ended = d.log.at(-1)!.effects.find((x) => x.type === 'RoundEnded');
+      return { d, ended, r1 };
+    }
+    const stay = run('stay');
+    expect(stay.ended).toMatchObject({ witnesses: 2, quorum: 4, quorum_reached: false });
+    expect(stay.d.state.run_state).toBe('Cooldown');
+    expect(acceptedCommitments(stay.d.state, 0)!.filter((x) => x.commitment !== null)).toHaveLength(0);
+
+    const left = run('leave');
+    expect(left.ended).toMatchObject({ witnesses: 2, quorum: 2, quorum_reached: true });
+    expect(left.d.state.run_state).toBe('RoundTrain');
+    const accepted = acceptedCommitments(left.d.state, 0)!;
+    expect(accepted.length).toBeGreaterThan(0);
+    // Two witness votes and the host's reach quorum(2).
+    for (const x of accepted) {
+      expect(x.votes).toBe(2);
+      expect(x.commitment).not.toBeNull();
+    }
+    // What round 1 decided stays decided: a witness of it that leaves now changes nothing recorded on it.
+    const r1 = roundAtHeight(left.d.state, 1)!;
+    const departed = r1.departed;
+    const later = left.r1.roster
+      .map((ci) => left.d.state.epoch.clients[ci]!)
+      .find((cl) => cl.state === 'Healthy')!;
+    left.d.ok({ type: 'leave', id: later.id });
+    expect(roundAtHeight(left.d.state, 1)!.departed).toEqual(departed);
+    expect(acceptedByEvidence(left.d.state, 0)!.map((x) => x.commitment !== null)).toEqual(
+      accepted.map((x) => x.commitment !== null),
+    );
+  });
+
+  it('records departed witnesses in one order whatever order they leave in', () => {
+    // The host drops accused witnesses in accusation order; a light replica retires them in its own.
+    const d = new Driver({ witness_nodes: 4 });
+    d.join(6);
+    d.toFirstRound();
+    const round = currentRound(d.state)!;
+    const witnesses = roundSelection(round).witnesses();
+    const [lo, hi] = [round.roster[witnesses[0]!]!, round.roster[witnesses[2]!]!];
+    const a = currentRound(retireClients(d.state, [hi, lo], 'Dropped'))!.departed;
+    const b = currentRound(retireClients(d.state, [lo, hi], 'Dropped'))!.departed;
+    expect(a).toHaveLength(2);
+    expect(a).toEqual(b);
+    expect(JSON.stringify(retireClients(d.state, [hi, lo], 'Dropped'))).toBe(
+      JSON.stringify(retireClients(retireClients(d.state, [lo], 'Dropped'), [hi], 'Dropped')),
+    );
   });
 
   it('refuses invalid witnesses with typed errors and ejects repeat liars', () => {

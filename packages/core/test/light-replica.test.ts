@@ -79,6 +79,7 @@ function followFrom(host: Host, k: number, seen: Set<string>): void {
     ({ full, light } = step(full, light, t.event, t.now, seen));
     expect(JSON.stringify(full)).toBe(JSON.stringify(host.history[i + 1]));
     const want = summarizeState(full);
+    if (full.epoch.rounds.some((r) => r?.departed !== undefined)) seen.add('departed witnesses');
     expect(JSON.stringify(light)).toBe(JSON.stringify(want));
     expect(stateHash(light)).toEqual(stateHash(want));
   }
@@ -151,6 +152,7 @@ describe('light replicas', () => {
       'leave',
       'eject',
       'entropy',
+      'departed witnesses',
     ])
       expect(seen, `no ${kind} light event in any run`).toContain(kind);
     expect(outcomes).toBeGreaterThan(100);

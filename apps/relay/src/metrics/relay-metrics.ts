@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import {
   CLIENT_STATE_NAMES,
   currentRound,
+  liveWitnessCount,
   quorum,
   RUN_STATE_NAMES,
   type CoordinatorState,
@@ -47,7 +48,7 @@ export class RelayMetrics {
     ]);
     this.quorum = r.gauge(
       'meshtrain_quorum',
-      'Witness proofs the current round needs (quorum of its witness count).',
+      'Witness proofs the current round needs (quorum of its witnesses that have not left before submitting).',
       ['run'],
     );
     this.witnesses = r.gauge('meshtrain_witnesses', 'Witness proofs received for the current round.', [
@@ -83,7 +84,7 @@ export class RelayMetrics {
     this.epoch.set({ run }, state.progress.epoch);
     const round = currentRound(state);
     this.roundHeight.set({ run }, round?.height ?? 0);
-    this.quorum.set({ run }, round === null ? 0 : quorum(round.witness_count));
+    this.quorum.set({ run }, round === null ? 0 : quorum(liveWitnessCount(round)));
     this.witnesses.set({ run }, round?.witnesses.length ?? 0);
   }
 

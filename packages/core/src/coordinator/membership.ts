@@ -2,8 +2,9 @@
 // the next epoch) and, while an epoch runs, possibly an epoch client with a health state.
 import { CoordinatorError } from './errors.ts';
 import type { Ctx } from './context.ts';
-import { currentRound } from '../state/rounds.ts';
+import { currentRound, withRound } from '../state/rounds.ts';
 import type { CoordinatorState, EpochClient } from '../state/coordinator-state.ts';
+import { roundSelection } from './queries.ts';
 import { withoutTrust } from './trust.ts';
 import { isHex32 } from '../crypto/bytes.ts';
 
@@ -95,6 +96,7 @@ export function eject(state: CoordinatorState, id: string, reason: string, ctx: 
       exited_height: c.state === 'Healthy' ? currentHeight(next) : c.exited_height,
     };
     next = { ...next, epoch: { ...next.epoch, clients } };
+    if (c.state === 'Healthy') next = withDepartedWitnesses(next, [clientIndex]);
   }
   if (next.members.some((m) => m.id === id))
     next = { ...next, members: next.members.filter((m) => m.id !== id) };
@@ -140,13 +142,39 @@ export function retireClients(
   if (clientIndices.length === 0) return state;
   const clients = state.epoch.clients.slice();
   const ids = new Set<string>();
+  const retired: number[] = [];
   const height = currentHeight(state);
   for (const i of clientIndices) {
     const c = clients[i];
     if (!c || c.state !== 'Healthy') continue;
     clients[i] = { ...c, state: to, exited_height: height };
     ids.add(c.id);
+    retired.push(i);
   }
   const members = ids.size > 0 ? state.members.filter((m) => !ids.has(m.id)) : state.members;
-  return { ...state, members, epoch: { ...state.epoch, clients } };
+  return withDepartedWitnesses({ ...state, members, epoch: { ...state.epoch, clients } }, retired);
+}
+
+/**
+ * Records on the open round those of `clientIndices` (just retired or ejected) that are its selected witnesses
+ * and had not submitted: they never can now, so the round stops waiting for them and leaves them out of its
+ * quorum (queries.ts `liveWitnessCount`). A round is open until its outcome is recorded (admitted_bits), so
+ * the silent witnesses endRound drops after judging a round change nothing it decided.
+ */
+function withDepartedWitnesses(state: CoordinatorState, clientIndices: readonly number[]): CoordinatorState {
+  if (clientIndices.length === 0) return state;
+  if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') return state;
+  const round = currentRound(state);
+  if (!round || round.admitted_bits !== undefined) return state;
+  const selection = roundSelection(round);
+  const departed = [...(round.departed ?? [])];
+  for (const clientIndex of clientIndices) {
+    const index = round.roster.indexOf(clientIndex);
+    if (index < 0 || !selection.isWitness(index) || departed.includes(index)) continue;
+    if (round.witnesses.some((w) => w.index === index)) continue;
+    departed.push(index);
+  }
+  if (departed.length === (round.departed?.length ?? 0)) return state;
+  // Ascending, whatever order the departures came in: a light replica retires in its own order.
+  return withRound(state, { ...round, departed: departed.sort((a, b) => a - b) });
 }

@@ -87,6 +87,14 @@ export function rosterIndexOf(state: CoordinatorState, round: Round, id: string)
   return clientIndex < 0 ? -1 : round.roster.indexOf(clientIndex);
 }
 
+/**
+ * The witnesses `round` counts on: W less those that left the epoch before submitting (`round.departed`). The
+ * round's quorum is quorum(liveWitnessCount), and its train phase ends early once that many have submitted.
+ */
+export function liveWitnessCount(round: Round): number {
+  return round.witness_count - (round.departed?.length ?? 0);
+}
+
 /** Whether roster index `index` witnesses `round` (default: the current round). */
 export function isWitness(
   state: CoordinatorState,
@@ -157,10 +165,10 @@ export function replayExclusions(state: CoordinatorState, height: number): Set<n
  * The result every peer applies for each batch of the round at `height`, or null for the batch: the host's
  * admitted commitment, if the next round reached its witness quorum and enough of its witnesses saw that
  * commitment. The host's admission counts as one vote (it stored the result and delivers it to everyone), so
- * quorum(W) − 1 witness votes suffice: a witness minority that leaves an honest result out of its attestation
- * cannot veto it, and no commitment the host refused (malformed, a second one for the batch) can ever be
- * accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch ends there), for a
- * result a verifier failed, or from a confirmed cheat (excludedClients).
+ * quorum(W) − 1 witness votes suffice (W: `liveWitnessCount`): a witness minority that leaves an honest result
+ * out of its attestation cannot veto it, and no commitment the host refused (malformed, a second one for the
+ * batch) can ever be accepted. Nothing is accepted for a round whose attesting round missed quorum (the epoch
+ * ends there), for a result a verifier failed, or from a confirmed cheat (excludedClients).
  *
  * `_candidatesFor` is ignored (kept so callers written for candidate voting still compile); the host's
  * record makes the candidate set exactly one commitment per batch.
@@ -199,7 +207,7 @@ export function acceptedByEvidence(state: CoordinatorState, height: number): Acc
   const round = roundAtHeight(state, height);
   const attesting = roundAtHeight(state, height + 1);
   if (!round || !attesting) return null;
-  const q = quorum(attesting.witness_count);
+  const q = quorum(liveWitnessCount(attesting));
   const reached = attesting.witnesses.length >= q;
   const attestations = reached ? roundAttestations(attesting) : [];
   const admitted = roundAdmitted(round);

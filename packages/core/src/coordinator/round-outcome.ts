@@ -14,6 +14,7 @@ import { healthScore } from '../witness/health.ts';
 import { quorum } from '../witness/quorum.ts';
 import {
   acceptedByEvidence,
+  liveWitnessCount,
   roundAdmitted,
   roundAssignments,
   roundAtHeight,
@@ -230,5 +231,5 @@ export function seenAlive(
   slot: number,
 ): boolean {
   if ((roundAdmitted(judged)[slot] ?? null) !== null) return true;
-  return healthScore(slot, attestations) >= quorum(attesting.witness_count);
+  return healthScore(slot, attestations) >= quorum(liveWitnessCount(attesting));
 }

@@ -6,7 +6,9 @@
 // "FIX (Psyche)" in place:
 //  1. Quorum is quorum(W) with W the witnesses selected for the round (min(witness_nodes or max_witnesses,
 //     roster)); Psyche's check with witness_nodes = 0 compares #submitted with quorum(#submitted) and never
-//     fails. W is capped by the roster so it stays reachable when clients leave.       (transitions.endRound)
+//     fails. W is capped by the roster so it stays reachable when clients leave, and selected witnesses that
+//     leave the epoch before submitting are neither waited for nor counted.
+//                                                          (transitions.endRound, queries.liveWitnessCount)
 //  2. A round missing quorum drops the selected witnesses that stayed silent and ends the epoch; Psyche
 //     withdraws every client when zero witnesses submitted.                            (transitions.endRound)
 //  3. Drain rounds (after epoch_time or at total_steps) train nothing and consume no data; Psyche's consume
@@ -42,7 +44,8 @@ import type { CoordinatorState } from '../state/coordinator-state.ts';
 import { abortWarmup, endEpoch, endRound, startEpoch, startRoundTrain, withdrawAll } from './transitions.ts';
 import { resultAdmitted } from './results.ts';
 import { verdict } from './verification.ts';
-import { healthCheck, warmupWitness, witness } from './witnessing.ts';
+import { allWitnessesIn, healthCheck, warmupWitness, witness } from './witnessing.ts';
+import { currentRound } from './queries.ts';
 
 const ENTROPY = /^(?:[0-9a-f]{2}){0,64}$/;
 
@@ -165,10 +168,13 @@ function onTimer(state: CoordinatorState, ctx: Ctx): CoordinatorState {
       if (healthyCount(state) < c.min_clients) return abortWarmup(state, ctx);
       if (timedOut(state, ctx.now, c.warmup_time)) return startRoundTrain(state, ctx);
       return state;
-    case 'RoundTrain':
-      return timedOut(state, ctx.now, c.max_round_train_time)
+    case 'RoundTrain': {
+      // A witness that leaves can make the others all that is left to wait for.
+      const round = currentRound(state);
+      return timedOut(state, ctx.now, c.max_round_train_time) || (round !== null && allWitnessesIn(round))
         ? changeState(state, 'RoundWitness', ctx)
         : state;
+    }
     case 'RoundWitness':
       return timedOut(state, ctx.now, c.round_witness_time) ? endRound(state, ctx) : state;
     case 'Cooldown':

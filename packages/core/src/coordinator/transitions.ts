@@ -6,7 +6,7 @@ import { roundBatchSize } from '../selection/batch-size.ts';
 import { quorum } from '../witness/quorum.ts';
 import { changeState, type Ctx } from './context.ts';
 import { currentHeight, healthyCount, retireClients } from './membership.ts';
-import { currentRound, roundAtHeight, roundSelection } from './queries.ts';
+import { currentRound, liveWitnessCount, roundAtHeight, roundSelection } from './queries.ts';
 import { queueUnattested, requeueUnapplied, takeRetries } from './retries.ts';
 import { CoordinatorError } from './errors.ts';
 import { applyRoundOutcome, judgeRound, outcomeShapeError, sameOutcome } from './round-outcome.ts';
@@ -143,8 +143,9 @@ export function endRound(state: CoordinatorState, ctx: Ctx): CoordinatorState {
     progress: { ...judged.progress, step: judged.progress.step + 1 },
   };
   // FIX (Psyche): Psyche compares the submitted count with quorum(submitted count) when witness_nodes = 0, a
-  // check that can never fail. The quorum here is always that of W, the witnesses selected for the round.
-  const q = quorum(round.witness_count);
+  // check that can never fail. The quorum here is always that of W, the witnesses selected for the round, less
+  // those that left the epoch before they submitted (liveWitnessCount).
+  const q = quorum(liveWitnessCount(round));
   const reached = round.witnesses.length >= q;
   ctx.effects.push({
     type: 'RoundEnded',

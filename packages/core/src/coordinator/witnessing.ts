@@ -9,6 +9,7 @@ import { CoordinatorError } from './errors.ts';
 import { checkId, healthyCount, retireClients, strike } from './membership.ts';
 import {
   currentRound,
+  liveWitnessCount,
   roundAssignments,
   roundAtHeight,
   roundSelection,
@@ -161,10 +162,18 @@ function recordWitness(
   const updated: Round = { ...round, witnesses: [...round.witnesses, record] };
   let next = withRound(state, updated);
   ctx.effects.push({ type: 'WitnessAccepted', step: round.step, index: record.index, id });
-  // Opportunistic witnessing: once all W have spoken there is nothing left to wait for.
-  if (next.run_state === 'RoundTrain' && updated.witnesses.length >= updated.witness_count)
+  // Opportunistic witnessing: once every witness that still can has spoken there is nothing left to wait for.
+  if (next.run_state === 'RoundTrain' && allWitnessesIn(updated))
     next = changeState(next, 'RoundWitness', ctx);
   return next;
+}
+
+/**
+ * Whether every selected witness of `round` that is still in the epoch has submitted (at least one has): the
+ * train phase need not wait any longer (tick.ts checks it on the timer too, for witnesses that leave).
+ */
+export function allWitnessesIn(round: Round): boolean {
+  return round.witnesses.length > 0 && round.witnesses.length >= liveWitnessCount(round);
 }
 
 /**
@@ -297,6 +306,8 @@ export function healthCheck(
     }
     if (!accused.includes(clientIndex)) accused.push(clientIndex);
   }
+  // Against all W, not liveWitnessCount: an accuser that leaves the epoch after accusing would otherwise lower
+  // the bar for the accusers that stay.
   const need = quorum(cur.witness_count);
   const accusations = (cur.accusations ?? []).map((a) => ({ client_index: a.client_index, by: a.by }));
   const drop: number[] = [];

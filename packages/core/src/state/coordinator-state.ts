@@ -76,10 +76,19 @@ export interface Round {
   random_seed: string;
   /** `epoch.clients` indices of the clients taking part, ascending; selection index i means roster[i]. */
   roster: number[];
-  /** W: witnesses selected for the round; the quorum is quorum(W). */
+  /**
+   * W: witnesses selected for the round. The quorum is that of W less `departed` (`liveWitnessCount` in
+   * coordinator/queries.ts).
+   */
   witness_count: number;
   verification_percent: number;
   witnesses: WitnessRecord[];
+  /**
+   * Roster indices (ascending) of selected witnesses that left the epoch (withdrew, were dropped or ejected) while the round
+   * was open and before they submitted. They never can, so the round neither waits for them nor counts them in
+   * its quorum. Absent when none did; fixed once the round has ended.
+   */
+  departed?: number[];
   /**
    * Commitments (hex) the host (the relay, or an in-process hub) admitted, one slot per entry of
    * `roundAssignments(state, round)` in that order; null where none arrived. Set by `result_admitted` while
