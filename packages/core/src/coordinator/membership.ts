@@ -4,7 +4,7 @@ import { CoordinatorError } from './errors.ts';
 import type { Ctx } from './context.ts';
 import { currentRound, withRound } from '../state/rounds.ts';
 import type { CoordinatorState, EpochClient } from '../state/coordinator-state.ts';
-import { roundSelection } from './queries.ts';
+import { isWitness } from './queries.ts';
 import { withoutTrust } from './trust.ts';
 import { isHex32 } from '../crypto/bytes.ts';
 
@@ -166,11 +166,10 @@ function withDepartedWitnesses(state: CoordinatorState, clientIndices: readonly 
   if (state.run_state !== 'RoundTrain' && state.run_state !== 'RoundWitness') return state;
   const round = currentRound(state);
   if (!round || round.admitted_bits !== undefined) return state;
-  const selection = roundSelection(round);
   const departed = [...(round.departed ?? [])];
   for (const clientIndex of clientIndices) {
     const index = round.roster.indexOf(clientIndex);
-    if (index < 0 || !selection.isWitness(index) || departed.includes(index)) continue;
+    if (!isWitness(state, index, round) || departed.includes(index)) continue;
     if (round.witnesses.some((w) => w.index === index)) continue;
     departed.push(index);
   }

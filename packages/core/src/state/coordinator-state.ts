@@ -84,9 +84,9 @@ export interface Round {
   verification_percent: number;
   witnesses: WitnessRecord[];
   /**
-   * Roster indices (ascending) of selected witnesses that left the epoch (withdrew, were dropped or ejected) while the round
-   * was open and before they submitted. They never can, so the round neither waits for them nor counts them in
-   * its quorum. Absent when none did; fixed once the round has ended.
+   * Roster indices (ascending) of selected witnesses that left the epoch (withdrew, were dropped or ejected)
+   * while the round was open and before they submitted. They never can, so the round neither waits for them nor
+   * counts them in its quorum. Absent when none did; fixed once the round has ended.
    */
   departed?: number[];
   /**
