@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { coordinatorConfigOf, parseRunConfig } from '@meshtrain/core';
 import { idsOf } from '../src/testnet/adversaries.ts';
-import { extraClients, plan, trustedVerifierIds } from '../src/testnet/launch.ts';
+import { extraClients, hasTrained, plan, trustedVerifierIds } from '../src/testnet/launch.ts';
 import { testnetToml } from '../src/testnet/index.ts';
 
 const adversaries = [
@@ -52,5 +52,22 @@ describe('local-testnet with trusted verifiers', () => {
     expect(anchored.global_batch_size_start).toBe(4 * (2 + 2));
     const plain = coordinatorConfigOf(parseRunConfig(testnetToml(base)).config);
     expect(plain.trusted_verifiers ?? []).toEqual([]);
+  });
+});
+
+describe('when the sybils and late joiners start', () => {
+  const polled = (runState: string, rounds: number) => ({
+    runState,
+    history: () => Array.from({ length: rounds }, (_, step) => ({ step }) as never),
+  });
+
+  it('once a poll finds the run in either phase of a round, or a round on record', () => {
+    // A fast model's RoundTrain lasts a fraction of a round: a poll that finds RoundWitness must count.
+    expect(hasTrained(polled('RoundWitness', 0))).toBe(true);
+    expect(hasTrained(polled('RoundTrain', 0))).toBe(true);
+    // A poll that falls in the epoch's Cooldown after its rounds.
+    expect(hasTrained(polled('Cooldown', 3))).toBe(true);
+    for (const state of ['unknown', 'Paused', 'WaitingForMembers', 'Warmup'])
+      expect(hasTrained(polled(state, 0))).toBe(false);
   });
 });

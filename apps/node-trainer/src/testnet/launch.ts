@@ -95,6 +95,15 @@ export function extraClients(adversaries: AdversarySpec[]): number {
   return adversaries.filter((a) => !isSybilKind(a.kind)).reduce((n, a) => n + a.count, 0);
 }
 
+/**
+ * Whether the run is past its first Warmup: in a round of either phase, or with a round on record. Not
+ * `runState === 'RoundTrain'` alone: with a fast model that phase lasts a fraction of each round, and a
+ * once-a-second poll can keep landing in RoundWitness for whole epochs.
+ */
+export function hasTrained(w: Pick<RunWatcher, 'runState' | 'history'>): boolean {
+  return w.runState === 'RoundTrain' || w.runState === 'RoundWitness' || w.history().length > 0;
+}
+
 /** Starts the planned processes phase by phase; a phase that waits past `deadline` goes ahead anyway. */
 export async function launchAll(
   planned: Planned[],
@@ -133,11 +142,11 @@ export async function launchAll(
   await o.opened();
   if (planned.some((p) => p.phase === 'sybil')) {
     // Once the first epoch trains, so the sybils join the second, as identities arriving at a running run do.
-    await wait('the run to train before the sybils', (w) => w.runState === 'RoundTrain');
+    await wait('the run to train before the sybils', hasTrained);
     await start('sybil');
   }
   if (planned.some((p) => p.phase === 'late')) {
-    await wait('the run to train before the late joiners', (w) => w.runState === 'RoundTrain');
+    await wait('the run to train before the late joiners', hasTrained);
     await start('late');
   }
 }
