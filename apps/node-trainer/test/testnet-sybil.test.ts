@@ -50,16 +50,23 @@ interface Effect {
   reason?: string;
 }
 
+/** The device kinds (SQL LIKE patterns) the sybil process and the trusted verifier join with. */
+const SYBIL_KIND = 'sybil';
+const VERIFIER_KIND = 'verify-only %';
+
+/** Ids of the run's clients whose device kind matches `like`. */
+function ofKind(db: DatabaseSync, like: string): Set<string> {
+  return new Set(
+    (db.prepare('SELECT id FROM clients WHERE device_kind LIKE ?').all(like) as { id: string }[]).map(
+      (r) => r.id,
+    ),
+  );
+}
+
 /** Per epoch, from the relay's database: accepted results of applied rounds, and the sybils' among them. */
 function fromDatabase(db: DatabaseSync) {
-  const ofKind = (like: string) =>
-    new Set(
-      (db.prepare('SELECT id FROM clients WHERE device_kind LIKE ?').all(like) as { id: string }[]).map(
-        (r) => r.id,
-      ),
-    );
-  const sybils = ofKind('sybil');
-  const verifiers = ofKind('verify-only %');
+  const sybils = ofKind(db, SYBIL_KIND);
+  const verifiers = ofKind(db, VERIFIER_KIND);
   // From the transition log, not the results table: the relay prunes stored results 8 steps behind.
   const results = (
     db.prepare('SELECT label FROM transition_log WHERE label LIKE \'{"type":"result_admitted"%\'').all() as {
@@ -108,20 +115,17 @@ function fromDatabase(db: DatabaseSync) {
 
 /**
  * What a failed run leaves to read: the coordinator's transitions that name a sybil, start or end an epoch, or
- * take a client out (one line each, ids shortened to their kind and first 4 hex digits), and the end of the sybil process's log.
+ * take a client out (one line each, ids shortened to their kind and first 4 hex digits), and the end of the
+ * sybil process's log.
  */
 async function diagnosis(dir: string): Promise<string> {
   const db = new DatabaseSync(join(dir, 'relay', 'relay.db'), { readOnly: true });
-  const kinds = new Map(
-    (
-      db.prepare('SELECT id, device_kind FROM clients').all() as { id: string; device_kind: string | null }[]
-    ).map((r) => [r.id, r.device_kind ?? '']),
-  );
-  const short = (id: string) => {
-    const kind = kinds.get(id) ?? '';
-    return `${kind.includes('sybil') ? 'S' : kind.startsWith('verify-only') ? 'V' : 'H'}${id.slice(0, 4)}`;
-  };
-  const named = (text: string) => text.replace(/[0-9a-f]{64}/g, (id) => (kinds.has(id) ? short(id) : id));
+  const sybils = ofKind(db, SYBIL_KIND);
+  const verifiers = ofKind(db, VERIFIER_KIND);
+  const short = (id: string) => `${sybils.has(id) ? 'S' : verifiers.has(id) ? 'V' : 'H'}${id.slice(0, 4)}`;
+  const clients = new Set((db.prepare('SELECT id FROM clients').all() as { id: string }[]).map((r) => r.id));
+  // Only client ids: commitments are 64 hex digits too.
+  const named = (text: string) => text.replace(/[0-9a-f]{64}/g, (id) => (clients.has(id) ? short(id) : id));
   const lines: string[] = [];
   for (const row of db.prepare('SELECT seq, now, label, effects FROM transition_log ORDER BY seq').all() as {
     seq: number;
@@ -129,9 +133,7 @@ async function diagnosis(dir: string): Promise<string> {
     label: string;
     effects: string;
   }[]) {
-    const sybil = [...kinds].some(
-      ([id, kind]) => kind.includes('sybil') && (row.label + row.effects).includes(id),
-    );
+    const sybil = [...sybils].some((id) => (row.label + row.effects).includes(id));
     if (!sybil && !/"type":"(Epoch|Client)|"to":"(Warmup|Cooldown|Finished)"/.test(row.effects)) continue;
     lines.push(
       `${row.seq} t=${row.now} ${named(row.label).slice(0, 160)} -> ${named(row.effects).slice(0, 300)}`,
