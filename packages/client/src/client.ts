@@ -200,11 +200,16 @@ export class Client {
     this.wake = null;
   }
 
-  /** Runs one piece of work; a divergence starts a re-sync, any other failure is reported. */
+  /**
+   * Runs one piece of work; a divergence starts a re-sync, any other failure is reported. Work that fails
+   * after `stop()` is not reported: shells close the link and release the backend with the stop, so what was
+   * in flight fails because it was asked to end.
+   */
   private async guarded(work: () => Promise<void>): Promise<void> {
     try {
       await work();
     } catch (err) {
+      if (this.stopped) return;
       if (err instanceof ResyncNeeded) await this.beginResync(err.message);
       else this.ctx.emit({ type: 'error', message: (err as Error).stack ?? String(err) });
     }

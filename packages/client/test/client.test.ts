@@ -149,6 +149,47 @@ describe('client', () => {
     expect(peers[0]!.events.filter((e) => e.type === 'trained').length).toBeGreaterThan(0);
   }, 60_000);
 
+  it('work cut short by stop() is no error, and a failure while running still is', async () => {
+    const run = testRun({ ...BASE, total_steps: 40 });
+    const hub = new LocalHub(run, 'unit', TOY_HUB);
+    // The shell's Ctrl-C: it stops the client and closes the link while a result is on its way out.
+    let stopping: TestPeer | null = null;
+    let failed = 0;
+    const closing = (link: CoordinatorLink): CoordinatorLink =>
+      new Proxy(link, {
+        get(target, prop, receiver) {
+          if (prop === 'submitResult' && stopping)
+            return async () => {
+              failed++;
+              stopping?.client.stop();
+              throw new Error('the relay link is closed');
+            };
+          if (prop === 'submitResult' && failed === 0)
+            return async () => {
+              failed++;
+              throw new Error('the relay link is closed');
+            };
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    peers = [
+      startPeer(hub, run, 1, 300, { wrapLink: closing }),
+      startPeer(hub, run, 2),
+      startPeer(hub, run, 3),
+    ];
+    const peer = peers[0]!;
+    // First a failure while running: reported.
+    await drive(hub, () => failed === 1 && peer.events.some((e) => e.type === 'error'));
+    expect(peer.events.filter((e) => e.type === 'error')).toHaveLength(1);
+    // Then the same failure as the consequence of a stop: the run loop ends, nothing more is reported.
+    stopping = peer;
+    await drive(hub, () => failed > 1 || hub.state.run_state === 'Finished');
+    expect(failed).toBe(2);
+    await peer.done;
+    expect(peer.events.filter((e) => e.type === 'error')).toHaveLength(1);
+  }, 60_000);
+
   it('applies only the witnessed result when a trainer equivocates to one peer', async () => {
     const run = testRun({ ...BASE, total_steps: 6 });
     const hub = new LocalHub(run, 'unit', TOY_HUB);
