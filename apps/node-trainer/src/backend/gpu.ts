@@ -40,8 +40,20 @@ export interface NodeGpu {
  */
 export const DAWN_FLAGS = ['enable-dawn-features=disable_robustness'];
 
-// Dawn's instance must outlive everything made from it: collected, its threads die under the device.
+// Dawn's instance must outlive everything made from it: collected, its threads die under the device. One
+// per set of flags serves every device the process opens (probe steps open several).
 const instances: unknown[] = [];
+const dawnByFlags = new Map<string, GPU>();
+
+function dawnInstance(flags: string[]): GPU {
+  const key = flags.join('\n');
+  let gpu = dawnByFlags.get(key);
+  if (!gpu) {
+    gpu = create(flags);
+    dawnByFlags.set(key, gpu);
+  }
+  return gpu;
+}
 
 /**
  * onnxruntime-web looks for `navigator.gpu` before it takes the device it is handed; Node has a navigator
@@ -57,8 +69,7 @@ function installNavigatorGpu(gpu: GPU): void {
 export async function openNodeGpu(o: NodeGpuOptions): Promise<NodeGpu> {
   configureWebgpu();
   Object.assign(globalThis, globals);
-  const gpu = create(o.dawnFlags ?? DAWN_FLAGS);
-  instances.push(gpu);
+  const gpu = dawnInstance(o.dawnFlags ?? DAWN_FLAGS);
   installNavigatorGpu(gpu);
   const adapterObject = await gpu.requestAdapter();
   if (!adapterObject) throw new Error('no WebGPU adapter: is a Vulkan driver installed (VK_ICD_FILENAMES)?');
