@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { PRESETS } from '@meshtrain/model';
 import {
   type Footprint,
+  describeFootprint,
   estimateFootprint,
   footprintFromProbes,
   largestDivisorAtMost,
@@ -20,6 +21,14 @@ import {
 } from '../src/backend/memory-probe.ts';
 
 describe('footprint arithmetic', () => {
+  it('describes a footprint in GB, or MB below one', () => {
+    const f = { fixedBytes: 2.81e9, perRowBytes: 6.1e8, source: 'measured: x' };
+    expect(describeFootprint(f)).toBe('measured: x: 2.81 GB + 610.0 MB per sequence');
+    expect(describeFootprint({ ...f, fixedBytes: 3.09e6 })).toBe(
+      'measured: x: 3.1 MB + 610.0 MB per sequence',
+    );
+  });
+
   it('draws the line through two probes, in either order', () => {
     const f = footprintFromProbes({ rows: 2, peakBytes: 3000 }, { rows: 4, peakBytes: 5000 }, 'test');
     expect(f).toEqual({ fixedBytes: 1000, perRowBytes: 1000, source: 'test', measured: true });

@@ -189,8 +189,8 @@ export function probeRows(estimate: Pick<Footprint, 'perRowBytes'>): number {
 
 /** The footprint in words, for logs. */
 export function describeFootprint(f: Footprint): string {
-  const gb = (b: number) => (b / 1e9).toFixed(2);
-  return `${f.source}: ${gb(f.fixedBytes)} GB + ${gb(f.perRowBytes)} GB per sequence`;
+  const size = (b: number) => (b >= 1e9 ? `${(b / 1e9).toFixed(2)} GB` : `${(b / 1e6).toFixed(1)} MB`);
+  return `${f.source}: ${size(f.fixedBytes)} + ${size(f.perRowBytes)} per sequence`;
 }
 
 /** One probe: the peak bytes a train step of `rows` sequences reached. */

@@ -1,8 +1,8 @@
 // Measured footprints for `--gpu-memory`: train one probe micro-batch at a small row count and at twice that,
-// read the peak memory of each, and draw the line (device.ts footprintFromProbes). Only where the device
-// reports its memory: the CPU EP's is this process's resident set (Linux: VmHWM after clear_refs). Neither
-// Dawn (WebGPU in Node) nor onnxruntime-node's CUDA provider reports GPU memory in use, so those devices keep
-// the estimate, and the log says so.
+// read the peak memory of each, and draw the line (device.ts footprintFromProbes). Only where the memory can
+// be read: the CPU EP's is this process's resident set (Linux: VmHWM after clear_refs); the resident WebGPU
+// path's is the bytes of the GPU buffers it creates (gpu-allocations.ts). onnxruntime-node's CUDA provider
+// reports no GPU memory in use, so CUDA keeps the estimate, and the log says so.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { initParameters, type LlamaConfig } from '@meshtrain/model';
 import {
@@ -13,6 +13,8 @@ import {
   probeRows,
   type TrainDevice,
 } from './device.ts';
+import { GpuAllocationMeter } from './gpu-allocations.ts';
+import { openNodeGpu } from './gpu.ts';
 import { OrtTrainingBackend } from './ort-backend.ts';
 
 /** A high-water mark of some memory that can be restarted. */
@@ -96,6 +98,34 @@ export function ortProbeStep(o: {
   };
 }
 
+/**
+ * A probe step on the resident WebGPU path (node-trainer's `--device webgpu`): a fresh Dawn device at `rows`
+ * rows, attached to `meter` before anything is allocated on it, trains one graph-captured micro-batch of
+ * token 0 from the seed's initial parameters held on the GPU, then releases the device.
+ */
+export function residentProbeStep(o: {
+  config: LlamaConfig;
+  seqLen: number;
+  meter: GpuAllocationMeter;
+  seed?: number;
+}): ProbeStep {
+  return async (rows) => {
+    const gpu = await openNodeGpu({ config: o.config, seqLen: o.seqLen, maxRows: rows, chunk: 64 });
+    try {
+      o.meter.attach(gpu.device);
+      const init = initParameters(o.config, o.seed ?? 0);
+      const params = new Map(
+        [...init].map(([name, p]) => [name, gpu.distro.tensor(gpu.backend.shapes.get(name) as number[], p)]),
+      );
+      await gpu.backend.loadParamTensors(params);
+      const out = await gpu.backend.trainStepResident(new Int32Array(rows * (o.seqLen + 1)), rows);
+      out.release();
+    } finally {
+      await gpu.dispose();
+    }
+  };
+}
+
 export interface FootprintRequest {
   /** The budget: probes whose estimated footprint would not fit it are not run. */
   bytes: number;
@@ -107,25 +137,43 @@ export interface FootprintRequest {
   say?: (line: string) => void;
 }
 
+/** The meter and probe step of a device whose memory can be read, or why there is none. */
+function prober(r: FootprintRequest): { meter: PeakMeter; step: ProbeStep } | string {
+  if (r.device === 'cpu') {
+    const meter = processRssMeter();
+    if (!meter) return 'this system reports no peak resident set';
+    return { meter, step: ortProbeStep({ ...r, device: 'cpu' }) };
+  }
+  if (r.device === 'webgpu') {
+    const meter = new GpuAllocationMeter();
+    return { meter, step: residentProbeStep({ ...r, meter }) };
+  }
+  return `the ${r.device} device reports no memory use in Node`;
+}
+
 /**
- * The footprint a micro-batch size is picked from: measured by probe steps where the device reports its
- * memory (the CPU EP, on Linux) and the probes fit the budget by the estimate, else the estimate, labelled.
+ * The footprint a micro-batch size is picked from: measured by probe steps where the memory can be read (the
+ * CPU EP on Linux, the resident WebGPU path) and the probes fit the budget by the estimate, else the
+ * estimate, labelled with why.
  */
 export async function trainingFootprint(r: FootprintRequest): Promise<Footprint> {
   const shape = memoryShape(r.config, r.seqLen);
   const estimate = estimateFootprint(shape);
   const withState = (f: Footprint): Footprint => ({ ...f, fixedBytes: f.fixedBytes + r.stateBytes });
-  if (r.device !== 'cpu')
-    return { ...estimate, source: `estimate (the ${r.device} device reports no memory use in Node)` };
-  const meter = processRssMeter();
-  if (!meter) return { ...estimate, source: 'estimate (this system reports no peak resident set)' };
+  const p = prober(r);
+  if (typeof p === 'string') return { ...estimate, source: `estimate (${p})` };
   const rows = probeRows(estimate);
   // The estimate is doubled for allocator slack (device.ts); its undoubled half is what a probe is expected
   // to take.
   if ((estimate.fixedBytes + 2 * rows * estimate.perRowBytes) / 2 > r.bytes)
     return { ...estimate, source: 'estimate (probe steps would not fit the budget)' };
-  r.say?.(`measuring the memory of probe steps of ${rows} and ${2 * rows} sequences…`);
-  const measured = await measureFootprint(meter, ortProbeStep({ ...r, device: 'cpu' }), rows);
+  r.say?.(`measuring the memory of probe steps of ${rows} and ${2 * rows} sequences on ${r.device}…`);
+  let measured: Footprint | null;
+  try {
+    measured = await measureFootprint(p.meter, p.step, rows);
+  } catch (e) {
+    return { ...estimate, source: `estimate (the probe steps failed: ${(e as Error).message})` };
+  }
   return measured
     ? withState(measured)
     : { ...estimate, source: 'estimate (the probe steps did not grow with the rows)' };
