@@ -177,4 +177,44 @@ describe('node-trainer resident GPU training', () => {
     expect(losses.at(-1)!).toBeLessThan(losses[0]!);
     opt.release();
   });
+
+  it('resident AdamW trains a batch above maxRows as micro-batches with averaged gradients', async () => {
+    const init = initParameters(config, run.meshtrain.seed);
+    // eps 1 makes the update nearly proportional to the gradient (Adam is otherwise blind to its scale), and
+    // no clipping: a sum instead of a mean, or one micro-batch's gradient instead of both, moves it visibly.
+    const options = { beta1: 0.9, beta2: 0.95, eps: 1, weightDecay: 0, gradClip: 0 };
+    const whole = await open(true);
+    const micro = await openNodeGpu({ config, seqLen: SEQ, maxRows: 1, chunk, graphCapture: true });
+    opened.push(micro);
+    const a = new ResidentAdamW(whole, init, options);
+    const b = new ResidentAdamW(micro, init, options);
+    const lossesA: number[] = [];
+    const lossesB: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      lossesA.push(await a.step(tokensOf(i), ROWS, 1e-2));
+      const before = micro.backend.stats.residentSteps;
+      lossesB.push(await b.step(tokensOf(i), ROWS, 1e-2));
+      expect(micro.backend.stats.residentSteps - before).toBe(ROWS);
+    }
+    // The mean of the micro-batches' losses is the batch's; after updates from averaged gradients the
+    // parameters, and so the losses, stay within float32 rounding of the whole batch's.
+    expect(lossesB[0]).toBeCloseTo(lossesA[0]!, 5);
+    lossesB.forEach((l, i) => expect(Math.abs(l - lossesA[i]!) / lossesA[i]!).toBeLessThan(1e-4));
+    const pa = await a.parameters();
+    const pb = await b.parameters();
+    let moved = 0;
+    let apart = 0;
+    for (const [n, x] of pa) {
+      const y = pb.get(n) as Float32Array;
+      const x0 = init.get(n) as Float32Array;
+      for (let k = 0; k < x.length; k++) {
+        moved = Math.max(moved, Math.abs((x[k] as number) - (x0[k] as number)));
+        apart = Math.max(apart, Math.abs((x[k] as number) - (y[k] as number)));
+      }
+    }
+    expect(moved).toBeGreaterThan(0);
+    expect(apart).toBeLessThan(moved / 100);
+    a.release();
+    b.release();
+  });
 });

@@ -361,8 +361,9 @@ async function hostTrainer(o: BaselineOptions, d: BaselineData): Promise<Baselin
 
 /** The whole step on the GPU: the resident backend, clipping and AdamW in WGSL; evaluations from host copies. */
 async function residentTrainer(o: BaselineOptions, d: BaselineData): Promise<BaselineTrainer> {
-  // The chunk only lays out DisTrO's compression blocks, which AdamW does not use.
-  const gpu = await openNodeGpu({ config: o.config, seqLen: o.seqLen, maxRows: o.batchSize, chunk: 64 });
+  // The chunk only lays out DisTrO's compression blocks, which AdamW does not use. A batch above the
+  // micro-batch is trained as equal micro-batches, their gradients averaged on the GPU (ResidentAdamW.step).
+  const gpu = await openNodeGpu({ config: o.config, seqLen: o.seqLen, maxRows: microBatchOf(o), chunk: 64 });
   const opt = new ResidentAdamW(gpu, initParameters(o.config, o.seed), o);
   return {
     async step(step, rows, lr) {
