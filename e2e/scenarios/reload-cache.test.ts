@@ -33,7 +33,10 @@ async function runState(): Promise<RunSummary> {
 
 beforeAll(async () => {
   relay = await startRelayProcess();
-  await admin('POST', '/api/runs', microRunToml({ runId: RUN, steps: 400, clients: 1, epochTime: 40 }));
+  // A 120 s epoch gives warmup and a round 60 s each, as the other scenarios have: a tab's first step compiles
+  // its kernels, which on SwiftShader took 27–30 s on a 2-core VM, past the 20 s rounds of a 40 s epoch (the tab
+  // then missed the epoch and rejoined the next from the relay's checkpoint, downloading the model).
+  await admin('POST', '/api/runs', microRunToml({ runId: RUN, steps: 400, clients: 1, epochTime: 120 }));
 });
 
 afterAll(async () => {
