@@ -10,7 +10,7 @@ import {
   type PresetName,
 } from '@meshtrain/model';
 import type * as ort from 'onnxruntime-node';
-import { openNodeGpu, type NodeGpu } from '../../apps/node-trainer/src/backend/gpu.ts';
+import { openNodeGpu, residentParameters, type NodeGpu } from '../../apps/node-trainer/src/backend/gpu.ts';
 import { ResidentAdamW } from '../../apps/node-trainer/src/backend/gpu-adamw.ts';
 import { OrtTrainingBackend } from '../../apps/node-trainer/src/backend/ort-backend.ts';
 import { TRAIN_DEFAULTS } from '../../apps/node-trainer/src/commands/baseline.ts';
@@ -202,10 +202,7 @@ const resident: GpuBackend = {
     const { params, tokens } = trainInputs(config, c.batch, c.seq);
     const t = performance.now();
     const gpu = await openNodeGpu({ config, seqLen: c.seq, maxRows: c.batch, chunk: 64 });
-    const tensors = new Map(
-      [...params].map(([n, p]) => [n, gpu.distro.tensor(gpu.backend.shapes.get(n) as number[], p)]),
-    );
-    await gpu.backend.loadParamTensors(tensors);
+    await gpu.backend.loadParamTensors(residentParameters(gpu, params));
     const setup = performance.now() - t;
     const before = { up: gpu.backend.stats.uploadBytes, down: gpu.backend.stats.downloadBytes };
     const timed = await timeSteps(c, async () => {

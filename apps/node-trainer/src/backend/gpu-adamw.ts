@@ -6,7 +6,7 @@
 import type { DistroTensor } from '@meshtrain/distro';
 import { adamwScalars, clipByGlobalNorm } from '@meshtrain/distro';
 import { AdamW } from '@meshtrain/model';
-import type { NodeGpu } from './gpu.ts';
+import { residentParameters, type NodeGpu } from './gpu.ts';
 
 export interface ResidentAdamWOptions {
   beta1: number;
@@ -40,7 +40,7 @@ export class ResidentAdamW {
     const rule = new AdamW(new Map(this.names.map((n) => [n, new Float32Array(1)])));
     this.decays = new Set(this.names.filter((n) => rule.decays(n)));
     const d = gpu.distro;
-    this.params = new Map(this.names.map((n) => [n, d.tensor(this.shapeOf(n), init.get(n))]));
+    this.params = residentParameters(gpu, init);
     for (const n of this.names) {
       this.m.set(n, d.tensor(this.shapeOf(n)));
       this.v.set(n, d.tensor(this.shapeOf(n)));

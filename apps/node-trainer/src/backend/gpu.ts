@@ -2,7 +2,7 @@
 // DisTrO's WGSL backend, through the same backend module the browser tab trains with
 // (@meshtrain/client/webgpu-training). Parameters, gradients and optimizer state stay on that device; per step
 // only token ids go up and the loss comes down.
-import { createWebGpuBackend, type WebGpuDistroBackend } from '@meshtrain/distro';
+import { createWebGpuBackend, type DistroTensor, type WebGpuDistroBackend } from '@meshtrain/distro';
 import type { LlamaConfig } from '@meshtrain/model';
 import { createTrainingDevice, WebGpuTrainingBackend } from '@meshtrain/client/webgpu-training';
 import { create, globals } from 'webgpu';
@@ -98,4 +98,18 @@ export async function openNodeGpu(o: NodeGpuOptions): Promise<NodeGpu> {
     },
   });
   return { device, distro, backend, adapter, dispose: () => backend.dispose() };
+}
+
+/** Host parameters as tensors on the resident device, in the shapes the backend's graph gives them. */
+export function residentParameters(
+  gpu: Pick<NodeGpu, 'backend' | 'distro'>,
+  params: ReadonlyMap<string, Float32Array>,
+): Map<string, DistroTensor> {
+  return new Map(
+    [...params].map(([name, data]) => {
+      const shape = gpu.backend.shapes.get(name);
+      if (!shape) throw new Error(`the model has no parameter ${name}`);
+      return [name, gpu.distro.tensor(shape, data)];
+    }),
+  );
 }

@@ -14,7 +14,7 @@ import {
   type TrainDevice,
 } from './device.ts';
 import { GpuAllocationMeter } from './gpu-allocations.ts';
-import { openNodeGpu } from './gpu.ts';
+import { openNodeGpu, residentParameters } from './gpu.ts';
 import { OrtTrainingBackend } from './ort-backend.ts';
 
 /** A high-water mark of some memory that can be restarted. */
@@ -113,11 +113,7 @@ export function residentProbeStep(o: {
     const gpu = await openNodeGpu({ config: o.config, seqLen: o.seqLen, maxRows: rows, chunk: 64 });
     try {
       o.meter.attach(gpu.device);
-      const init = initParameters(o.config, o.seed ?? 0);
-      const params = new Map(
-        [...init].map(([name, p]) => [name, gpu.distro.tensor(gpu.backend.shapes.get(name) as number[], p)]),
-      );
-      await gpu.backend.loadParamTensors(params);
+      await gpu.backend.loadParamTensors(residentParameters(gpu, initParameters(o.config, o.seed ?? 0)));
       const out = await gpu.backend.trainStepResident(new Int32Array(rows * (o.seqLen + 1)), rows);
       out.release();
     } finally {
