@@ -158,15 +158,11 @@ describe('client', () => {
     const closing = (link: CoordinatorLink): CoordinatorLink =>
       new Proxy(link, {
         get(target, prop, receiver) {
-          if (prop === 'submitResult' && stopping)
+          // The first submission fails while running; once `stopping` is set, the next fails with the stop.
+          if (prop === 'submitResult' && (failed === 0 || stopping))
             return async () => {
               failed++;
               stopping?.client.stop();
-              throw new Error('the relay link is closed');
-            };
-          if (prop === 'submitResult' && failed === 0)
-            return async () => {
-              failed++;
               throw new Error('the relay link is closed');
             };
           const v = Reflect.get(target, prop, receiver) as unknown;
