@@ -1,6 +1,6 @@
 // bench:gpu — what a GPU's worth of training costs each backend, per preset: tokens/s of the train-step graph
-// alone and of the whole step (optimizer included), host↔device bytes and kernel runs per step, peak host RSS
-// and GPU memory; with --torch, the same model, batch and AdamW in PyTorch on the same machine, its loss at
+// alone and of the whole step (optimizer included), host↔device bytes and kernel runs per step, on WebGPU the
+// step's GPU time per op and its matmuls' FLOP/s, peak host RSS and GPU memory; with --torch, the same model, batch and AdamW in PyTorch on the same machine, its loss at
 // step 0 checked against meshtrain's, and the ratios. Each phase of each case runs in a child process of its
 // own. Prints one JSON object on stdout (progress on stderr; `--json` prints nothing else).
 //
@@ -21,10 +21,11 @@ import {
   BENCH_ADAMW,
   type BenchCase,
   type HostDeviceBytes,
-  type KernelRuns,
+  type StepRuns,
   type Timed,
 } from './lib/gpu-backends.ts';
 import { gpuMemorySampler, nvidiaGpuName } from './lib/gpu-memory.ts';
+import { summarizeGpuTime } from './lib/gpu-time.ts';
 import { sensitiveInputs } from './lib/train-inputs.ts';
 import {
   meshtrainLoss,
@@ -164,7 +165,7 @@ async function measureBackend(name: string, c: BenchCase, skipDispatches: boolea
   for (const phase of ['graph', 'step', 'dispatches'] as const) {
     if (!backend[phase] || (phase === 'dispatches' && skipDispatches)) continue;
     const started = performance.now();
-    const { r, gpuMemory } = await inChild<(Timed | KernelRuns) & { peak_rss_mb: number }>(
+    const { r, gpuMemory } = await inChild<(Timed | StepRuns) & { peak_rss_mb: number }>(
       { kind: 'phase', backend: name, phase, case: c },
       backend.gpu,
     );
@@ -173,9 +174,16 @@ async function measureBackend(name: string, c: BenchCase, skipDispatches: boolea
       out[phase === 'dispatches' ? 'dispatches_per_step' : phase] = { error: r.error };
       say(`  ${name} ${phase}: failed (${seconds} s): ${r.error}`);
     } else if (phase === 'dispatches') {
-      const k = r.value as KernelRuns;
-      out.dispatches_per_step = { total: k.total, by_op: k.byOp };
-      say(`  ${name} dispatches: ${k.total} kernel runs per step (${seconds} s)`);
+      const { runs, gpu, matmulFlops } = r.value as StepRuns;
+      out.dispatches_per_step = { total: runs.total, by_op: runs.byOp };
+      say(`  ${name} dispatches: ${runs.total} kernel runs per step (${seconds} s)`);
+      if (gpu) {
+        const t = summarizeGpuTime(gpu, matmulFlops);
+        out.gpu_time_per_step = t;
+        say(
+          `  ${name} GPU time: ${t.total_ms} ms per step, matmuls ${t.matmul_ms} ms at ${t.matmul_gflop_per_s} GFLOP/s`,
+        );
+      }
     } else {
       const t = r.value as Timed & { peak_rss_mb: number };
       const s = summarize(t, tokensPerStep, t.peak_rss_mb, gpuMemory);
@@ -414,6 +422,8 @@ async function main() {
         'gpu_memory_peak_mib: nvidia-smi device memory in use during the child above before it (driver context included); null without nvidia-smi',
       host_device_bytes:
         'bytes of host tensors bound to and fetched from the session per step (null on the CPU EP: the host is the device)',
+      gpu_time:
+        "gpu_time_per_step: GPU time of the profiled step's dispatches (ORT's timestamp queries, onnxruntime-node's WebGPU EP, the same WGSL programs as onnxruntime-web's), per op; matmul_gflop_per_s = the graph's MatMul/Gemm FLOPs (2·m·n·k) over their GPU time",
     },
     backends: Object.fromEntries(backends.map((b) => [b, BACKENDS[b]?.description])),
     torch: torch ?? { available: false, reason: 'not requested (--torch)' },

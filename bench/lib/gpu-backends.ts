@@ -14,7 +14,7 @@ import { openNodeGpu, residentParameters, type NodeGpu } from '../../apps/node-t
 import { ResidentAdamW } from '../../apps/node-trainer/src/backend/gpu-adamw.ts';
 import { OrtTrainingBackend } from '../../apps/node-trainer/src/backend/ort-backend.ts';
 import { TRAIN_DEFAULTS } from '../../apps/node-trainer/src/commands/baseline.ts';
-import { kernelRunsPerStep } from '../../apps/node-trainer/src/ort/dispatches.ts';
+import { profileStep, type GpuTime } from '../../apps/node-trainer/src/ort/dispatches.ts';
 import { createSession } from '../../apps/node-trainer/src/ort/session.ts';
 import { trainFeeds, trainInputs } from './train-inputs.ts';
 
@@ -68,6 +68,14 @@ export interface KernelRuns {
   byOp: Record<string, number>;
 }
 
+/** One profiled train step: what it ran, its GPU time where the device times dispatches, and its matmul work. */
+export interface StepRuns {
+  runs: KernelRuns;
+  gpu: GpuTime | null;
+  /** FLOPs of the graph's MatMul and Gemm nodes. */
+  matmulFlops: number;
+}
+
 export interface GpuBackend {
   description: string;
   /** Whether it drives the GPU (its children's GPU memory is sampled, it needs a WebGPU adapter). */
@@ -76,8 +84,8 @@ export interface GpuBackend {
   graph?: (c: BenchCase) => Promise<Timed>;
   /** The whole training step as the trainer runs it: the graph, gradient clipping and AdamW. */
   step: (c: BenchCase) => Promise<Timed>;
-  /** Kernel runs of one train step, from ORT's profiler. */
-  dispatches?: (c: BenchCase) => Promise<KernelRuns>;
+  /** Kernel runs of one train step and, on WebGPU, their GPU time, from ORT's profiler. */
+  dispatches?: (c: BenchCase) => Promise<StepRuns>;
 }
 
 /** Times `warmup` then `steps` calls of `step` (each returns its loss). */
@@ -175,9 +183,8 @@ function ortNode(device: 'webgpu' | 'cpu'): GpuBackend {
     async dispatches(c) {
       const { config, shape } = bench(c);
       const feeds = trainFeeds(config, trainInputs(config, c.batch, c.seq), c.batch, c.seq);
-      return kernelRunsPerStep(buildTrainStep(config, { ...shape, dtype: 'float32' }).onnx, feeds, {
-        device,
-      });
+      const graph = buildTrainStep(config, { ...shape, dtype: 'float32' });
+      return { ...(await profileStep(graph.onnx, feeds, { device })), matmulFlops: graph.matmulFlops };
     },
   };
 }

@@ -18,7 +18,8 @@ import {
   writeTorchInputs,
 } from '../../../bench/lib/torch-ref.ts';
 import { sensitiveInputs, trainFeeds, trainInputs } from '../../../bench/lib/train-inputs.ts';
-import { countLastRun, kernelRunsPerStep } from '../src/ort/dispatches.ts';
+import { summarizeGpuTime } from '../../../bench/lib/gpu-time.ts';
+import { countLastRun, kernelRunsPerStep, profileStep } from '../src/ort/dispatches.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../../bench/torch/llama_ref.py', import.meta.url));
 const PYTHON = torchPython(process.env.MESHTRAIN_PYTHON);
@@ -63,6 +64,35 @@ describe('kernel runs per step', () => {
     expect(runs.byOp.Log).toBe(1);
     expect(Object.values(runs.byOp).reduce((a, b) => a + b, 0)).toBe(runs.total);
     expect(runs.total).toBeGreaterThan(100);
+  });
+});
+
+describe("a step's GPU time", () => {
+  it('sums matmul time and rates it by the FLOPs given', () => {
+    const t = summarizeGpuTime({ totalUs: 5000, byOpUs: { Add: 1000, Gemm: 3000, MatMul: 1000 } }, 8e9);
+    expect(t).toEqual({
+      total_ms: 5,
+      matmul_ms: 4,
+      matmul_share: 0.8,
+      matmul_gflop: 8,
+      matmul_gflop_per_s: 2000,
+      by_op_ms: { Gemm: 3, Add: 1, MatMul: 1 },
+    });
+    expect(Object.keys(t.by_op_ms)).toEqual(['Gemm', 'Add', 'MatMul']);
+    expect(summarizeGpuTime({ totalUs: 0, byOpUs: {} }, 1e9).matmul_gflop_per_s).toBeNull();
+  });
+
+  it('one micro train step on the WebGPU EP: every dispatching op GPU-timed, its matmuls among them', async () => {
+    const config = PRESETS.micro;
+    const graph = buildTrainStep(config, { batchSize: 2, seqLen: 8, dtype: 'float32' });
+    const feeds = trainFeeds(config, trainInputs(config, 2, 8), 2, 8);
+    const p = await profileStep(graph.onnx, feeds, { device: 'webgpu' });
+    if (!p.gpu) throw new Error('no GPU time on WebGPU');
+    expect(Object.keys(p.gpu.byOpUs).sort()).toEqual(Object.keys(p.runs.byOp).sort());
+    const t = summarizeGpuTime(p.gpu, graph.matmulFlops);
+    expect(t.matmul_ms).toBeGreaterThan(0);
+    expect(t.matmul_share).toBeLessThan(1);
+    expect(t.matmul_gflop_per_s).toBeGreaterThan(0);
   });
 });
 

@@ -3,6 +3,7 @@
 import { type LlamaConfig, parameterSpecs, validateLlamaConfig } from './config.ts';
 import { gradients } from './autodiff/autodiff.ts';
 import { GraphBuilder, GraphError } from './graph/builder.ts';
+import { matmulFlops } from './graph/flops.ts';
 import type { DType, FloatDType, Value } from './graph/ir.ts';
 import { decoder, lmHeadLoss, type Shapes } from './llama.ts';
 import { emitOnnx, liveNodes } from './onnx/emit.ts';
@@ -27,6 +28,8 @@ export interface BuiltGraph {
   outputs: TensorSpec[];
   /** Node count per op type, for placement audits and docs. */
   ops: Record<string, number>;
+  /** Floating-point operations of its MatMul and Gemm nodes (graph/flops.ts), for achieved-throughput figures. */
+  matmulFlops: number;
 }
 
 function spec(v: Value): TensorSpec {
@@ -63,8 +66,15 @@ export function declareParams(
 
 export function finish(b: GraphBuilder, name: string, doc: string): BuiltGraph {
   const ops: Record<string, number> = {};
-  for (const n of liveNodes(b)) ops[n.op] = (ops[n.op] ?? 0) + 1;
-  return { onnx: emitOnnx(b, { name, doc }), inputs: b.inputs.map(spec), outputs: b.outputs.map(spec), ops };
+  const nodes = liveNodes(b);
+  for (const n of nodes) ops[n.op] = (ops[n.op] ?? 0) + 1;
+  return {
+    onnx: emitOnnx(b, { name, doc }),
+    inputs: b.inputs.map(spec),
+    outputs: b.outputs.map(spec),
+    ops,
+    matmulFlops: matmulFlops(nodes),
+  };
 }
 
 /**
