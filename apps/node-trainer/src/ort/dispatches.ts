@@ -10,8 +10,8 @@
 //
 // The EP times each dispatch with GPU timestamp queries (it writes no `Api` events on a device without them), so
 // the `Api` events' durations are GPU time per program: summed per op, they say where a step's GPU time goes.
-// Their start times are GPU timestamps that ORT places on the host's timeline; should a driver's clock not
-// line up, the run's dispatches are told apart by their order instead (lastRunByOrder).
+// Their start times are GPU timestamps; on SwiftShader they fall inside the host's run spans, and should a
+// driver's clock not line up so, the run's dispatches are told apart by their order instead (lastRunByOrder).
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
