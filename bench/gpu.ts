@@ -1,7 +1,8 @@
 // bench:gpu — what a GPU's worth of training costs each backend, per preset: tokens/s of the train-step graph
 // alone and of the whole step (optimizer included), host↔device bytes and kernel runs per step, on WebGPU the
-// step's GPU time per op and its matmuls' FLOP/s, peak host RSS and GPU memory; with --torch, the same model, batch and AdamW in PyTorch on the same machine, its loss at
-// step 0 checked against meshtrain's, and the ratios. Each phase of each case runs in a child process of its
+// step's GPU time per op and its matmuls' FLOP/s, peak host RSS and GPU memory; with --torch, the same model,
+// batch and AdamW in PyTorch on the same machine, its loss at step 0 checked against meshtrain's, and the
+// ratios. Each phase of each case runs in a child process of its
 // own. Prints one JSON object on stdout (progress on stderr; `--json` prints nothing else).
 //
 //   npm run -s bench:gpu -- --json [--preset tiny,20m,125m] [--backend resident-webgpu,ort-node-webgpu,ort-node-cpu]

@@ -14,7 +14,7 @@ import { openNodeGpu, residentParameters, type NodeGpu } from '../../apps/node-t
 import { ResidentAdamW } from '../../apps/node-trainer/src/backend/gpu-adamw.ts';
 import { OrtTrainingBackend } from '../../apps/node-trainer/src/backend/ort-backend.ts';
 import { TRAIN_DEFAULTS } from '../../apps/node-trainer/src/commands/baseline.ts';
-import { profileStep, type GpuTime } from '../../apps/node-trainer/src/ort/dispatches.ts';
+import { profileStep, type StepProfile } from '../../apps/node-trainer/src/ort/dispatches.ts';
 import { createSession } from '../../apps/node-trainer/src/ort/session.ts';
 import { trainFeeds, trainInputs } from './train-inputs.ts';
 
@@ -63,18 +63,8 @@ export interface Timed {
   host_device_bytes: HostDeviceBytes | null;
 }
 
-export interface KernelRuns {
-  total: number;
-  byOp: Record<string, number>;
-}
-
-/** One profiled train step: what it ran, its GPU time where the device times dispatches, and its matmul work. */
-export interface StepRuns {
-  runs: KernelRuns;
-  gpu: GpuTime | null;
-  /** FLOPs of the graph's MatMul and Gemm nodes. */
-  matmulFlops: number;
-}
+/** One profiled train step (what it ran, its GPU time where the device times dispatches) and its matmul FLOPs. */
+export type StepRuns = StepProfile & { matmulFlops: number };
 
 export interface GpuBackend {
   description: string;

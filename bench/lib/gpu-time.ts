@@ -1,10 +1,8 @@
 // Where a profiled train step's GPU time goes: ORT's per-dispatch GPU time (timestamp queries) summed per op,
 // and the matmul kernels' achieved FLOP/s from the graph's contraction FLOPs, so a run on a real GPU says how
 // much of a step is matrix work and how fast ORT's matrix kernels run it.
+import { MATMUL_OPS } from '@meshtrain/model';
 import type { GpuTime } from '../../apps/node-trainer/src/ort/dispatches.ts';
-
-/** The ops whose programs do the graph's contractions. */
-export const MATMUL_OPS = ['MatMul', 'Gemm'] as const;
 
 export interface GpuTimeSummary {
   total_ms: number;

@@ -10,4 +10,5 @@ export { buildTrainStep, type BuiltGraph, type GraphOptions } from './train-step
 export { buildInference } from './inference.ts';
 export type { TensorSpec } from './train-step.ts';
 export { GraphBuilder } from './graph/builder.ts';
+export { MATMUL_OPS } from './graph/flops.ts';
 export { emitOnnx } from './onnx/emit.ts';

@@ -9,9 +9,12 @@ function operand(n: Node, i: number): readonly number[] {
   return v.shape;
 }
 
+/** The ops that contract: their nodes' FLOPs are counted here, their programs' GPU time is matrix time. */
+export const MATMUL_OPS: readonly string[] = ['MatMul', 'Gemm'];
+
 /** 2·(output elements)·k for a MatMul or Gemm node; 0 for every other op. */
 export function contractionFlops(n: Node): number {
-  if (n.op !== 'MatMul' && n.op !== 'Gemm') return 0;
+  if (!MATMUL_OPS.includes(n.op)) return 0;
   const a = operand(n, 0);
   const out = n.outputs[0];
   if (!out) throw new Error(`${n.op} node ${n.name} has no output`);
